@@ -1,0 +1,1 @@
+"""Alembic revisions of soong_store (installed as ``soong_store._migrations``)."""

@@ -1,0 +1,95 @@
+"""soong_store: the persistence layer of the soong agent runtime.
+
+Conversation trees, event timelines, session/agent/run metadata and schema migrations, on SQLite
+by default. Everything a caller needs is importable from here; other modules are internal.
+"""
+
+from soong_store.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from soong_store.enums import (
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventLevel,
+    NodeType,
+    Role,
+    RunStatus,
+    SessionStatus,
+)
+from soong_store.errors import (
+    BranchError,
+    ConcurrentRunError,
+    InvalidArgument,
+    InvalidContent,
+    InvalidIdentifier,
+    InvalidTransition,
+    NotFound,
+    SchemaVersionError,
+    SessionArchived,
+    SoongStoreError,
+    StorageError,
+    StoreClosed,
+    TaskDagUnavailable,
+)
+from soong_store.migrate import current_revision, upgrade
+from soong_store.records import (
+    AgentRecord,
+    ArtifactRecord,
+    ContextView,
+    EventRecord,
+    NodeRecord,
+    RunRecord,
+    SessionRecord,
+)
+from soong_store.store import SessionStore
+from soong_store.uow import UnitOfWork
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentRecord",
+    "AgentStatus",
+    "AgentType",
+    "ArtifactRecord",
+    "ArtifactRefBlock",
+    "BranchError",
+    "ConcurrentRunError",
+    "ContentBlock",
+    "ContextView",
+    "EndReason",
+    "EventLevel",
+    "EventRecord",
+    "InvalidArgument",
+    "InvalidContent",
+    "InvalidIdentifier",
+    "InvalidTransition",
+    "JsonBlock",
+    "NodeRecord",
+    "NodeType",
+    "NotFound",
+    "Role",
+    "RunRecord",
+    "RunStatus",
+    "SchemaVersionError",
+    "SessionArchived",
+    "SessionRecord",
+    "SessionStatus",
+    "SessionStore",
+    "SoongStoreError",
+    "StorageError",
+    "StoreClosed",
+    "TaskDagUnavailable",
+    "TextBlock",
+    "ToolCallBlock",
+    "ToolResultBlock",
+    "UnitOfWork",
+    "__version__",
+    "current_revision",
+    "upgrade",
+]

@@ -1,0 +1,68 @@
+"""The one place JSON is encoded and decoded (orjson), with NaN and Infinity refused."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+from soong_store.errors import InvalidContent
+
+_NULL = b"null"
+
+
+def dumps(value: Any, *, what: str = "value") -> bytes:
+    """Encode ``value`` as compact JSON bytes.
+
+    orjson writes NaN and Infinity as ``null``; a silent change of data is worse than an error, so
+    whenever the output holds a ``null`` the value is searched for non-finite floats (cheap: the
+    search runs only when a null was written at all).
+
+    Raises:
+        InvalidContent: the value holds NaN, Infinity, a lone surrogate, a non-string key or a type
+            JSON cannot hold. ``what`` names the value in the message.
+    """
+    try:
+        out = orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        raise InvalidContent(f"{what} is not storable as JSON: {exc}", what=what) from exc
+    if _NULL in out:
+        bad = _find_non_finite(value, "$")
+        if bad is not None:
+            raise InvalidContent(
+                f"{what} holds a non-finite number at {bad}; NaN and Infinity are refused",
+                what=what,
+            )
+    return out
+
+
+def dumps_text(value: Any, *, what: str = "value") -> str:
+    """Encode ``value`` as a JSON string for a TEXT column."""
+    return dumps(value, what=what).decode()
+
+
+def dumps_optional(value: Any, *, what: str = "value") -> str | None:
+    """Encode ``value`` for a nullable TEXT column: ``None`` stays NULL."""
+    return None if value is None else dumps_text(value, what=what)
+
+
+def loads(data: str | bytes | None) -> Any:
+    """Decode JSON text from the database (``None`` for NULL)."""
+    if data is None:
+        return None
+    return orjson.loads(data)
+
+
+def _find_non_finite(value: Any, where: str) -> str | None:
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return path
+        elif isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}") for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+    return None

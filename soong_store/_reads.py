@@ -1,0 +1,203 @@
+"""Read queries: sync functions over a read connection, each returning records.
+
+They run in the store's reader threads inside one deferred transaction each, so a multi-statement
+read sees a single WAL snapshot. The active path is one recursive CTE from the chosen node up to
+its root.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, RowMapping, literal, select
+
+from soong_store.enums import NodeType, SessionStatus
+from soong_store.errors import NotFound
+from soong_store.records import (
+    AgentRecord,
+    ContextView,
+    EventRecord,
+    NodeRecord,
+    RunRecord,
+    SessionRecord,
+    agent_record,
+    event_record,
+    node_record,
+    run_record,
+    session_record,
+)
+from soong_store.schema.session_tables import session_tables
+from soong_store.uow import agents_t, runs_t, sessions_t
+
+_MAX_DEPTH = 10_000_000  # a guard against a damaged parent chain, far beyond any real tree
+
+
+def session_row(connection: Connection, session_id: str) -> RowMapping:
+    """The ``sessions`` row, or ``NotFound``."""
+    row = (
+        connection.execute(select(sessions_t).where(sessions_t.c.session_id == session_id))
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"no session {session_id!r}", session_id=session_id)
+    return row
+
+
+def get_session(connection: Connection, session_id: str) -> SessionRecord:
+    """One session."""
+    return session_record(session_row(connection, session_id))
+
+
+def list_sessions(
+    connection: Connection, status: SessionStatus | None, limit: int | None
+) -> list[SessionRecord]:
+    """Sessions, most recently updated first."""
+    stmt = select(sessions_t).order_by(
+        sessions_t.c.updated_at.desc(), sessions_t.c.session_id.desc()
+    )
+    if status is not None:
+        stmt = stmt.where(sessions_t.c.status == str(status))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [session_record(row) for row in connection.execute(stmt).mappings()]
+
+
+def get_agent(connection: Connection, agent_id: str) -> AgentRecord:
+    """One agent."""
+    row = (
+        connection.execute(select(agents_t).where(agents_t.c.agent_id == agent_id))
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"no agent {agent_id!r}", agent_id=agent_id)
+    return agent_record(row)
+
+
+def list_agents(connection: Connection, session_id: str) -> list[AgentRecord]:
+    """A session's agents in creation order."""
+    session_row(connection, session_id)
+    stmt = (
+        select(agents_t)
+        .where(agents_t.c.session_id == session_id)
+        .order_by(agents_t.c.created_at, agents_t.c.agent_id)
+    )
+    return [agent_record(row) for row in connection.execute(stmt).mappings()]
+
+
+def get_run(connection: Connection, run_id: str) -> RunRecord:
+    """One run."""
+    row = connection.execute(select(runs_t).where(runs_t.c.run_id == run_id)).mappings().first()
+    if row is None:
+        raise NotFound(f"no run {run_id!r}", run_id=run_id)
+    return run_record(row)
+
+
+def list_runs(connection: Connection, session_id: str) -> list[RunRecord]:
+    """A session's runs in creation order."""
+    session_row(connection, session_id)
+    stmt = (
+        select(runs_t)
+        .where(runs_t.c.session_id == session_id)
+        .order_by(runs_t.c.created_at, runs_t.c.run_id)
+    )
+    return [run_record(row) for row in connection.execute(stmt).mappings()]
+
+
+def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecord:
+    """One node of a session."""
+    session_row(connection, session_id)
+    nodes = session_tables(session_id).nodes
+    row = connection.execute(select(nodes).where(nodes.c.node_id == node_id)).mappings().first()
+    if row is None:
+        raise NotFound(f"no node {node_id!r} in session {session_id!r}", node_id=node_id)
+    return node_record(session_id, row)
+
+
+def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
+    """Every node of a session by ``node_seq``."""
+    session_row(connection, session_id)
+    nodes = session_tables(session_id).nodes
+    rows = connection.execute(select(nodes).order_by(nodes.c.node_seq)).mappings()
+    return [node_record(session_id, row) for row in rows]
+
+
+def children(connection: Connection, session_id: str, node_id: str) -> list[NodeRecord]:
+    """The children of a node by ``node_seq``."""
+    get_node(connection, session_id, node_id)
+    nodes = session_tables(session_id).nodes
+    rows = connection.execute(
+        select(nodes).where(nodes.c.parent_id == node_id).order_by(nodes.c.node_seq)
+    ).mappings()
+    return [node_record(session_id, row) for row in rows]
+
+
+def active_path_rows(
+    connection: Connection, session_id: str, node_id: str | None
+) -> list[RowMapping]:
+    """Raw node rows from the root down to ``node_id`` (default: the active node)."""
+    session = session_row(connection, session_id)
+    target = node_id if node_id is not None else session["active_node_id"]
+    if target is None:
+        return []
+    nodes = session_tables(session_id).nodes
+    start = select(nodes.c.node_id, nodes.c.parent_id, literal(0).label("depth")).where(
+        nodes.c.node_id == target
+    )
+    path = start.cte("path", recursive=True)
+    step = (
+        select(nodes.c.node_id, nodes.c.parent_id, (path.c.depth + 1).label("depth"))
+        .join(path, nodes.c.node_id == path.c.parent_id)
+        .where(path.c.depth < _MAX_DEPTH)
+    )
+    path = path.union_all(step)
+    rows = list(
+        connection.execute(
+            select(nodes)
+            .join(path, nodes.c.node_id == path.c.node_id)
+            .order_by(path.c.depth.desc())
+        ).mappings()
+    )
+    if not rows:
+        raise NotFound(f"no node {target!r} in session {session_id!r}", node_id=target)
+    return rows
+
+
+def active_path(connection: Connection, session_id: str, node_id: str | None) -> list[NodeRecord]:
+    """The nodes from the root down to ``node_id`` (default: the active node), root first."""
+    return [
+        node_record(session_id, row) for row in active_path_rows(connection, session_id, node_id)
+    ]
+
+
+def context(connection: Connection, session_id: str, node_id: str | None) -> ContextView:
+    """The active path cut at its last compaction node (kept), with the token total."""
+    path = active_path(connection, session_id, node_id)
+    cut = 0
+    for index in range(len(path) - 1, -1, -1):
+        if path[index].node_type == NodeType.COMPACTION:
+            cut = index
+            break
+    kept = path[cut:]
+    return ContextView(nodes=kept, token_count=sum(n.token_count or 0 for n in kept))
+
+
+def timeline(
+    connection: Connection,
+    session_id: str,
+    run_id: str | None,
+    after_seq: int | None,
+    limit: int | None,
+) -> list[EventRecord]:
+    """Events by ``seq`` (by ``run_seq`` for one run), after a cursor, at most ``limit``."""
+    session_row(connection, session_id)
+    events = session_tables(session_id).events
+    stmt = select(events)
+    if run_id is not None:
+        stmt = stmt.where(events.c.run_id == run_id).order_by(events.c.run_seq)
+    else:
+        stmt = stmt.order_by(events.c.seq)
+    if after_seq is not None:
+        stmt = stmt.where(events.c.seq > after_seq)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [event_record(session_id, row) for row in connection.execute(stmt).mappings()]

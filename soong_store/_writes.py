@@ -1,0 +1,417 @@
+"""Lifecycle writes: sessions, agents, runs and switches, as writer jobs.
+
+Each public function here is a job: a sync function of the writer's connection that runs inside
+its transaction and either completes or raises (and is rolled back). Input arrives validated by
+the store; what needs the database (existence, ownership, lifecycle rules) is checked here, under
+the write lock, so that concurrent callers and processes cannot race past a rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, delete, exists, select, update
+
+from soong_store import _reads
+from soong_store.enums import (
+    TERMINAL_AGENT_STATUSES,
+    TERMINAL_RUN_STATUSES,
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventLevel,
+    RunStatus,
+    SessionStatus,
+)
+from soong_store.errors import (
+    ConcurrentRunError,
+    InvalidArgument,
+    InvalidTransition,
+)
+from soong_store.ids import new_id, new_session_id, utc_now
+from soong_store.records import (
+    AgentRecord,
+    RunRecord,
+    SessionRecord,
+    agent_record,
+    run_record,
+    session_record,
+)
+from soong_store.schema.models import artifacts_table
+from soong_store.schema.session_tables import session_tables
+from soong_store.uow import SessionWriter, agents_t, runs_t, sessions_t
+
+artifacts_t = artifacts_table
+_RUN_ORDER = {RunStatus.QUEUED: 0, RunStatus.PENDING: 1, RunStatus.RUNNING: 2}
+
+
+def create_session(
+    connection: Connection,
+    cwd: str,
+    metadata_json: str | None,
+    root_agent_type: AgentType,
+    *,
+    parent_session_id: str | None = None,
+) -> SessionRecord:
+    """Insert a session, its root agent and its two tables (one transaction)."""
+    while True:
+        session_id = new_session_id()
+        taken = connection.execute(
+            select(exists().where(sessions_t.c.session_id == session_id))
+        ).scalar()
+        if not taken:
+            break
+    now = utc_now()
+    agent_id = new_id("agent")
+    connection.execute(
+        sessions_t.insert(),
+        {
+            "session_id": session_id,
+            "cwd": cwd,
+            "root_agent_id": agent_id,
+            "active_node_id": None,
+            "parent_session_id": parent_session_id,
+            "status": str(SessionStatus.ACTIVE),
+            "metadata_json": metadata_json,
+            "created_at": now,
+            "updated_at": now,
+        },
+    )
+    connection.execute(agents_t.insert(), _agent_row(agent_id, session_id, root_agent_type, now))
+    session_tables(session_id).create(connection)
+    writer = SessionWriter.open(connection, session_id)
+    writer.lifecycle_event(
+        "session_created",
+        agent_id=agent_id,
+        payload={"cwd": cwd, "parent_session_id": parent_session_id},
+    )
+    return session_record(writer.session)
+
+
+def _agent_row(agent_id: str, session_id: str, agent_type: AgentType, now: str) -> dict[str, Any]:
+    return {
+        "agent_id": agent_id,
+        "session_id": session_id,
+        "parent_agent_id": None,
+        "agent_type": str(agent_type),
+        "created_by_run_id": None,
+        "fork_from_node_id": None,
+        "status": str(AgentStatus.IDLE),
+        "result_json": None,
+        "metadata_json": None,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def create_agent(
+    connection: Connection,
+    session_id: str,
+    agent_type: AgentType,
+    parent_agent_id: str | None,
+    created_by_run_id: str | None,
+    fork_from_node_id: str | None,
+    metadata_json: str | None,
+) -> AgentRecord:
+    """Add a ``sub`` or ``fork`` agent to a session."""
+    writer = SessionWriter.open(connection, session_id)
+    if agent_type not in (AgentType.SUB, AgentType.FORK):
+        raise InvalidArgument(
+            f"cannot create a {agent_type} agent: a session has one root agent, "
+            "made with the session; child agents are 'sub' or 'fork'",
+            agent_type=agent_type,
+        )
+    if agent_type == AgentType.FORK:
+        if fork_from_node_id is None:
+            raise InvalidArgument("a fork agent needs fork_from_node_id")
+        writer.require_node(fork_from_node_id)
+    elif fork_from_node_id is not None:
+        raise InvalidArgument("only a fork agent takes fork_from_node_id")
+    if created_by_run_id is not None:
+        run = writer.run(created_by_run_id)
+        parent_agent_id = parent_agent_id or run["agent_id"]
+    parent_agent_id = parent_agent_id or writer.session["root_agent_id"]
+    writer.agent(parent_agent_id)
+    now = utc_now()
+    row = _agent_row(new_id("agent"), session_id, agent_type, now)
+    row.update(
+        parent_agent_id=parent_agent_id,
+        created_by_run_id=created_by_run_id,
+        fork_from_node_id=fork_from_node_id,
+        metadata_json=metadata_json,
+    )
+    connection.execute(agents_t.insert(), row)
+    writer.lifecycle_event(
+        "agent_created",
+        agent_id=row["agent_id"],
+        run_id=created_by_run_id,
+        node_id=fork_from_node_id,
+        payload={"agent_type": str(agent_type), "parent_agent_id": parent_agent_id},
+    )
+    writer.finish()
+    return agent_record(row)
+
+
+def update_agent(
+    connection: Connection,
+    agent_id: str,
+    status: AgentStatus | None,
+    result_json: str | None,
+    metadata_json: str | None,
+) -> AgentRecord:
+    """Change an agent's status, result or metadata; terminal statuses are final."""
+    current = _reads.get_agent(connection, agent_id)
+    writer = SessionWriter.open(connection, current.session_id)
+    values: dict[str, Any] = {"updated_at": utc_now()}
+    if status is not None and status != current.status:
+        if current.status in TERMINAL_AGENT_STATUSES:
+            raise InvalidTransition(
+                f"agent {agent_id!r} is {current.status}: its status is final",
+                agent_id=agent_id,
+            )
+        values["status"] = str(status)
+        writer.lifecycle_event(
+            "agent_status_changed",
+            agent_id=agent_id,
+            payload={"from": str(current.status), "to": str(status)},
+        )
+    if result_json is not None:
+        values["result_json"] = result_json
+    if metadata_json is not None:
+        values["metadata_json"] = metadata_json
+    connection.execute(update(agents_t).where(agents_t.c.agent_id == agent_id).values(values))
+    writer.finish()
+    return _reads.get_agent(connection, agent_id)
+
+
+def _check_single_main_run(writer: SessionWriter, agent_id: str, run_id: str | None) -> None:
+    if agent_id != writer.session["root_agent_id"]:
+        return
+    running = writer.connection.execute(
+        select(runs_t.c.run_id).where(
+            runs_t.c.session_id == writer.session_id,
+            runs_t.c.agent_id == agent_id,
+            runs_t.c.status == str(RunStatus.RUNNING),
+            runs_t.c.run_id != (run_id or ""),
+        )
+    ).scalar()
+    if running is not None:
+        raise ConcurrentRunError(
+            f"session {writer.session_id!r} already has a running main run {running!r}",
+            session_id=writer.session_id,
+            run_id=running,
+        )
+
+
+def start_run(
+    connection: Connection,
+    session_id: str,
+    agent_id: str,
+    status: RunStatus,
+    metadata_json: str | None,
+) -> RunRecord:
+    """Create a run of an agent (queued, pending or running)."""
+    writer = SessionWriter.open(connection, session_id)
+    if status in TERMINAL_RUN_STATUSES:
+        raise InvalidArgument(f"a run cannot start as {status}: use finish_run")
+    agent = writer.agent(agent_id)
+    if agent["status"] in TERMINAL_AGENT_STATUSES:
+        raise InvalidTransition(
+            f"agent {agent_id!r} is {agent['status']}: it takes no new runs", agent_id=agent_id
+        )
+    if status == RunStatus.RUNNING:
+        _check_single_main_run(writer, agent_id, None)
+    now = utc_now()
+    row = {
+        "run_id": new_id("run"),
+        "session_id": session_id,
+        "agent_id": agent_id,
+        "status": str(status),
+        "start_node_id": None,
+        "end_node_id": None,
+        "end_reason": None,
+        "turn_count": None,
+        "usage_json": None,
+        "error_json": None,
+        "metadata_json": metadata_json,
+        "created_at": now,
+        "updated_at": now,
+    }
+    connection.execute(runs_t.insert(), row)
+    writer.lifecycle_event(
+        "run_started" if status == RunStatus.RUNNING else f"run_{status}",
+        run_id=row["run_id"],
+        payload={"status": str(status)},
+    )
+    writer.finish()
+    return run_record(row)
+
+
+def update_run(
+    connection: Connection,
+    run_id: str,
+    status: RunStatus | None,
+    turn_count: int | None,
+    usage_json: str | None,
+    metadata_json: str | None,
+) -> RunRecord:
+    """Move a run forward (queued → pending → running) or update its counters."""
+    current = _reads.get_run(connection, run_id)
+    writer = SessionWriter.open(connection, current.session_id)
+    values: dict[str, Any] = {}
+    if status is not None and status != current.status:
+        if current.status in TERMINAL_RUN_STATUSES:
+            raise InvalidTransition(
+                f"run {run_id!r} is {current.status}: its status is final", run_id=run_id
+            )
+        if status in TERMINAL_RUN_STATUSES:
+            raise InvalidTransition(
+                f"run {run_id!r} cannot become {status} here: use finish_run", run_id=run_id
+            )
+        if _RUN_ORDER[status] < _RUN_ORDER[current.status]:
+            raise InvalidTransition(
+                f"run {run_id!r} cannot go back from {current.status} to {status}", run_id=run_id
+            )
+        if status == RunStatus.RUNNING:
+            _check_single_main_run(writer, current.agent_id, run_id)
+        values["status"] = str(status)
+        writer.lifecycle_event(
+            "run_started" if status == RunStatus.RUNNING else "run_status_changed",
+            run_id=run_id,
+            payload={"from": str(current.status), "to": str(status)},
+        )
+    if turn_count is not None:
+        values["turn_count"] = turn_count
+    if usage_json is not None:
+        values["usage_json"] = usage_json
+    if metadata_json is not None:
+        values["metadata_json"] = metadata_json
+    row = writer.update_run(run_id, **values)
+    writer.finish()
+    return run_record(row)
+
+
+def finish_run(
+    connection: Connection,
+    run_id: str,
+    status: RunStatus,
+    end_reason: EndReason,
+    usage_json: str | None,
+    error_json: str | None,
+    turn_count: int | None,
+) -> RunRecord:
+    """End a run with a terminal status and an end reason; a finished run stays finished."""
+    if status not in TERMINAL_RUN_STATUSES:
+        raise InvalidArgument(
+            f"finish_run needs a terminal status (completed, failed, aborted, cancelled), "
+            f"not {status!r}"
+        )
+    current = _reads.get_run(connection, run_id)
+    writer = SessionWriter.open(connection, current.session_id)
+    if current.status in TERMINAL_RUN_STATUSES:
+        raise InvalidTransition(f"run {run_id!r} already ended as {current.status}", run_id=run_id)
+    values: dict[str, Any] = {"status": str(status), "end_reason": str(end_reason)}
+    if usage_json is not None:
+        values["usage_json"] = usage_json
+    if error_json is not None:
+        values["error_json"] = error_json
+    if turn_count is not None:
+        values["turn_count"] = turn_count
+    failed = status == RunStatus.FAILED
+    writer.lifecycle_event(
+        "run_finished",
+        run_id=run_id,
+        level=EventLevel.ERROR if failed else EventLevel.INFO,
+        payload={"status": str(status), "end_reason": str(end_reason)},
+    )
+    row = writer.update_run(run_id, **values)
+    writer.finish()
+    return run_record(row)
+
+
+def switch_node(connection: Connection, session_id: str, node_id: str) -> SessionRecord:
+    """Make ``node_id`` the session's active node, with a ``node_switched`` event."""
+    writer = SessionWriter.open(connection, session_id)
+    writer.require_node(node_id)
+    previous = writer.session["active_node_id"]
+    writer.set_active(node_id)
+    writer.lifecycle_event(
+        "node_switched", node_id=node_id, payload={"from": previous, "to": node_id}
+    )
+    writer.finish()
+    return session_record(writer.session)
+
+
+def archive_session(connection: Connection, session_id: str) -> SessionRecord:
+    """Mark a session archived: readable, no longer writable (archiving twice is harmless)."""
+    row = _reads.session_row(connection, session_id)
+    if row["status"] == SessionStatus.ARCHIVED:
+        return session_record(row)
+    writer = SessionWriter.open(connection, session_id)
+    writer.lifecycle_event("session_archived")
+    connection.execute(
+        update(sessions_t)
+        .where(sessions_t.c.session_id == session_id)
+        .values(status=str(SessionStatus.ARCHIVED), updated_at=utc_now())
+    )
+    return _reads.get_session(connection, session_id)
+
+
+def delete_session(connection: Connection, session_id: str) -> list[str]:
+    """Remove a session's rows and tables; return the artifact paths its rows named."""
+    _reads.session_row(connection, session_id)
+    paths = list(
+        connection.execute(
+            select(artifacts_t.c.path).where(artifacts_t.c.session_id == session_id)
+        ).scalars()
+    )
+    session_tables(session_id).drop(connection)
+    connection.execute(delete(artifacts_t).where(artifacts_t.c.session_id == session_id))
+    connection.execute(delete(runs_t).where(runs_t.c.session_id == session_id))
+    connection.execute(delete(sessions_t).where(sessions_t.c.session_id == session_id))
+    connection.execute(delete(agents_t).where(agents_t.c.session_id == session_id))
+    return paths
+
+
+def fork_session(connection: Connection, session_id: str, node_id: str) -> SessionRecord:
+    """A new session holding copies of the active path of ``session_id`` up to ``node_id``."""
+    source = _reads.session_row(connection, session_id)
+    path = _reads.active_path_rows(connection, session_id, node_id)
+    root = _reads.get_agent(connection, source["root_agent_id"])
+    fork = create_session(
+        connection,
+        source["cwd"],
+        source["metadata_json"],
+        root.agent_type,
+        parent_session_id=session_id,
+    )
+    writer = SessionWriter.open(connection, fork.session_id)
+    nodes = writer.tables.nodes
+    copied: dict[str, str] = {}
+    for row in path:
+        new_node_id = new_id("node")
+        parent = row["parent_id"]
+        copy = dict(row)
+        copy.update(
+            node_id=new_node_id,
+            node_seq=len(copied) + 1,
+            parent_id=None if parent is None else copied[parent],
+            agent_id=fork.root_agent_id,
+            run_id=None,
+        )
+        connection.execute(nodes.insert(), copy)
+        copied[row["node_id"]] = new_node_id
+        writer.lifecycle_event(
+            "node_created",
+            node_id=new_node_id,
+            agent_id=fork.root_agent_id,
+            payload={"copied_from": {"session_id": session_id, "node_id": row["node_id"]}},
+        )
+    writer.set_active(copied.get(node_id))
+    writer.lifecycle_event(
+        "session_forked",
+        node_id=copied.get(node_id),
+        payload={"from_session_id": session_id, "from_node_id": node_id},
+    )
+    writer.finish()
+    return session_record(writer.session)

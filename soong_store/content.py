@@ -1,0 +1,137 @@
+"""Content blocks: the provider-neutral items a node's ``content_json`` holds.
+
+A node's content is a list of blocks, a strict discriminated union on ``type``: unknown types and
+unknown fields are refused, and nothing is coerced (a number is not a string). One
+:class:`~pydantic.TypeAdapter` is built at import time and used for every validation, both of
+caller input (plain dicts or block models) and of JSON read back from the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+
+from soong_store import _json
+from soong_store.errors import InvalidContent
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class TextBlock(_Block):
+    """Plain text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ArtifactRefBlock(_Block):
+    """A reference to an artifact file (a user attachment or a spilled payload)."""
+
+    type: Literal["artifact_ref"] = "artifact_ref"
+    artifact_id: str = Field(min_length=1)
+    summary: str | None = None
+    mime_type: str | None = None
+
+
+class JsonBlock(_Block):
+    """A JSON value: inline ``data``, or once spilled, ``summary`` + ``artifact_ref``."""
+
+    type: Literal["json"] = "json"
+    data: Any = None
+    summary: str | None = None
+    artifact_ref: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Self:
+        spilled = self.artifact_ref is not None
+        if spilled and "data" in self.model_fields_set:
+            raise ValueError("a json block holds either data or an artifact_ref, not both")
+        if spilled and self.summary is None:
+            raise ValueError("a json block with an artifact_ref needs a summary")
+        if not spilled and "data" not in self.model_fields_set:
+            raise ValueError("a json block needs data (or summary and artifact_ref)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_one_form(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # ``data: null`` is a value, so the spilled form is told apart by the key being absent.
+        out: dict[str, Any] = handler(self)
+        if self.artifact_ref is not None:
+            out.pop("data", None)
+        else:
+            out.pop("summary", None)
+            out.pop("artifact_ref", None)
+        return out
+
+
+class ToolCallBlock(_Block):
+    """A model's request to call a tool."""
+
+    type: Literal["tool_call"] = "tool_call"
+    tool_call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    arguments: Any = None
+
+
+ToolResultItem = Annotated[TextBlock | JsonBlock | ArtifactRefBlock, Field(discriminator="type")]
+
+
+class ToolResultBlock(_Block):
+    """What a tool returned for one call; ``is_error`` marks a failed tool."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str = Field(min_length=1)
+    content: list[ToolResultItem]
+    is_error: bool = False
+
+
+ContentBlock = Annotated[
+    TextBlock | JsonBlock | ToolCallBlock | ToolResultBlock | ArtifactRefBlock,
+    Field(discriminator="type"),
+]
+"""Any one block; the union is discriminated on ``type``."""
+
+_CONTENT = TypeAdapter(list[ContentBlock])
+
+
+def validate_content(content: object) -> list[ContentBlock]:
+    """Turn caller input (block models or plain dicts) into a list of validated blocks.
+
+    Raises:
+        InvalidContent: the input is not a list of valid blocks; the message names the first
+            problem and where it is.
+    """
+    if isinstance(content, str | bytes | Mapping) or not isinstance(content, Iterable):
+        raise InvalidContent(
+            f"content must be a list of blocks, got {type(content).__name__}",
+            content_type=type(content).__name__,
+        )
+    try:
+        return _CONTENT.validate_python(list(content))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidContent(f"invalid content at {where or 'top'}: {first['msg']}") from exc
+
+
+def content_to_json(blocks: list[ContentBlock]) -> str:
+    """Encode validated blocks for ``content_json`` (NaN, Infinity and lone surrogates refused)."""
+    return _json.dumps_text(_CONTENT.dump_python(blocks), what="content")
+
+
+def content_from_json(text: str | bytes) -> list[ContentBlock]:
+    """Decode ``content_json`` read back from the database."""
+    return _CONTENT.validate_json(text)

@@ -1,0 +1,165 @@
+"""Schema migrations: Alembic glue, the open-time upgrade, and the per-session table helper.
+
+Revisions live in the top-level ``migrations/`` folder, shipped in the wheel as the package
+``soong_store._migrations``. Every Alembic call here runs on a live connection passed through
+``config.attributes["connection"]`` inside one ``BEGIN IMMEDIATE`` transaction: several processes
+opening an old database at once upgrade it exactly once (the others wait for the lock, then find
+it at head), and a failed upgrade leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
+
+from soong_store._engine import foreign_key_violations, is_busy, make_engine
+from soong_store.errors import SchemaVersionError, StorageError
+from soong_store.ids import check_session_id
+
+_ALEMBIC_LOCK = threading.Lock()  # Alembic keeps module-level state (alembic.context, alembic.op).
+_LOCK_WAIT_S = 120.0
+
+
+def script_location() -> str:
+    """The folder holding ``env.py`` and ``versions/``, installed or in a source checkout."""
+    try:
+        return str(resources.files("soong_store._migrations"))
+    except ModuleNotFoundError:
+        return str(Path(__file__).resolve().parent.parent / "migrations")
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config that needs no ini file; ``connection`` is used by ``env.py`` if given."""
+    config = Config()
+    config.set_main_option("script_location", script_location())
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The newest revision this code knows."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the migrations folder has no revision"
+    return head
+
+
+def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
+    """Upgrade a database to ``revision`` (default: the newest), creating it if it is empty.
+
+    Raises:
+        SchemaVersionError: the database is at a revision this code does not know, or holds
+            tables that are not soong_store's; nothing is changed.
+    """
+    with _admin(url_or_engine) as engine:
+        _upgrade_locked(engine, revision)
+
+
+def current_revision(url_or_engine: str | URL | Engine) -> str | None:
+    """The revision a database is at (``None`` for an empty database)."""
+    with _admin(url_or_engine) as engine, engine.connect() as connection:
+        revision = MigrationContext.configure(connection).get_current_revision()
+        connection.rollback()
+        return revision
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Bring a database to head when a store opens; refuse one this code does not know."""
+    _upgrade_locked(engine, "head")
+
+
+def session_ids(connection: Connection) -> list[str]:
+    """Every session id in the database, validated (they become table names)."""
+    rows = connection.execute(text("SELECT session_id FROM sessions ORDER BY session_id"))
+    return [check_session_id(sid) for (sid,) in rows]
+
+
+def session_table_names(connection: Connection, kind: Literal["nodes", "events"]) -> list[str]:
+    """The names of every session's ``nodes_*`` or ``events_*`` table, for use in a revision.
+
+    A revision that changes the per-session tables loops over these, for example::
+
+        for name in session_table_names(op.get_bind(), "nodes"):
+            with op.batch_alter_table(name) as batch:
+                batch.add_column(sa.Column("flags", sa.Integer()))
+    """
+    if kind not in ("nodes", "events"):
+        raise ValueError(f"kind must be 'nodes' or 'events', not {kind!r}")
+    return [f"{kind}_{sid}" for sid in session_ids(connection)]
+
+
+@contextmanager
+def _admin(url_or_engine: str | URL | Engine) -> Iterator[Engine]:
+    if isinstance(url_or_engine, Engine):
+        yield url_or_engine
+        return
+    engine = make_engine(url_or_engine, "admin")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _upgrade_locked(engine: Engine, revision: str) -> None:
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        try:
+            with _ALEMBIC_LOCK, engine.connect() as connection:
+                with connection.begin():
+                    _upgrade_in_transaction(connection, revision)
+                return
+        except OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() > deadline:
+                raise StorageError(f"schema upgrade failed: {exc.orig}") from exc
+            time.sleep(0.05)
+
+
+def _upgrade_in_transaction(connection: Connection, revision: str) -> None:
+    config = alembic_config(connection)
+    script = ScriptDirectory.from_config(config)
+    current = MigrationContext.configure(connection).get_current_revision()
+    if current is None:
+        foreign = [
+            name
+            for name in inspect(connection).get_table_names()
+            if name != "alembic_version" and not name.startswith("sqlite_")
+        ]
+        if foreign:
+            shown = ", ".join(sorted(foreign)[:5])
+            raise SchemaVersionError(
+                f"the database holds tables that are not soong_store's ({shown}): "
+                "refusing to touch it"
+            )
+    else:
+        try:
+            script.get_revision(current)
+        except CommandError as exc:
+            raise SchemaVersionError(
+                f"the database is at schema revision {current!r}, which this version of "
+                f"soong_store does not know (newer code wrote it?); head here is "
+                f"{script.get_current_head()!r}",
+                revision=current,
+            ) from exc
+        if revision == "head" and current == script.get_current_head():
+            return
+    try:
+        command.upgrade(config, revision)
+    except CommandError as exc:
+        raise SchemaVersionError(f"cannot upgrade to {revision!r}: {exc}") from exc
+    violations = foreign_key_violations(connection)
+    if violations:
+        raise StorageError(f"upgrade left foreign-key violations: {violations[:5]}")

@@ -1,0 +1,249 @@
+"""Records: frozen Pydantic models of stored rows, JSON columns decoded.
+
+Fields are the columns; ``*_json`` columns appear under their plain name (``metadata``,
+``payload``, ``usage``, ``error``, ``result``) as decoded values, and ``content_json`` as a list
+of content blocks. Rows read back from the database are trusted (they passed validation on the
+way in), so records are built with ``model_construct`` on the hot read paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from soong_store import _json
+from soong_store.content import ContentBlock, content_from_json
+from soong_store.enums import (
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventLevel,
+    NodeType,
+    Role,
+    RunStatus,
+    SessionStatus,
+)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SessionRecord(_Record):
+    """A row of ``sessions``."""
+
+    session_id: str
+    cwd: str
+    root_agent_id: str
+    active_node_id: str | None
+    parent_session_id: str | None
+    status: SessionStatus
+    metadata: Any
+    created_at: datetime
+    updated_at: datetime
+
+
+class AgentRecord(_Record):
+    """A row of ``agents``."""
+
+    agent_id: str
+    session_id: str
+    parent_agent_id: str | None
+    agent_type: AgentType
+    created_by_run_id: str | None
+    fork_from_node_id: str | None
+    status: AgentStatus
+    result: Any
+    metadata: Any
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunRecord(_Record):
+    """A row of ``runs``."""
+
+    run_id: str
+    session_id: str
+    agent_id: str
+    status: RunStatus
+    start_node_id: str | None
+    end_node_id: str | None
+    end_reason: EndReason | None
+    turn_count: int | None
+    usage: Any
+    error: Any
+    metadata: Any
+    created_at: datetime
+    updated_at: datetime
+
+
+class NodeRecord(_Record):
+    """A row of a session's ``nodes_<sid>`` table."""
+
+    session_id: str
+    node_id: str
+    node_seq: int
+    parent_id: str | None
+    agent_id: str
+    run_id: str | None
+    role: Role
+    node_type: NodeType
+    content: list[ContentBlock]
+    metadata: Any
+    token_count: int | None
+    created_at: datetime
+
+
+class EventRecord(_Record):
+    """A row of a session's ``events_<sid>`` table."""
+
+    session_id: str
+    event_id: str
+    seq: int
+    run_seq: int | None
+    agent_id: str | None
+    run_id: str | None
+    level: EventLevel
+    event_type: str
+    node_id: str | None
+    tool_call_id: str | None
+    payload: Any
+    created_at: datetime
+
+
+class ArtifactRecord(_Record):
+    """A row of ``artifacts``."""
+
+    artifact_id: str
+    session_id: str
+    agent_id: str | None
+    run_id: str | None
+    node_id: str | None
+    tool_call_id: str | None
+    path: str
+    filename: str | None
+    mime_type: str | None
+    size_bytes: int | None
+    summary: str | None
+    metadata: Any
+    created_at: datetime
+
+
+class ContextView(_Record):
+    """What the model gets: the active path cut at its last compaction, and its token total."""
+
+    nodes: list[NodeRecord]
+    token_count: int
+
+
+_ts = datetime.fromisoformat
+
+
+def session_record(row: Mapping[Any, Any]) -> SessionRecord:
+    """Build a :class:`SessionRecord` from a ``sessions`` row."""
+    return SessionRecord.model_construct(
+        session_id=row["session_id"],
+        cwd=row["cwd"],
+        root_agent_id=row["root_agent_id"],
+        active_node_id=row["active_node_id"],
+        parent_session_id=row["parent_session_id"],
+        status=SessionStatus(row["status"]),
+        metadata=_json.loads(row["metadata_json"]),
+        created_at=_ts(row["created_at"]),
+        updated_at=_ts(row["updated_at"]),
+    )
+
+
+def agent_record(row: Mapping[Any, Any]) -> AgentRecord:
+    """Build an :class:`AgentRecord` from an ``agents`` row."""
+    return AgentRecord.model_construct(
+        agent_id=row["agent_id"],
+        session_id=row["session_id"],
+        parent_agent_id=row["parent_agent_id"],
+        agent_type=AgentType(row["agent_type"]),
+        created_by_run_id=row["created_by_run_id"],
+        fork_from_node_id=row["fork_from_node_id"],
+        status=AgentStatus(row["status"]),
+        result=_json.loads(row["result_json"]),
+        metadata=_json.loads(row["metadata_json"]),
+        created_at=_ts(row["created_at"]),
+        updated_at=_ts(row["updated_at"]),
+    )
+
+
+def run_record(row: Mapping[Any, Any]) -> RunRecord:
+    """Build a :class:`RunRecord` from a ``runs`` row."""
+    reason = row["end_reason"]
+    return RunRecord.model_construct(
+        run_id=row["run_id"],
+        session_id=row["session_id"],
+        agent_id=row["agent_id"],
+        status=RunStatus(row["status"]),
+        start_node_id=row["start_node_id"],
+        end_node_id=row["end_node_id"],
+        end_reason=None if reason is None else EndReason(reason),
+        turn_count=row["turn_count"],
+        usage=_json.loads(row["usage_json"]),
+        error=_json.loads(row["error_json"]),
+        metadata=_json.loads(row["metadata_json"]),
+        created_at=_ts(row["created_at"]),
+        updated_at=_ts(row["updated_at"]),
+    )
+
+
+def node_record(session_id: str, row: Mapping[Any, Any]) -> NodeRecord:
+    """Build a :class:`NodeRecord` from a row of ``nodes_<sid>``."""
+    return NodeRecord.model_construct(
+        session_id=session_id,
+        node_id=row["node_id"],
+        node_seq=row["node_seq"],
+        parent_id=row["parent_id"],
+        agent_id=row["agent_id"],
+        run_id=row["run_id"],
+        role=Role(row["role"]),
+        node_type=NodeType(row["node_type"]),
+        content=content_from_json(row["content_json"]),
+        metadata=_json.loads(row["metadata_json"]),
+        token_count=row["token_count"],
+        created_at=_ts(row["created_at"]),
+    )
+
+
+def event_record(session_id: str, row: Mapping[Any, Any]) -> EventRecord:
+    """Build an :class:`EventRecord` from a row of ``events_<sid>``."""
+    return EventRecord.model_construct(
+        session_id=session_id,
+        event_id=row["event_id"],
+        seq=row["seq"],
+        run_seq=row["run_seq"],
+        agent_id=row["agent_id"],
+        run_id=row["run_id"],
+        level=EventLevel(row["level"]),
+        event_type=row["event_type"],
+        node_id=row["node_id"],
+        tool_call_id=row["tool_call_id"],
+        payload=_json.loads(row["payload_json"]),
+        created_at=_ts(row["created_at"]),
+    )
+
+
+def artifact_record(row: Mapping[Any, Any]) -> ArtifactRecord:
+    """Build an :class:`ArtifactRecord` from an ``artifacts`` row."""
+    return ArtifactRecord.model_construct(
+        artifact_id=row["artifact_id"],
+        session_id=row["session_id"],
+        agent_id=row["agent_id"],
+        run_id=row["run_id"],
+        node_id=row["node_id"],
+        tool_call_id=row["tool_call_id"],
+        path=row["path"],
+        filename=row["filename"],
+        mime_type=row["mime_type"],
+        size_bytes=row["size_bytes"],
+        summary=row["summary"],
+        metadata=_json.loads(row["metadata_json"]),
+        created_at=_ts(row["created_at"]),
+    )

@@ -1,0 +1,1 @@
+"""Database schema: the global models (under Alembic) and the per-session table factory."""

@@ -1,0 +1,148 @@
+"""The session table factory: the one place that knows where a session's tables live.
+
+Each session owns ``nodes_<sid>`` and ``events_<sid>``. They are SQLAlchemy Core tables built on a
+MetaData of their own (never Alembic's), from a session id validated before any name is formed.
+Built tables are cached with a bound, so thousands of sessions do not mean thousands of live
+``Table`` objects. A ``schema`` may be given so that a later change can move idle sessions into
+attached shard databases without touching any caller: callers only ever ask this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Connection,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from soong_store.enums import EventLevel, NodeType, Role
+from soong_store.ids import check_session_id
+
+NODES_PREFIX = "nodes_"
+EVENTS_PREFIX = "events_"
+_MAX_NAME = 63  # PostgreSQL's identifier limit; SQLite has none.
+CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTables:
+    """The pair of tables of one session."""
+
+    session_id: str
+    nodes: Table
+    events: Table
+
+    def create(self, connection: Connection) -> None:
+        """Create both tables and their indexes inside the caller's transaction."""
+        self.nodes.create(connection)
+        self.events.create(connection)
+
+    def drop(self, connection: Connection) -> None:
+        """Drop both tables (events first: they refer to nodes)."""
+        self.events.drop(connection)
+        self.nodes.drop(connection)
+
+
+def session_tables(session_id: str, schema: str | None = None) -> SessionTables:
+    """Return the tables of ``session_id`` (validated first: it becomes part of two names)."""
+    return _build(check_session_id(session_id), schema)
+
+
+def nodes_table_name(session_id: str) -> str:
+    """The name of a session's node table."""
+    return NODES_PREFIX + check_session_id(session_id)
+
+
+def events_table_name(session_id: str) -> str:
+    """The name of a session's event table."""
+    return EVENTS_PREFIX + check_session_id(session_id)
+
+
+def is_session_table(name: str) -> bool:
+    """Whether a table name belongs to a session (so that Alembic's autogenerate skips it)."""
+    return name.startswith((NODES_PREFIX, EVENTS_PREFIX))
+
+
+def _one_of(column: str, enum: type[StrEnum]) -> CheckConstraint:
+    values = ", ".join(f"'{member.value}'" for member in enum)
+    return CheckConstraint(f"{column} IN ({values})")
+
+
+def _name(table: str, suffix: str) -> str:
+    """A schema-object name derived from a table name, kept within 63 characters, still unique."""
+    name = f"{table}_{suffix}"
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(table.encode()).hexdigest()[:10]
+    keep = _MAX_NAME - len(suffix) - len(digest) - 2
+    return f"{table[:keep]}_{digest}_{suffix}"
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _build(session_id: str, schema: str | None) -> SessionTables:
+    metadata = MetaData(schema=schema)
+    nodes_name = NODES_PREFIX + session_id
+    events_name = EVENTS_PREFIX + session_id
+    nodes = Table(
+        nodes_name,
+        metadata,
+        Column("node_id", Text, primary_key=True),
+        Column("node_seq", Integer, nullable=False),
+        Column(
+            "parent_id",
+            Text,
+            ForeignKey(f"{nodes_name}.node_id", deferrable=True, initially="DEFERRED"),
+        ),
+        Column("agent_id", Text, nullable=False),
+        Column("run_id", Text),
+        Column("role", Text, nullable=False),
+        Column("node_type", Text, nullable=False),
+        Column("content_json", Text, nullable=False),
+        Column("metadata_json", Text),
+        Column("token_count", Integer),
+        Column("created_at", Text, nullable=False),
+        UniqueConstraint("node_seq", name=_name(nodes_name, "node_seq_uq")),
+        _one_of("role", Role),
+        _one_of("node_type", NodeType),
+        CheckConstraint("node_seq >= 1"),
+        CheckConstraint("token_count IS NULL OR token_count >= 0"),
+        Index(_name(nodes_name, "parent_id_ix"), "parent_id"),
+    )
+    events = Table(
+        events_name,
+        metadata,
+        Column("event_id", Text, primary_key=True),
+        Column("seq", Integer, nullable=False),
+        Column("run_seq", Integer),
+        Column("agent_id", Text),
+        Column("run_id", Text),
+        Column("level", Text, nullable=False),
+        Column("event_type", Text, nullable=False),
+        Column(
+            "node_id",
+            Text,
+            ForeignKey(f"{nodes_name}.node_id", deferrable=True, initially="DEFERRED"),
+        ),
+        Column("tool_call_id", Text),
+        Column("payload_json", Text),
+        Column("created_at", Text, nullable=False),
+        UniqueConstraint("seq", name=_name(events_name, "seq_uq")),
+        UniqueConstraint("run_id", "run_seq", name=_name(events_name, "run_seq_uq")),
+        _one_of("level", EventLevel),
+        CheckConstraint("seq >= 1"),
+        CheckConstraint("(run_id IS NULL) = (run_seq IS NULL)"),
+        Index(_name(events_name, "node_id_ix"), "node_id"),
+    )
+    return SessionTables(session_id, nodes, events)

@@ -1,0 +1,219 @@
+"""The writer: one FIFO queue into one write connection, owned by one thread.
+
+Every write of a store is a *job*, a function of a SQLAlchemy ``Connection``. Jobs run in the
+order they were submitted, each inside a ``BEGIN IMMEDIATE`` transaction. Jobs that are already
+waiting when the writer picks up work are committed together (group commit), each isolated by a
+savepoint, so one failing job rolls back only itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import OperationalError
+
+from soong_store._dberrors import translate
+from soong_store._engine import is_busy
+from soong_store.errors import SoongStoreError, StorageError, StoreClosed
+
+T = TypeVar("T")
+Job = Callable[[Connection], T]
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+@dataclass(slots=True)
+class _Pending:
+    job: Job[Any]
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    on_abort: Callable[[], None] | None = None
+    outcome: tuple[bool, Any] = field(default=(False, None))
+
+
+class _BatchBusy(Exception):
+    """The write lock could not be had; the whole batch is tried again."""
+
+
+class Writer:
+    """Runs write jobs one after another on a single connection in a thread of its own.
+
+    Contract:
+
+    - **Ownership.** The writer thread opens, uses and closes the only write connection; no
+      other thread touches it. Callers never see it.
+    - **Submitting.** :meth:`submit` is a coroutine: it enqueues the job and awaits its outcome.
+      Jobs run in FIFO order. A job's exception is raised in its own caller only (translated to
+      a :class:`~soong_store.errors.SoongStoreError`); other jobs of the same batch still commit.
+    - **Cancellation.** Once submitted, a job runs and commits (or fails) as a whole whatever
+      happens to the awaiting task: cancelling the caller only stops the waiting, never half a
+      unit of work.
+    - **Contention.** Another process holding the lock makes the writer wait (busy timeout) and
+      then retry the whole batch with jittered backoff, up to ``lock_wait`` seconds; only then
+      does the caller get a :class:`~soong_store.errors.StorageError`.
+    - **Closing.** :meth:`close` lets every job already queued finish, then stops the thread and
+      closes the connection. Submitting after that raises
+      :class:`~soong_store.errors.StoreClosed`.
+    - **Jobs must be re-runnable**: a batch retried after a busy error runs its jobs again, so a
+      job reads what it needs inside its transaction and changes nothing outside the database
+      (``on_abort`` is called when a job's work did not commit, to undo side effects).
+    """
+
+    def __init__(self, engine: Engine, *, max_batch: int = 64, lock_wait: float = 120.0) -> None:
+        self._engine = engine
+        self._max_batch = max_batch
+        self._lock_wait = lock_wait
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._main, name="soong-store-writer", daemon=True)
+        self._connection: Connection | None = None
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._thread.start()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the writer takes no more jobs."""
+        return self._closed
+
+    async def submit(self, job: Job[T], *, on_abort: Callable[[], None] | None = None) -> T:
+        """Run ``job`` in the writer and return its result (or raise its error)."""
+        if self._closed:
+            raise StoreClosed("the store is closed: no more writes")
+        loop = asyncio.get_running_loop()
+        pending = _Pending(job, loop.create_future(), loop, on_abort)
+        self._queue.put(pending)
+        result: T = await pending.future
+        return result
+
+    async def close(self) -> None:
+        """Finish every queued job, then stop the thread and release the connection."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        if self._thread.is_alive():
+            await asyncio.to_thread(self._thread.join)
+
+    def _main(self) -> None:
+        try:
+            while True:
+                first = self._queue.get()
+                if first is _STOP:
+                    return
+                batch = [first]
+                stop = False
+                while len(batch) < self._max_batch:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is _STOP:
+                        stop = True
+                        break
+                    batch.append(item)
+                self._run_batch(batch)
+                if stop:
+                    return
+        finally:
+            if self._connection is not None:
+                self._connection.close()
+            self._fail_leftovers()
+
+    def _fail_leftovers(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not _STOP:
+                item.outcome = (False, StoreClosed("the store closed before this write ran"))
+                self._deliver(item)
+
+    def _conn(self) -> Connection:
+        if self._connection is None or self._connection.invalidated or self._connection.closed:
+            if self._connection is not None:
+                self._connection.close()
+            self._connection = self._engine.connect()
+        return self._connection
+
+    def _run_batch(self, batch: list[_Pending]) -> None:
+        deadline = time.monotonic() + self._lock_wait
+        delay = 0.002
+        while True:
+            try:
+                self._attempt(batch)
+                break
+            except (_BatchBusy, OperationalError) as exc:
+                if isinstance(exc, OperationalError) and not is_busy(exc):
+                    self._fail_all(batch, translate(exc))
+                    break
+                if time.monotonic() > deadline:
+                    error = StorageError(f"the database stayed locked for {self._lock_wait:.0f} s")
+                    self._fail_all(batch, error)
+                    break
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.25)
+            except Exception as exc:  # commit failed: disk full, I/O error, damaged file
+                self._fail_all(batch, translate(exc))
+                break
+        for item in batch:
+            if not item.outcome[0] and item.on_abort is not None:
+                try:
+                    item.on_abort()
+                except Exception:
+                    log.exception("on_abort hook of a failed write raised")
+            self._deliver(item)
+
+    def _attempt(self, batch: list[_Pending]) -> None:
+        connection = self._conn()
+        single = len(batch) == 1
+        with connection.begin() as transaction:
+            for item in batch:
+                savepoint = None if single else connection.begin_nested()
+                try:
+                    result = item.job(connection)
+                except Exception as exc:
+                    if isinstance(exc, OperationalError) and is_busy(exc):
+                        raise _BatchBusy from exc
+                    (transaction if savepoint is None else savepoint).rollback()
+                    item.outcome = (False, translate(exc))
+                    if single:
+                        return
+                else:
+                    if savepoint is not None:
+                        savepoint.commit()
+                    item.outcome = (True, result)
+
+    @staticmethod
+    def _fail_all(batch: list[_Pending], error: SoongStoreError) -> None:
+        for item in batch:
+            item.outcome = (False, error)
+
+    @staticmethod
+    def _deliver(item: _Pending) -> None:
+        ok, value = item.outcome
+
+        def settle() -> None:
+            if item.future.done():  # the caller was cancelled: the write stands regardless
+                return
+            if ok:
+                item.future.set_result(value)
+            else:
+                item.future.set_exception(value)
+
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
+            item.loop.call_soon_threadsafe(settle)
