@@ -368,8 +368,8 @@ def delete_session(connection: Connection, session_id: str) -> list[str]:
     session_tables(session_id).drop(connection)
     connection.execute(delete(artifacts_t).where(artifacts_t.c.session_id == session_id))
     connection.execute(delete(runs_t).where(runs_t.c.session_id == session_id))
-    connection.execute(delete(sessions_t).where(sessions_t.c.session_id == session_id))
     connection.execute(delete(agents_t).where(agents_t.c.session_id == session_id))
+    connection.execute(delete(sessions_t).where(sessions_t.c.session_id == session_id))
     return paths
 
 

@@ -150,6 +150,25 @@ class Writer:
             self._connection = self._engine.connect()
         return self._connection
 
+    def _recover(self) -> None:
+        """Leave no transaction open after a failed attempt, whatever state the failure left.
+
+        A failure raised around COMMIT can leave the driver inside its transaction while
+        SQLAlchemy believes it ended; the next ``BEGIN IMMEDIATE`` would then fail forever.
+        """
+        connection = self._connection
+        if connection is None:
+            return
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            raw = connection.connection.dbapi_connection
+            if raw is not None and getattr(raw, "in_transaction", False):
+                raw.rollback()
+        except Exception:
+            log.warning("write connection could not be reset; reconnecting", exc_info=True)
+            connection.invalidate()
+
     def _run_batch(self, batch: list[_Pending]) -> None:
         deadline = time.monotonic() + self._lock_wait
         delay = 0.002
@@ -159,15 +178,18 @@ class Writer:
                 break
             except (_BatchBusy, OperationalError) as exc:
                 if isinstance(exc, OperationalError) and not is_busy(exc):
+                    self._recover()
                     self._fail_all(batch, translate(exc))
                     break
                 if time.monotonic() > deadline:
                     error = StorageError(f"the database stayed locked for {self._lock_wait:.0f} s")
                     self._fail_all(batch, error)
                     break
+                self._recover()
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.25)
             except Exception as exc:  # commit failed: disk full, I/O error, damaged file
+                self._recover()
                 self._fail_all(batch, translate(exc))
                 break
         for item in batch:

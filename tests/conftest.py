@@ -1,0 +1,51 @@
+"""Shared fixtures: a store on a real database file in a temporary home."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soong_store import SessionStore
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+async def store(home: Path) -> AsyncIterator[SessionStore]:
+    async with SessionStore(home=home) as opened:
+        yield opened
+
+
+def db_path(home: Path) -> Path:
+    return home / "sessions.sqlite"
+
+
+def snapshot(home: Path) -> dict[str, Any]:
+    """Every table's rows and the schema, read with raw sqlite3, to prove nothing changed."""
+    con = sqlite3.connect(db_path(home))
+    try:
+        names = [
+            r[0]
+            for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
+        ]
+        data: dict[str, Any] = {
+            "schema": con.execute(
+                "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+            ).fetchall()
+        }
+        for name in names:
+            data[name] = sorted(con.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr)
+        return data
+    finally:
+        con.close()
+
+
+def text(value: str) -> list[dict[str, str]]:
+    return [{"type": "text", "text": value}]

@@ -1,0 +1,111 @@
+"""The writer queue: order, isolation of failures, closing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, text
+
+from soong_store import NotFound, SessionStore, StoreClosed
+from soong_store._engine import make_engine
+from soong_store.errors import InvalidArgument
+from soong_store.migrate import upgrade
+from soong_store.writer import Writer
+from tests.conftest import text as blocks
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'w.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url, "write")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE log (n INTEGER NOT NULL UNIQUE)")
+    yield engine
+    engine.dispose()
+
+
+def insert(n: int):
+    def job(conn: Connection) -> int:
+        conn.execute(text("INSERT INTO log (n) VALUES (:n)"), {"n": n})
+        return n
+
+    return job
+
+
+def logged(engine) -> list[int]:
+    with engine.connect() as conn:
+        return [r[0] for r in conn.execute(text("SELECT n FROM log ORDER BY rowid"))]
+
+
+async def test_jobs_run_in_submission_order(engine):
+    writer = Writer(engine)
+    writer.start()
+    results = await asyncio.gather(*(writer.submit(insert(i)) for i in range(200)))
+    await writer.close()
+    assert results == list(range(200))
+    assert logged(engine) == list(range(200))
+
+
+async def test_failing_job_raises_in_its_caller_only(engine):
+    writer = Writer(engine)
+    writer.start()
+    jobs = [insert(i) for i in range(20)]
+    jobs[7] = insert(3)  # duplicate: violates UNIQUE
+
+    def refuse(conn: Connection) -> None:
+        conn.execute(text("INSERT INTO log (n) VALUES (1000)"))
+        raise InvalidArgument("refused after writing")
+
+    jobs[11] = refuse
+    outcomes = await asyncio.gather(*(writer.submit(j) for j in jobs), return_exceptions=True)
+    await writer.close()
+    failed = [i for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
+    assert failed == [7, 11]
+    assert isinstance(outcomes[11], InvalidArgument)
+    assert logged(engine) == [i for i in range(20) if i not in (7, 11)]
+
+
+async def test_close_drains_queue_then_refuses(engine):
+    writer = Writer(engine)
+    writer.start()
+    pending = [asyncio.ensure_future(writer.submit(insert(i))) for i in range(50)]
+    await asyncio.sleep(0)
+    await writer.close()
+    assert await asyncio.gather(*pending) == list(range(50))
+    with pytest.raises(StoreClosed):
+        await writer.submit(insert(99))
+    assert len(logged(engine)) == 50
+
+
+async def test_store_refuses_calls_after_close(home: Path):
+    store = SessionStore(home=home)
+    with pytest.raises(StoreClosed):
+        await store.create_session(cwd=".")
+    await store.open()
+    sid = (await store.create_session(cwd=".")).session_id
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreClosed):
+        await store.append_node(sid, "user", "message", blocks("x"))
+    with pytest.raises(StoreClosed):
+        await store.get_session(sid)
+    with pytest.raises(StoreClosed):
+        async with store.transaction(sid):
+            pass
+
+
+async def test_writer_survives_many_failures(store: SessionStore):
+    sid = (await store.create_session(cwd=".")).session_id
+    bad = [
+        store.append_node(sid, "user", "message", blocks("x"), parent_id=f"node_{i}")
+        for i in range(30)
+    ]
+    good = [store.append_event(sid, f"ok{i}") for i in range(30)]
+    outcomes = await asyncio.gather(*bad, *good, return_exceptions=True)
+    assert all(isinstance(o, NotFound) for o in outcomes[:30])
+    assert [o.seq for o in outcomes[30:]] == list(range(2, 32))  # type: ignore[union-attr]
