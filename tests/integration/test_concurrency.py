@@ -106,7 +106,7 @@ async def test_several_processes_share_one_database(home: Path):
         for _ in range(4)
     ]
     outputs = [p.communicate(timeout=300) for p in procs]
-    for proc, (out, err) in zip(procs, outputs, strict=True):
+    for proc, (_out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
         assert "locked" not in err
     con = sqlite3.connect(db_path(home))
