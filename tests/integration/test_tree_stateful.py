@@ -1,0 +1,111 @@
+"""The tree against an in-memory model: random appends, branches and switches (hypothesis)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from soong_store import BranchError, SessionStore
+
+ROLES = ["user", "assistant", "tool", "system"]
+TYPES = ["message", "compaction", "system_note"]
+
+
+class TreeMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="soong-tree-"))
+        self.runner = asyncio.Runner()
+        self.store = SessionStore(home=self.dir)
+        self.run(self.store.open())
+        session = self.run(self.store.create_session(cwd="."))
+        self.sid = session.session_id
+        self.parent: dict[str, str | None] = {}
+        self.kind: dict[str, tuple[str, str]] = {}
+        self.tokens: dict[str, int] = {}
+        self.order: list[str] = []
+        self.active: str | None = None
+
+    def run(self, coro: Any) -> Any:
+        return self.runner.run(coro)
+
+    def teardown(self) -> None:
+        try:
+            self.run(self.store.close())
+        finally:
+            self.runner.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path_to(self, node: str | None) -> list[str]:
+        out = []
+        while node is not None:
+            out.append(node)
+            node = self.parent[node]
+        return out[::-1]
+
+    def expect_branch_error(self, parent: str | None, role: str, node_type: str) -> bool:
+        has_child = parent is not None and any(p == parent for p in self.parent.values())
+        return has_child and (role, node_type) != ("user", "message")
+
+    @rule(
+        role=st.sampled_from(ROLES),
+        node_type=st.sampled_from(TYPES),
+        tokens=st.integers(0, 50),
+        pick=st.none() | st.integers(0, 10_000),
+    )
+    def append(self, role: str, node_type: str, tokens: int, pick: int | None) -> None:
+        explicit = None if pick is None or not self.order else self.order[pick % len(self.order)]
+        parent = explicit if explicit is not None else self.active
+        content = [{"type": "text", "text": f"{role} {len(self.order)}"}]
+        try:
+            node = self.run(
+                self.store.append_node(
+                    self.sid, role, node_type, content, parent_id=explicit, token_count=tokens
+                )
+            )
+        except BranchError:
+            assert self.expect_branch_error(parent, role, node_type)
+            return
+        assert not self.expect_branch_error(parent, role, node_type)
+        assert node.parent_id == parent
+        assert node.node_seq == len(self.order) + 1
+        self.parent[node.node_id] = parent
+        self.kind[node.node_id] = (role, node_type)
+        self.tokens[node.node_id] = tokens
+        self.order.append(node.node_id)
+        self.active = node.node_id
+
+    @precondition(lambda self: bool(self.order))
+    @rule(pick=st.integers(0, 10_000))
+    def switch(self, pick: int) -> None:
+        target = self.order[pick % len(self.order)]
+        self.run(self.store.switch_node(self.sid, target))
+        self.active = target
+
+    @precondition(lambda self: bool(self.order))
+    @rule(pick=st.integers(0, 10_000))
+    def children_match(self, pick: int) -> None:
+        node = self.order[pick % len(self.order)]
+        got = [n.node_id for n in self.run(self.store.children(self.sid, node))]
+        assert got == [n for n in self.order if self.parent[n] == node]
+
+    @invariant()
+    def active_path_and_context_match(self) -> None:
+        path = [n.node_id for n in self.run(self.store.active_path(self.sid))]
+        expected = self.path_to(self.active)
+        assert path == expected
+        cut = max((i for i, n in enumerate(expected) if self.kind[n][1] == "compaction"), default=0)
+        view = self.run(self.store.context(self.sid))
+        assert [n.node_id for n in view.nodes] == expected[cut:]
+        assert view.token_count == sum(self.tokens[n] for n in expected[cut:])
+
+
+TreeMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
+test_tree_matches_model = TreeMachine.TestCase
