@@ -2,7 +2,9 @@
 
 Each session owns ``nodes_<sid>`` and ``events_<sid>``. They are SQLAlchemy Core tables built on a
 MetaData of their own (never Alembic's), from a session id validated before any name is formed.
-Built tables are cached with a bound, so thousands of sessions do not mean thousands of live
+Every constraint is named: Alembic's batch mode keeps only named CHECK constraints when it
+rebuilds a table, and a revision over every session's tables must not lose them. Built tables are
+cached with a bound, so thousands of sessions do not mean thousands of live
 ``Table`` objects. A ``schema`` may be given so that a later change can move idle sessions into
 attached shard databases without touching any caller: callers only ever ask this module.
 """
@@ -77,7 +79,7 @@ def is_session_table(name: str) -> bool:
 
 def _one_of(column: str, enum: type[StrEnum]) -> CheckConstraint:
     values = ", ".join(f"'{member.value}'" for member in enum)
-    return CheckConstraint(f"{column} IN ({values})")
+    return CheckConstraint(f"{column} IN ({values})", name=f"ck_{column}")
 
 
 def _name(table: str, suffix: str) -> str:
@@ -116,8 +118,8 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         UniqueConstraint("node_seq", name=_name(nodes_name, "node_seq_uq")),
         _one_of("role", Role),
         _one_of("node_type", NodeType),
-        CheckConstraint("node_seq >= 1"),
-        CheckConstraint("token_count IS NULL OR token_count >= 0"),
+        CheckConstraint("node_seq >= 1", name="ck_node_seq"),
+        CheckConstraint("token_count IS NULL OR token_count >= 0", name="ck_token_count"),
         Index(_name(nodes_name, "parent_id_ix"), "parent_id"),
     )
     events = Table(
@@ -141,8 +143,8 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         UniqueConstraint("seq", name=_name(events_name, "seq_uq")),
         UniqueConstraint("run_id", "run_seq", name=_name(events_name, "run_seq_uq")),
         _one_of("level", EventLevel),
-        CheckConstraint("seq >= 1"),
-        CheckConstraint("(run_id IS NULL) = (run_seq IS NULL)"),
+        CheckConstraint("seq >= 1", name="ck_seq"),
+        CheckConstraint("(run_id IS NULL) = (run_seq IS NULL)", name="ck_run_seq"),
         Index(_name(events_name, "node_id_ix"), "node_id"),
     )
     return SessionTables(session_id, nodes, events)
