@@ -1,0 +1,666 @@
+"""Task write-ahead log: one JSONL file per named task, replayed into an in-memory DAG.
+
+File name: ``task_wal_path(root, name)`` is ``root / f"{task_file_name(name)}.wal.jsonl"``. The
+stem is a readable part (letters and digits of the name, other runs folded to ``_``, cut to 64
+characters and 128 UTF-8 bytes), a ``-`` and the first 12 hex digits of the SHA-256 of the
+exact UTF-8 name. The hash makes the mapping injective (also on case-insensitive file systems,
+since it is lower-case hex) and the fixed ``-<hash>`` tail means no stem is empty, starts with a
+dot, or is a Windows device name (``CON-…`` is not one).
+
+Records: one line each, ``{"seq":N,"op":"…","args":{…},"crc":"xxxxxxxx"}`` and a newline, as
+orjson writes it. ``seq`` is the 1-based line number (dense: no gap, no repeat). ``crc`` is the
+CRC-32, as 8 lower-case hex digits, of the line's bytes with the ``,"crc":"xxxxxxxx"`` member
+removed, i.e. of the compact JSON ``{"seq":N,"op":"…","args":{…}}`` as written. Line 1 is the
+header, ``op="header"`` with ``args={"version":1,"task_name":<original name>}``. The other
+operations and their ``args`` are::
+
+    add                task_id, title, depends_on (list of ids), metadata (any JSON value)
+    set_status         task_id, status (pending|in_progress|completed|failed|cancelled)
+    add_dependency     task_id, depends_on (one id)
+    remove_dependency  task_id, depends_on (one id)
+    update             task_id, and title and/or metadata
+    remove             task_id (refused while another task depends on it)
+
+Guarantees: every operation is validated against the DAG before anything is written; an append
+is written, fsynced (the directory too when the file is created) and only then applied in
+memory, so an acknowledged operation survives a crash and a failed one (``StorageError``) leaves
+file and DAG as they were. Appends are serialised by an ``asyncio.Lock`` and, across processes,
+by ``flock``; a file grown by another writer is refused rather than overwritten. On open, a torn
+last line (no newline: a crash mid-append, never acknowledged) is dropped and truncated; any other
+damage raises ``TaskDagUnavailable`` with the path, the 1-based line and the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import heapq
+import logging
+import os
+import re
+import sys
+import zlib
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+from soong_store import _json
+from soong_store.errors import InvalidArgument, NotFound, StorageError, TaskDagUnavailable
+
+__all__ = ["Task", "TaskDag", "TaskStatus", "WalState", "task_file_name", "task_wal_path"]
+
+log = logging.getLogger(__name__)
+
+WAL_SUFFIX: Final = ".wal.jsonl"
+FORMAT_VERSION: Final = 1
+MAX_TASK_NAME: Final = 1000
+MAX_TASK_ID: Final = 128
+MAX_TITLE: Final = 2000
+MAX_RECORD_BYTES: Final = 1 << 20
+_READABLE_CHARS: Final = 64
+_READABLE_BYTES: Final = 128
+_UNSAFE_RUN = re.compile(r"\W+|_+")
+_CRC_TAIL = re.compile(rb',"crc":"([0-9a-f]{8})"\}\n')
+_CRC_TAIL_LEN: Final = 19
+
+Listener = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+if sys.platform == "win32":  # pragma: no cover
+
+    def _lock(fd: int) -> None:
+        """No advisory locks on Windows; the asyncio lock still serialises one process."""
+
+else:
+    import fcntl
+
+    def _lock(fd: int) -> None:
+        """Hold an exclusive advisory lock until ``fd`` is closed."""
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+class TaskStatus(StrEnum):
+    """Where a sub-task is; only ``completed`` releases the tasks that depend on it."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One sub-task of the DAG; ``depends_on`` lists the tasks that must complete first.
+
+    ``metadata`` is the JSON value as decoded from the log (tuples come back as lists); it is
+    shared with the DAG, so treat it as read-only.
+    """
+
+    task_id: str
+    title: str
+    status: TaskStatus
+    depends_on: tuple[str, ...]
+    metadata: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class WalState:
+    """What a replay found: the header's name, the tasks, the last seq and the good byte size."""
+
+    task_name: str | None
+    tasks: dict[str, Task] = field(default_factory=dict)
+    seq: int = 0
+    size: int = 0
+    torn_bytes: int = 0
+
+
+def task_file_name(task_name: str) -> str:
+    """Map a model-chosen task name to a safe, injective file stem (without ``.wal.jsonl``).
+
+    Raises:
+        InvalidArgument: the name is not a non-empty string of at most 1,000 characters, or is
+            not encodable as UTF-8.
+    """
+    if not isinstance(task_name, str) or not task_name:
+        raise InvalidArgument(f"task name must be a non-empty string, not {task_name!r}")
+    if len(task_name) > MAX_TASK_NAME:
+        raise InvalidArgument(f"task name is longer than {MAX_TASK_NAME} characters")
+    try:
+        raw = task_name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"task name {task_name!r} is not valid Unicode") from exc
+    readable = _UNSAFE_RUN.sub("_", task_name)[:_READABLE_CHARS]
+    while len(readable.encode("utf-8")) > _READABLE_BYTES:
+        readable = readable[:-1]
+    return f"{readable}-{hashlib.sha256(raw).hexdigest()[:12]}"
+
+
+def task_wal_path(task_root: Path, task_name: str) -> Path:
+    """Return the WAL file of ``task_name`` inside ``task_root`` (the session's task folder)."""
+    return Path(task_root) / f"{task_file_name(task_name)}{WAL_SUFFIX}"
+
+
+def _encode_record(seq: int, op: str, args: dict[str, Any]) -> bytes:
+    body = _json.dumps({"seq": seq, "op": op, "args": args}, what=f"task {op} record")
+    return b'%s,"crc":"%08x"}\n' % (body[:-1], zlib.crc32(body))
+
+
+def _decode_line(line: bytes, path: Path, lineno: int) -> tuple[str, dict[str, Any]]:
+    def fail(reason: str) -> TaskDagUnavailable:
+        return TaskDagUnavailable(
+            "task WAL cannot be replayed", path=path, line=lineno, reason=reason
+        )
+
+    tail = _CRC_TAIL.fullmatch(line, len(line) - _CRC_TAIL_LEN)
+    if tail is None:
+        raise fail("line does not end with a checksum")
+    body = line[: tail.start()] + b"}"
+    if int(tail.group(1), 16) != zlib.crc32(body):
+        raise fail("checksum mismatch")
+    try:
+        record = _json.loads(body)
+    except ValueError as exc:
+        raise fail(f"invalid JSON: {exc}") from exc
+    if not isinstance(record, dict) or set(record) != {"seq", "op", "args"}:
+        raise fail("record must hold exactly seq, op and args")
+    seq, op, args = record["seq"], record["op"], record["args"]
+    if type(seq) is not int or seq != lineno:
+        kind = "repeat" if type(seq) is int and seq < lineno else "gap"
+        raise fail(f"sequence {kind}: seq {seq!r} on line {lineno}")
+    if not isinstance(op, str) or not isinstance(args, dict):
+        raise fail("op must be a string and args an object")
+    return op, args
+
+
+def _parse(data: bytes, path: Path, task_name: str | None = None) -> WalState:
+    end = data.rfind(b"\n") + 1
+    lines = data[:end].split(b"\n")[:-1] if end else []
+    tasks: dict[str, Task] = {}
+    header: str | None = None
+    for lineno, raw in enumerate(lines, 1):
+        op, args = _decode_line(raw + b"\n", path, lineno)
+        try:
+            if lineno == 1:
+                header = _check_header(op, args, task_name)
+            elif op == "header":
+                raise InvalidArgument("header record after line 1")
+            else:
+                _commit(tasks, *_plan(tasks, op, args))
+        except (InvalidArgument, NotFound) as exc:
+            raise TaskDagUnavailable(
+                "task WAL cannot be replayed", path=path, line=lineno, reason=str(exc)
+            ) from exc
+    return WalState(header, tasks, len(lines), end, len(data) - end)
+
+
+def _check_header(op: str, args: dict[str, Any], task_name: str | None) -> str:
+    if op != "header" or set(args) != {"version", "task_name"}:
+        raise InvalidArgument("first record is not a header")
+    if args["version"] != FORMAT_VERSION:
+        raise InvalidArgument(f"unsupported task WAL version {args['version']!r}")
+    name = args["task_name"]
+    if not isinstance(name, str):
+        raise InvalidArgument("header task_name is not a string")
+    if task_name is not None and name != task_name:
+        raise InvalidArgument(f"file belongs to task {name!r}, not {task_name!r}")
+    return name
+
+
+def _check_id(value: Any, what: str = "task id") -> str:
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= MAX_TASK_ID
+        or not value.isprintable()
+        or value.strip() != value
+    ):
+        raise InvalidArgument(
+            f"invalid {what} {value!r}: expected 1-{MAX_TASK_ID} printable characters "
+            "without surrounding spaces"
+        )
+    return value
+
+
+def _check_title(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > MAX_TITLE:
+        raise InvalidArgument(f"task title must be a string of at most {MAX_TITLE} characters")
+    return value
+
+
+def _require(tasks: dict[str, Task], task_id: Any) -> Task:
+    task = tasks.get(_check_id(task_id))
+    if task is None:
+        raise NotFound(f"no task {task_id!r}", task_id=task_id)
+    return task
+
+
+def _reaches(tasks: dict[str, Task], start: str, target: str) -> bool:
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        if current == target:
+            return True
+        if current not in seen:
+            seen.add(current)
+            stack.extend(tasks[current].depends_on)
+    return False
+
+
+def _plan_add(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
+    task_id = _check_id(args["task_id"])
+    if task_id in tasks:
+        raise InvalidArgument(f"task {task_id!r} already exists", task_id=task_id)
+    deps = args["depends_on"]
+    if not isinstance(deps, list):
+        raise InvalidArgument("depends_on must be a list of task ids")
+    for dep in deps:
+        if _check_id(dep, "dependency id") == task_id:
+            raise InvalidArgument(f"task {task_id!r} cannot depend on itself", task_id=task_id)
+        _require(tasks, dep)
+    if len(set(deps)) != len(deps):
+        raise InvalidArgument(f"depends_on of {task_id!r} repeats a task id", task_id=task_id)
+    title = _check_title(args["title"])
+    return Task(task_id, title, TaskStatus.PENDING, tuple(deps), args["metadata"])
+
+
+def _plan_status(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
+    task = _require(tasks, args["task_id"])
+    status = args["status"]
+    if not isinstance(status, str) or status not in _STATUSES:
+        raise InvalidArgument(f"invalid status {status!r}: expected one of {', '.join(TaskStatus)}")
+    return replace(task, status=TaskStatus(status))
+
+
+def _plan_link(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
+    task = _require(tasks, args["task_id"])
+    dep = _check_id(args["depends_on"], "dependency id")
+    if dep == task.task_id:
+        raise InvalidArgument(f"task {dep!r} cannot depend on itself", task_id=dep)
+    _require(tasks, dep)
+    if dep in task.depends_on:
+        raise InvalidArgument(f"task {task.task_id!r} already depends on {dep!r}")
+    if _reaches(tasks, dep, task.task_id):
+        raise InvalidArgument(f"{task.task_id!r} depending on {dep!r} would close a cycle")
+    return replace(task, depends_on=(*task.depends_on, dep))
+
+
+def _plan_unlink(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
+    task = _require(tasks, args["task_id"])
+    dep = _check_id(args["depends_on"], "dependency id")
+    if dep not in task.depends_on:
+        raise NotFound(f"task {task.task_id!r} does not depend on {dep!r}", task_id=task.task_id)
+    return replace(task, depends_on=tuple(d for d in task.depends_on if d != dep))
+
+
+def _plan_update(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
+    task = _require(tasks, args["task_id"])
+    title = _check_title(args["title"]) if "title" in args else task.title
+    return replace(task, title=title, metadata=args.get("metadata", task.metadata))
+
+
+def _plan_remove(tasks: dict[str, Task], args: dict[str, Any]) -> None:
+    task = _require(tasks, args["task_id"])
+    dependents = [t.task_id for t in tasks.values() if task.task_id in t.depends_on]
+    if dependents:
+        raise InvalidArgument(
+            f"task {task.task_id!r} is a dependency of {', '.join(map(repr, dependents))}",
+            task_id=task.task_id,
+        )
+
+
+_STATUSES: Final = frozenset(TaskStatus)
+_Planner = Callable[[dict[str, Task], dict[str, Any]], Task | None]
+_OPERATIONS: Final[dict[str, tuple[frozenset[str], _Planner]]] = {
+    "add": (frozenset({"task_id", "title", "depends_on", "metadata"}), _plan_add),
+    "set_status": (frozenset({"task_id", "status"}), _plan_status),
+    "add_dependency": (frozenset({"task_id", "depends_on"}), _plan_link),
+    "remove_dependency": (frozenset({"task_id", "depends_on"}), _plan_unlink),
+    "update": (frozenset({"task_id", "title", "metadata"}), _plan_update),
+    "remove": (frozenset({"task_id"}), _plan_remove),
+}
+
+
+def _plan(tasks: dict[str, Task], op: str, args: dict[str, Any]) -> tuple[str, Task | None]:
+    """Validate ``op`` against ``tasks``; return the task id and its new value (None: removed)."""
+    if op not in _OPERATIONS:
+        raise InvalidArgument(f"unknown operation {op!r}")
+    allowed, planner = _OPERATIONS[op]
+    keys = set(args)
+    partial_update = op == "update" and "task_id" in keys and len(keys) > 1 and keys <= allowed
+    if keys != allowed and not partial_update:
+        raise InvalidArgument(
+            f"{op} takes {', '.join(sorted(allowed))}, not {', '.join(sorted(keys))}"
+        )
+    return args["task_id"], planner(tasks, args)
+
+
+def _commit(tasks: dict[str, Task], task_id: str, task: Task | None) -> None:
+    if task is None:
+        del tasks[task_id]
+    else:
+        tasks[task_id] = task
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _fsync_dir(directory: Path) -> None:
+    if sys.platform == "win32":  # pragma: no cover
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _load(path: Path, task_name: str) -> WalState:
+    """Replay ``path`` under its lock, truncating a torn last line (runs in a worker thread)."""
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return WalState(None)
+    try:
+        _lock(fd)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        state = _parse(b"".join(chunks), path, task_name)
+        if state.torn_bytes:
+            log.warning(
+                "dropping a torn record (%d bytes) at the end of %s", state.torn_bytes, path
+            )
+            os.ftruncate(fd, state.size)
+            os.fsync(fd)
+        return state
+    finally:
+        os.close(fd)
+
+
+class TaskDag:
+    """The DAG of one named task, backed by its write-ahead log; build it with :meth:`open`.
+
+    Reads (``get``, ``tasks``, ``ready`` ...) are synchronous and see every acknowledged append.
+    Appends hold an ``asyncio.Lock`` from validation to the in-memory update, so concurrent
+    coroutines are applied in lock order and the file order is the DAG's history. With
+    ``offload=True`` (the default) the write and fsync run in a worker thread; an append whose
+    caller is cancelled still finishes (it is applied if it reached the disk) before the
+    ``CancelledError`` is raised, and its listener call is skipped. The listener runs under the
+    lock, so it sees appends in file order; it must not append to the same ``TaskDag``.
+    """
+
+    def __init__(
+        self, path: Path, task_name: str, state: WalState, listener: Listener | None, offload: bool
+    ) -> None:
+        self.path = path
+        self.task_name = task_name
+        self._tasks: dict[str, Task] = dict(state.tasks)
+        self._seq = state.seq
+        self._size = state.size
+        self._listener = listener
+        self._offload = offload
+        self._lock = asyncio.Lock()
+        self._broken: str | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        task_name: str,
+        *,
+        listener: Listener | None = None,
+        offload: bool = True,
+    ) -> TaskDag:
+        """Replay the WAL at ``path`` (a missing file is an empty DAG; nothing is created yet).
+
+        Args:
+            path: The WAL file, normally ``task_wal_path(task_root, task_name)``.
+            task_name: The original task name; it must match the file's header.
+            listener: Awaited with ``(op, args)`` after each successful append; its failures
+                are logged, never raised.
+            offload: Run file I/O in a worker thread (False: inline, faster on fast disks but
+                blocks the event loop for each fsync).
+
+        Raises:
+            InvalidArgument: ``task_name`` is not a valid task name.
+            TaskDagUnavailable: the file is damaged or belongs to another task name.
+            StorageError: the file cannot be read.
+        """
+        task_file_name(task_name)
+        path = Path(path)
+        try:
+            if offload:
+                state = await asyncio.to_thread(_load, path, task_name)
+            else:
+                state = _load(path, task_name)
+        except OSError as exc:
+            raise StorageError(f"cannot read task WAL {path}: {exc}", path=path) from exc
+        return cls(path, task_name, state, listener, offload)
+
+    @staticmethod
+    def replay(path: Path, task_name: str | None = None) -> WalState:
+        """Read ``path`` without changing it (a torn tail is only reported in ``torn_bytes``).
+
+        Raises:
+            TaskDagUnavailable: the file is damaged (or its header names another task).
+            StorageError: the file exists but cannot be read.
+        """
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return WalState(None)
+        except OSError as exc:
+            raise StorageError(f"cannot read task WAL {path}: {exc}", path=path) from exc
+        return _parse(data, path, task_name)
+
+    @property
+    def seq(self) -> int:
+        """The sequence number of the last record in the file (0 before the first append)."""
+        return self._seq
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
+
+    async def add(
+        self, task_id: str, title: str, depends_on: Iterable[str] = (), metadata: Any = None
+    ) -> Task:
+        """Add a pending task after the tasks it depends on (all must exist)."""
+        if isinstance(depends_on, str | bytes) or not isinstance(depends_on, Iterable):
+            raise InvalidArgument(f"depends_on must be an iterable of task ids, not {depends_on!r}")
+        args = {"task_id": task_id, "title": title, "depends_on": list(depends_on)}
+        return await self._append_task("add", {**args, "metadata": metadata})
+
+    async def set_status(self, task_id: str, status: TaskStatus | str) -> Task:
+        """Set the status of a task (any status may follow any other)."""
+        return await self._append_task("set_status", {"task_id": task_id, "status": status})
+
+    async def add_dependency(self, task_id: str, depends_on: str) -> Task:
+        """Make ``task_id`` wait for ``depends_on``; refused if it would close a cycle."""
+        return await self._append_task(
+            "add_dependency", {"task_id": task_id, "depends_on": depends_on}
+        )
+
+    async def remove_dependency(self, task_id: str, depends_on: str) -> Task:
+        """Drop the edge from ``task_id`` to ``depends_on`` (NotFound if there is none)."""
+        return await self._append_task(
+            "remove_dependency", {"task_id": task_id, "depends_on": depends_on}
+        )
+
+    async def update(self, task_id: str, *, title: str | None = None, metadata: Any = None) -> Task:
+        """Change the title and/or metadata; ``None`` leaves a field as it is."""
+        args: dict[str, Any] = {"task_id": task_id}
+        if title is not None:
+            args["title"] = title
+        if metadata is not None:
+            args["metadata"] = metadata
+        return await self._append_task("update", args)
+
+    async def remove(self, task_id: str) -> None:
+        """Remove a task; refused (InvalidArgument) while another task depends on it."""
+        await self._append("remove", {"task_id": task_id})
+
+    def get(self, task_id: str) -> Task:
+        """Return the task ``task_id`` (NotFound if there is none)."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise NotFound(f"no task {task_id!r} in {self.task_name!r}", task_id=task_id)
+        return task
+
+    def tasks(self) -> list[Task]:
+        """Return every task in insertion order."""
+        return list(self._tasks.values())
+
+    def ready(self) -> list[Task]:
+        """Return the pending tasks whose dependencies are all completed, in insertion order."""
+        done = TaskStatus.COMPLETED
+        return [
+            t
+            for t in self._tasks.values()
+            if t.status is TaskStatus.PENDING
+            and all(self._tasks[d].status is done for d in t.depends_on)
+        ]
+
+    def topological_order(self) -> list[Task]:
+        """Return the tasks dependencies first, ties broken by insertion order."""
+        order = list(self._tasks.values())
+        index = {t.task_id: i for i, t in enumerate(order)}
+        waiting = {t.task_id: len(t.depends_on) for t in order}
+        dependents: dict[str, list[str]] = {t.task_id: [] for t in order}
+        for t in order:
+            for dep in t.depends_on:
+                dependents[dep].append(t.task_id)
+        heap = [index[tid] for tid, n in waiting.items() if n == 0]
+        result: list[Task] = []
+        while heap:
+            task = order[heapq.heappop(heap)]
+            result.append(task)
+            for child in dependents[task.task_id]:
+                waiting[child] -= 1
+                if not waiting[child]:
+                    heapq.heappush(heap, index[child])
+        return result
+
+    def summary(self, *, max_tasks: int = 40, max_width: int = 160) -> str:
+        """Render counts per status, one line per task and the ready set, for a ``task_board``.
+
+        At most ``max_tasks`` task lines (the rest are counted) and ``max_width`` characters per
+        line, so the text stays bounded whatever the DAG holds.
+        """
+
+        def clip(text: str) -> str:
+            text = " ".join(text.split())
+            return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+        tasks = list(self._tasks.values())
+        counts = {s: 0 for s in TaskStatus}
+        for t in tasks:
+            counts[t.status] += 1
+        head = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "empty"
+        lines = [clip(f"task {self.task_name!r}: {len(tasks)} tasks ({head})")]
+        for t in tasks[:max_tasks]:
+            deps = f" <- {', '.join(t.depends_on)}" if t.depends_on else ""
+            lines.append(clip(f"[{t.status}] {t.task_id}: {t.title}{deps}"))
+        if len(tasks) > max_tasks:
+            lines.append(f"... {len(tasks) - max_tasks} more tasks")
+        ready = [t.task_id for t in self.ready()]
+        lines.append(clip(f"ready: {', '.join(ready) if ready else '(none)'}"))
+        return "\n".join(lines)
+
+    async def _append_task(self, op: str, args: dict[str, Any]) -> Task:
+        task = await self._append(op, args)
+        assert task is not None
+        return task
+
+    async def _append(self, op: str, args: dict[str, Any]) -> Task | None:
+        async with self._lock:
+            if self._broken is not None:
+                raise StorageError(self._broken, path=self.path)
+            first = self._size == 0
+            seq = self._seq + 1 + first
+            record = _encode_record(seq, op, args)
+            if len(record) > MAX_RECORD_BYTES:
+                raise InvalidArgument(f"task {op} record exceeds {MAX_RECORD_BYTES} bytes")
+            task_id, task = _plan(self._tasks, op, _json.loads(record)["args"])
+            data = record
+            if first:
+                header = {"version": FORMAT_VERSION, "task_name": self.task_name}
+                data = _encode_record(1, "header", header) + record
+            interrupted = await self._io(data)
+            _commit(self._tasks, task_id, task)
+            self._seq, self._size = seq, self._size + len(data)
+            if interrupted:
+                raise asyncio.CancelledError
+            if self._listener is not None:
+                try:
+                    await self._listener(op, _json.loads(record)["args"])
+                except Exception:
+                    log.warning("task WAL listener failed for %s %s", op, self.path, exc_info=True)
+            return task
+
+    async def _io(self, data: bytes) -> bool:
+        """Append ``data`` durably; return whether the caller was cancelled meanwhile."""
+        interrupted = False
+        try:
+            if not self._offload:
+                self._write(data, self._size)
+                return False
+            job = asyncio.get_running_loop().run_in_executor(None, self._write, data, self._size)
+            while not job.done():
+                try:
+                    await asyncio.wait((job,))
+                except asyncio.CancelledError:
+                    interrupted = True
+            job.result()
+        except OSError as exc:
+            raise StorageError(
+                f"cannot append to task WAL {self.path}: {exc}", path=self.path
+            ) from exc
+        return interrupted
+
+    def _write(self, data: bytes, size: int) -> None:
+        """Append and fsync ``data`` to a file of ``size`` bytes under flock, or leave it as is."""
+        new_dirs: list[Path] = []
+        if size == 0:
+            new_dirs = [d for d in (self.path.parent, *self.path.parent.parents) if not d.exists()]
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(self.path, flags | (os.O_CREAT if size == 0 else 0), 0o644)
+        try:
+            _lock(fd)
+            if os.fstat(fd).st_size != size:
+                raise StorageError(
+                    f"task WAL {self.path} was changed by another writer; open it again",
+                    path=self.path,
+                )
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+                if size == 0:
+                    for directory in {self.path.parent, *(d.parent for d in new_dirs)}:
+                        _fsync_dir(directory)
+            except OSError:
+                self._roll_back(fd, size)
+                raise
+        finally:
+            os.close(fd)
+
+    def _roll_back(self, fd: int, size: int) -> None:
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            self._broken = f"task WAL {self.path} may hold a failed append; open it again"
+            return
+        # The next successful append's fsync also makes this truncation durable; until then a
+        # crash could only bring back a record whose fsync failed, never lose an acknowledged one.
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
