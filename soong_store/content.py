@@ -135,3 +135,31 @@ def content_to_json(blocks: list[ContentBlock]) -> str:
 def content_from_json(text: str | bytes) -> list[ContentBlock]:
     """Decode ``content_json`` read back from the database."""
     return _CONTENT.validate_json(text)
+
+
+def artifact_refs(blocks: list[ContentBlock]) -> list[str]:
+    """The artifact ids the blocks refer to (attachments and spilled JSON), in order."""
+    refs: list[str] = []
+    for block in blocks:
+        items = block.content if isinstance(block, ToolResultBlock) else [block]
+        for item in items:
+            if isinstance(item, ArtifactRefBlock):
+                refs.append(item.artifact_id)
+            elif isinstance(item, JsonBlock) and item.artifact_ref is not None:
+                refs.append(item.artifact_ref)
+    return refs
+
+
+def map_artifact_refs(blocks: list[ContentBlock], mapping: dict[str, str]) -> list[ContentBlock]:
+    """The blocks with every artifact reference renamed through ``mapping`` (a forked copy)."""
+
+    def rename(item: Any) -> Any:
+        if isinstance(item, ArtifactRefBlock) and item.artifact_id in mapping:
+            return item.model_copy(update={"artifact_id": mapping[item.artifact_id]})
+        if isinstance(item, JsonBlock) and item.artifact_ref in mapping:
+            return item.model_copy(update={"artifact_ref": mapping[item.artifact_ref]})
+        if isinstance(item, ToolResultBlock):
+            return item.model_copy(update={"content": [rename(i) for i in item.content]})
+        return item
+
+    return [rename(block) for block in blocks]

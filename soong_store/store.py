@@ -10,6 +10,7 @@ writer and releases every connection.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -34,6 +35,14 @@ from soong_store._engine import (
     load_sqlite_module,
     make_engine,
 )
+from soong_store.artifacts import (
+    MAX_ARTIFACT_BYTES,
+    SPILL_BYTES,
+    SPILL_TOKENS,
+    ArtifactFiles,
+    ArtifactOp,
+    SpillPolicy,
+)
 from soong_store.enums import (
     AgentStatus,
     AgentType,
@@ -55,11 +64,21 @@ from soong_store.records import (
     RunRecord,
     SessionRecord,
 )
-from soong_store.uow import EventOp, NodeOp, Op, UnitOfWork, apply_ops, check_token_count
+from soong_store.uow import (
+    Committed,
+    EventOp,
+    NodeOp,
+    Op,
+    UnitOfWork,
+    apply_ops,
+    artifacts_of,
+    check_token_count,
+)
 from soong_store.uow import enum_value as _enum
 from soong_store.writer import Writer
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 _READ_RETRY_S = 30.0
 
 
@@ -95,6 +114,10 @@ class SessionStore:
         url: str | URL | None = None,
         durability: Durability = "normal",
         sqlite_module: str | ModuleType | None = None,
+        *,
+        spill_bytes: int = SPILL_BYTES,
+        spill_tokens: int = SPILL_TOKENS,
+        max_artifact_bytes: int = MAX_ARTIFACT_BYTES,
     ) -> None:
         if durability not in ("normal", "full"):
             raise InvalidArgument(f"invalid durability {durability!r}: expected 'normal' or 'full'")
@@ -102,6 +125,13 @@ class SessionStore:
         self.url = url if url is not None else database_url(self.home)
         self.durability: Durability = durability
         self._sqlite_module = load_sqlite_module(sqlite_module)
+        self._policy = SpillPolicy(
+            max_bytes=_positive(spill_bytes, "spill_bytes") or SPILL_BYTES,
+            max_tokens=_positive(spill_tokens, "spill_tokens") or SPILL_TOKENS,
+            max_artifact_bytes=_positive(max_artifact_bytes, "max_artifact_bytes")
+            or MAX_ARTIFACT_BYTES,
+        )
+        self._files = ArtifactFiles(self.home / "artifacts")
         self._writer: Writer | None = None
         self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
@@ -137,6 +167,8 @@ class SessionStore:
             "sqlite_module": self._sqlite_module,
         }
         self._write_engine = make_engine(self.url, "write", **options)
+        with self._write_engine.connect():
+            pass  # the first write connection switches the file to WAL before any reader opens
         self._read_engine = make_engine(self.url, "read", **options)
         self._readers = ThreadPoolExecutor(READ_POOL_SIZE, thread_name_prefix="soong-store-read")
         self._writer = Writer(self._write_engine)
@@ -156,10 +188,12 @@ class SessionStore:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    async def _write(self, job: Callable[[Connection], T]) -> T:
+    async def _write(
+        self, job: Callable[[Connection], T], on_abort: Callable[[], None] | None = None
+    ) -> T:
         if self._writer is None:
             raise StoreClosed("the store is not open")
-        return await self._writer.submit(job)
+        return await self._writer.submit(job, on_abort=on_abort)
 
     async def _read(self, query: Callable[[Connection], T]) -> T:
         if self._readers is None or self._read_engine is None or self._writer is None:
@@ -362,7 +396,7 @@ class SessionStore:
         sid = check_session_id(session_id)
         if self._writer is None:
             raise StoreClosed("the store is not open")
-        tx = UnitOfWork(sid, partial(self._submit_ops, sid))
+        tx = UnitOfWork(sid, partial(self._submit_ops, sid), self._policy)
         try:
             yield tx
         except BaseException:
@@ -370,10 +404,34 @@ class SessionStore:
             raise
         await tx.commit()
 
-    async def _submit_ops(
-        self, session_id: str, ops: list[Op]
-    ) -> tuple[list[NodeRecord], list[EventRecord]]:
-        return await self._write(partial(apply_ops, session_id=session_id, ops=ops))
+    async def _submit_ops(self, session_id: str, ops: list[Op]) -> Committed:
+        files = artifacts_of(ops)
+        if not files:
+            return await self._write(partial(apply_ops, session_id=session_id, ops=ops))
+        # Files first, row second: a crash in between leaves an orphan file for gc, never a row
+        # without its file. A unit that does not commit takes its files away again.
+        await asyncio.to_thread(self._write_files, files)
+        return await self._write(
+            partial(apply_ops, session_id=session_id, ops=ops),
+            on_abort=partial(self._remove_files, [f.path for f in files]),
+        )
+
+    def _write_files(self, files: list[ArtifactOp]) -> None:
+        written: list[str] = []
+        try:
+            for artifact in files:
+                self._files.write(artifact.path, artifact.data)
+                written.append(artifact.path)
+        except OSError as exc:
+            self._remove_files(written)
+            raise translate(exc) from exc
+
+    def _remove_files(self, paths: list[str]) -> None:
+        for path in paths:
+            try:
+                self._files.remove(path)
+            except OSError:
+                log.warning("could not remove artifact file %s; gc will", path, exc_info=True)
 
     async def append_node(
         self,
@@ -391,9 +449,11 @@ class SessionStore:
         """Append one node with its event (``node_created`` unless ``event`` says otherwise)."""
         sid = check_session_id(session_id)
         op = NodeOp.build(
+            sid,
             role,
             node_type,
             content,
+            policy=self._policy,
             agent_id=agent_id,
             run_id=run_id,
             parent_id=parent_id,
@@ -401,8 +461,7 @@ class SessionStore:
             token_count=token_count,
             event=event,
         )
-        nodes, _ = await self._submit_ops(sid, [op])
-        return nodes[0]
+        return (await self._submit_ops(sid, [op])).nodes[0]
 
     async def append_event(
         self,
@@ -426,8 +485,7 @@ class SessionStore:
             tool_call_id=tool_call_id,
             payload=payload,
         )
-        _, events = await self._submit_ops(sid, [op])
-        return events[0]
+        return (await self._submit_ops(sid, [op])).events[0]
 
     async def switch_node(self, session_id: str, node_id: str) -> SessionRecord:
         """Make ``node_id`` the session's active node."""

@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, func, select, update
 
 from soong_store import _json
-from soong_store.content import content_to_json, validate_content
+from soong_store.artifacts import ArtifactOp, SpillPolicy, spill_large_json
+from soong_store.content import artifact_refs, content_to_json, validate_content
 from soong_store.enums import (
     TERMINAL_RUN_STATUSES,
     AgentType,
@@ -39,8 +40,20 @@ from soong_store.errors import (
     SessionArchived,
 )
 from soong_store.ids import check_optional_id, new_id, utc_now
-from soong_store.records import EventRecord, NodeRecord, event_record, node_record
-from soong_store.schema.models import agents_table, runs_table, sessions_table
+from soong_store.records import (
+    ArtifactRecord,
+    EventRecord,
+    NodeRecord,
+    artifact_record,
+    event_record,
+    node_record,
+)
+from soong_store.schema.models import (
+    agents_table,
+    artifacts_table,
+    runs_table,
+    sessions_table,
+)
 from soong_store.schema.session_tables import SessionTables, session_tables
 
 E = TypeVar("E", bound=StrEnum)
@@ -51,6 +64,7 @@ _MAX_EVENT_TYPE = 128
 sessions_t = sessions_table
 agents_t = agents_table
 runs_t = runs_table
+artifacts_t = artifacts_table
 
 
 def enum_value(enum: type[E], value: object, what: str) -> E:
@@ -134,14 +148,18 @@ class NodeOp:
     metadata_json: str | None
     token_count: int | None
     event: EventOp | None = None
+    artifacts: list[ArtifactOp] = field(default_factory=list)
+    artifact_refs: list[str] = field(default_factory=list)
 
     @classmethod
     def build(
         cls,
+        session_id: str,
         role: object,
         node_type: object,
         content: object,
         *,
+        policy: SpillPolicy,
         agent_id: object = None,
         run_id: object = None,
         parent_id: object = None,
@@ -149,18 +167,28 @@ class NodeOp:
         token_count: object = None,
         event: str | Mapping[str, Any] | None = None,
     ) -> NodeOp:
-        """Validate caller input into a node operation (raises before anything is queued)."""
+        """Validate caller input into a node operation (raises before anything is queued).
+
+        Large JSON blocks are moved to artifacts here, so the node's stored content is final.
+        """
+        role_value = enum_value(Role, role, "role")
+        type_value = enum_value(NodeType, node_type, "node type")
+        blocks, spilled = spill_large_json(session_id, validate_content(content), policy)
         op = cls(
             node_id=new_id("node"),
-            role=enum_value(Role, role, "role"),
-            node_type=enum_value(NodeType, node_type, "node type"),
-            content_json=content_to_json(validate_content(content)),
+            role=role_value,
+            node_type=type_value,
+            content_json=content_to_json(blocks),
             agent_id=check_optional_id(agent_id, "agent"),
             run_id=check_optional_id(run_id, "run"),
             parent_id=check_optional_id(parent_id, "node"),
             metadata_json=_json.dumps_optional(metadata, what="node metadata"),
             token_count=check_token_count(token_count),
+            artifacts=spilled,
+            artifact_refs=artifact_refs(blocks),
         )
+        for artifact in spilled:
+            artifact.node_id = op.node_id
         if event is not None:
             spec: dict[str, Any] = {"event_type": event} if isinstance(event, str) else dict(event)
             if "node_id" in spec or "agent_id" in spec or "run_id" in spec:
@@ -171,7 +199,27 @@ class NodeOp:
         return op
 
 
-Op = NodeOp | EventOp
+Op = NodeOp | EventOp | ArtifactOp
+
+
+@dataclass(slots=True)
+class Committed:
+    """What one unit of work wrote, as records with their final numbers."""
+
+    nodes: list[NodeRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    artifacts: list[ArtifactRecord] = field(default_factory=list)
+
+
+def artifacts_of(ops: list[Op]) -> list[ArtifactOp]:
+    """Every artifact a unit of work will write: explicit ones and spilled JSON."""
+    found: list[ArtifactOp] = []
+    for op in ops:
+        if isinstance(op, ArtifactOp):
+            found.append(op)
+        elif isinstance(op, NodeOp):
+            found.extend(op.artifacts)
+    return found
 
 
 @dataclass(slots=True)
@@ -311,6 +359,10 @@ class SessionWriter:
                 run_id=op.run_id,
             )
         agent = self.agent(agent_id)
+        spilled = {artifact.artifact_id for artifact in op.artifacts}
+        for artifact_id in op.artifact_refs:
+            if artifact_id not in spilled:
+                self.require_artifact(artifact_id)
         parent_id = op.parent_id
         if parent_id is not None:
             self.require_node(parent_id)
@@ -385,6 +437,45 @@ class SessionWriter:
         self.connection.execute(self.tables.events.insert(), row)
         return row
 
+    def require_artifact(self, artifact_id: str) -> None:
+        """Raise ``NotFound`` unless the artifact exists in this session."""
+        owner = self.connection.execute(
+            select(artifacts_t.c.session_id).where(artifacts_t.c.artifact_id == artifact_id)
+        ).scalar()
+        if owner != self.session_id:
+            raise NotFound(
+                f"no artifact {artifact_id!r} in session {self.session_id!r}",
+                artifact_id=artifact_id,
+            )
+
+    def add_artifact(self, op: ArtifactOp, node: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Insert an artifact row (its file is already written); links must be this session's."""
+        if node is not None:
+            op.agent_id, op.run_id = node["agent_id"], node["run_id"]
+        if op.agent_id is not None:
+            self.agent(op.agent_id)
+        if op.run_id is not None:
+            self.run(op.run_id)
+        if op.node_id is not None and node is None:
+            self.require_node(op.node_id)
+        row = {
+            "artifact_id": op.artifact_id,
+            "session_id": self.session_id,
+            "agent_id": op.agent_id,
+            "run_id": op.run_id,
+            "node_id": op.node_id,
+            "tool_call_id": op.tool_call_id,
+            "path": op.path,
+            "filename": op.filename,
+            "mime_type": op.mime_type,
+            "size_bytes": len(op.data),
+            "summary": op.summary,
+            "metadata_json": op.metadata_json,
+            "created_at": utc_now(),
+        }
+        self.connection.execute(artifacts_t.insert(), row)
+        return row
+
     def lifecycle_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
         """Write an event of the store's own (``run_started``, ``node_switched`` ...)."""
         return self.add_event(EventOp.build(event_type, **fields))
@@ -438,28 +529,42 @@ class SessionWriter:
         return seq
 
 
-def apply_ops(
-    connection: Connection, session_id: str, ops: list[Op]
-) -> tuple[list[NodeRecord], list[EventRecord]]:
-    """The writer job of a unit of work: write every op in order, each node with its event."""
+def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committed:
+    """The writer job of a unit of work: write every op in order, each node with its event.
+
+    A node's spilled artifacts are inserted right after it; their rows take its agent and run.
+    """
     writer = SessionWriter.open(connection, session_id)
     named = {op.node_id for op in ops if isinstance(op, EventOp) and op.node_id is not None}
-    nodes: list[NodeRecord] = []
-    events: list[EventRecord] = []
+    out = Committed()
     for op in ops:
-        if isinstance(op, NodeOp):
+        if isinstance(op, ArtifactOp):
+            row = writer.add_artifact(op)
+            out.artifacts.append(artifact_record(row))
+            if op.event:
+                created = EventOp.build(
+                    "artifact_created",
+                    agent_id=op.agent_id,
+                    run_id=op.run_id,
+                    node_id=op.node_id,
+                    payload={"artifact_id": op.artifact_id, "size_bytes": len(op.data)},
+                )
+                out.events.append(event_record(session_id, writer.add_event(created)))
+        elif isinstance(op, NodeOp):
             row = writer.add_node(op)
-            nodes.append(node_record(session_id, row))
+            for artifact in op.artifacts:
+                out.artifacts.append(artifact_record(writer.add_artifact(artifact, node=row)))
+            out.nodes.append(node_record(session_id, row))
             event = op.event
             if event is None and op.node_id not in named:
                 event = EventOp.build(NODE_CREATED, node_id=op.node_id)
             if event is not None:
                 event.agent_id, event.run_id = row["agent_id"], row["run_id"]
-                events.append(event_record(session_id, writer.add_event(event)))
+                out.events.append(event_record(session_id, writer.add_event(event)))
         else:
-            events.append(event_record(session_id, writer.add_event(op)))
+            out.events.append(event_record(session_id, writer.add_event(op)))
     writer.finish()
-    return nodes, events
+    return out
 
 
 class UnitOfWork:
@@ -472,22 +577,26 @@ class UnitOfWork:
             tx.add_event("tool_failed", node_id=nid, level="error")
         tx.nodes, tx.events   # the committed records, with their seqs
 
-    ``add_node``/``add_event`` validate at once and return the new id; the sequence numbers are
-    known only after the commit. Every node gets a ``node_created`` event unless an event of the
-    same unit names it (or ``event=`` says which event it gets).
+    ``add_node``/``add_event``/``add_artifact`` validate at once and return the new id; the
+    sequence numbers are known only after the commit. Every node gets a ``node_created`` event
+    unless an event of the same unit names it (or ``event=`` says which event it gets).
+    Artifact files are written just before the commit and removed again if it fails.
     """
 
     def __init__(
         self,
         session_id: str,
-        submit: Callable[[list[Op]], Awaitable[tuple[list[NodeRecord], list[EventRecord]]]],
+        submit: Callable[[list[Op]], Awaitable[Committed]],
+        policy: SpillPolicy,
     ) -> None:
         self.session_id = session_id
         self._submit = submit
+        self._policy = policy
         self._ops: list[Op] = []
         self._done = False
         self.nodes: list[NodeRecord] = []
         self.events: list[EventRecord] = []
+        self.artifacts: list[ArtifactRecord] = []
 
     def add_node(
         self,
@@ -505,9 +614,11 @@ class UnitOfWork:
         """Queue a node; return its id at once."""
         self._check_open()
         op = NodeOp.build(
+            self.session_id,
             role,
             node_type,
             content,
+            policy=self._policy,
             agent_id=agent_id,
             run_id=run_id,
             parent_id=parent_id,
@@ -543,12 +654,45 @@ class UnitOfWork:
         self._ops.append(op)
         return op.event_id
 
+    def add_artifact(
+        self,
+        data: bytes,
+        *,
+        filename: str | None = None,
+        mime_type: str | None = None,
+        summary: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        tool_call_id: str | None = None,
+        metadata: Any = None,
+    ) -> str:
+        """Queue an artifact (e.g. an attachment a later node references); return its id."""
+        self._check_open()
+        op = ArtifactOp.build(
+            self.session_id,
+            data,
+            policy=self._policy,
+            filename=filename,
+            mime_type=mime_type,
+            summary=summary,
+            agent_id=agent_id,
+            run_id=run_id,
+            node_id=node_id,
+            tool_call_id=tool_call_id,
+            metadata=metadata,
+        )
+        self._ops.append(op)
+        return op.artifact_id
+
     async def commit(self) -> None:
         """Send the unit to the writer as one job; called when the ``async with`` block ends."""
         self._check_open()
         self._done = True
         if self._ops:
-            self.nodes, self.events = await self._submit(self._ops)
+            committed = await self._submit(self._ops)
+            self.nodes, self.events = committed.nodes, committed.events
+            self.artifacts = committed.artifacts
 
     def discard(self) -> None:
         """Drop everything gathered (the block raised)."""
