@@ -18,6 +18,7 @@ issues ``BEGIN`` itself; that is also what lets ``PRAGMA journal_mode=WAL`` work
 from __future__ import annotations
 
 import importlib
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -35,6 +36,7 @@ MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""
 
 BUSY_TIMEOUT_MS = 5_000
+_WAL_WAIT_S = 30.0
 READ_POOL_SIZE = 4
 
 
@@ -116,7 +118,6 @@ def _install_sqlite_hooks(engine: Engine, role: Role, durability: Durability) ->
     pragmas = [f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}"]
     if role != "admin":
         pragmas += [
-            "PRAGMA journal_mode = WAL",
             f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",
             "PRAGMA foreign_keys = ON",
         ]
@@ -129,12 +130,35 @@ def _install_sqlite_hooks(engine: Engine, role: Role, durability: Durability) ->
         try:
             for pragma in pragmas:
                 cursor.execute(pragma)
+            if role != "admin":
+                _ensure_wal(cursor)
         finally:
             cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         connection.exec_driver_sql(begin)
+
+
+def _ensure_wal(cursor: Any) -> None:
+    """Switch the file to WAL once (the mode is persistent), waiting out other processes.
+
+    Changing the journal mode needs the file to itself; SQLite answers "database is locked" at
+    once, without calling the busy handler, while another process holds a lock, so this retries.
+    """
+    deadline = time.monotonic() + _WAL_WAIT_S
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            if cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal":
+                return
+        except Exception as exc:
+            if not is_busy(exc) or time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise StorageError("could not switch the database to WAL mode")
+        time.sleep(0.01)
 
 
 def is_busy(exc: BaseException) -> bool:

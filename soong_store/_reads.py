@@ -13,19 +13,21 @@ from soong_store.enums import NodeType, SessionStatus
 from soong_store.errors import NotFound
 from soong_store.records import (
     AgentRecord,
+    ArtifactRecord,
     ContextView,
     EventRecord,
     NodeRecord,
     RunRecord,
     SessionRecord,
     agent_record,
+    artifact_record,
     event_record,
     node_record,
     run_record,
     session_record,
 )
 from soong_store.schema.session_tables import session_tables
-from soong_store.uow import agents_t, runs_t, sessions_t
+from soong_store.uow import agents_t, artifacts_t, runs_t, sessions_t
 
 _MAX_DEPTH = 10_000_000  # a guard against a damaged parent chain, far beyond any real tree
 
@@ -201,3 +203,31 @@ def timeline(
     if limit is not None:
         stmt = stmt.limit(limit)
     return [event_record(session_id, row) for row in connection.execute(stmt).mappings()]
+
+
+def get_artifact(connection: Connection, artifact_id: str) -> ArtifactRecord:
+    """One artifact row."""
+    row = (
+        connection.execute(select(artifacts_t).where(artifacts_t.c.artifact_id == artifact_id))
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"no artifact {artifact_id!r}", artifact_id=artifact_id)
+    return artifact_record(row)
+
+
+def list_artifacts(connection: Connection, session_id: str) -> list[ArtifactRecord]:
+    """A session's artifacts in creation order."""
+    session_row(connection, session_id)
+    stmt = (
+        select(artifacts_t)
+        .where(artifacts_t.c.session_id == session_id)
+        .order_by(artifacts_t.c.created_at, artifacts_t.c.artifact_id)
+    )
+    return [artifact_record(row) for row in connection.execute(stmt).mappings()]
+
+
+def artifact_paths(connection: Connection) -> set[str]:
+    """Every file path some artifact row names."""
+    return set(connection.execute(select(artifacts_t.c.path).distinct()).scalars())

@@ -13,6 +13,12 @@ from typing import Any
 from sqlalchemy import Connection, delete, exists, select, update
 
 from soong_store import _reads
+from soong_store.content import (
+    artifact_refs,
+    content_from_json,
+    content_to_json,
+    map_artifact_refs,
+)
 from soong_store.enums import (
     TERMINAL_AGENT_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -27,6 +33,7 @@ from soong_store.errors import (
     ConcurrentRunError,
     InvalidArgument,
     InvalidTransition,
+    NotFound,
 )
 from soong_store.ids import new_id, new_session_id, utc_now
 from soong_store.records import (
@@ -86,6 +93,32 @@ def create_session(
         payload={"cwd": cwd, "parent_session_id": parent_session_id},
     )
     return session_record(writer.session)
+
+
+def _share_artifact(
+    connection: Connection, artifact_id: str, source: str, fork: SessionRecord, node_id: str
+) -> str:
+    """A row of the fork naming the same file as the source's artifact (no copy of the bytes)."""
+    row = (
+        connection.execute(select(artifacts_t).where(artifacts_t.c.artifact_id == artifact_id))
+        .mappings()
+        .first()
+    )
+    if row is None or row["session_id"] != source:
+        raise NotFound(
+            f"no artifact {artifact_id!r} in session {source!r}", artifact_id=artifact_id
+        )
+    copy = dict(row)
+    copy.update(
+        artifact_id=new_id("art"),
+        session_id=fork.session_id,
+        agent_id=fork.root_agent_id,
+        run_id=None,
+        node_id=node_id,
+        created_at=utc_now(),
+    )
+    connection.execute(artifacts_t.insert(), copy)
+    return str(copy["artifact_id"])
 
 
 def _agent_row(agent_id: str, session_id: str, agent_type: AgentType, now: str) -> dict[str, Any]:
@@ -358,7 +391,10 @@ def archive_session(connection: Connection, session_id: str) -> SessionRecord:
 
 
 def delete_session(connection: Connection, session_id: str) -> list[str]:
-    """Remove a session's rows and tables; return the artifact paths its rows named."""
+    """Remove a session's rows and tables; return the artifact files no row names any more.
+
+    A forked session's rows may name its parent's files: those stay until the last row goes.
+    """
     _reads.session_row(connection, session_id)
     paths = list(
         connection.execute(
@@ -370,7 +406,12 @@ def delete_session(connection: Connection, session_id: str) -> list[str]:
     connection.execute(delete(runs_t).where(runs_t.c.session_id == session_id))
     connection.execute(delete(agents_t).where(agents_t.c.session_id == session_id))
     connection.execute(delete(sessions_t).where(sessions_t.c.session_id == session_id))
-    return paths
+    still = set(
+        connection.execute(
+            select(artifacts_t.c.path).where(artifacts_t.c.path.in_(paths))
+        ).scalars()
+    )
+    return sorted(set(paths) - still)
 
 
 def fork_session(connection: Connection, session_id: str, node_id: str) -> SessionRecord:
@@ -388,6 +429,7 @@ def fork_session(connection: Connection, session_id: str, node_id: str) -> Sessi
     writer = SessionWriter.open(connection, fork.session_id)
     nodes = writer.tables.nodes
     copied: dict[str, str] = {}
+    shared: dict[str, str] = {}
     for row in path:
         new_node_id = new_id("node")
         parent = row["parent_id"]
@@ -399,6 +441,13 @@ def fork_session(connection: Connection, session_id: str, node_id: str) -> Sessi
             agent_id=fork.root_agent_id,
             run_id=None,
         )
+        blocks = content_from_json(row["content_json"])
+        refs = artifact_refs(blocks)
+        for ref in refs:
+            if ref not in shared:
+                shared[ref] = _share_artifact(connection, ref, session_id, fork, new_node_id)
+        if refs:
+            copy["content_json"] = content_to_json(map_artifact_refs(blocks, shared))
         connection.execute(nodes.insert(), copy)
         copied[row["node_id"]] = new_node_id
         writer.lifecycle_event(

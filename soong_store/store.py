@@ -53,17 +53,19 @@ from soong_store.enums import (
     RunStatus,
     SessionStatus,
 )
-from soong_store.errors import InvalidArgument, StoreClosed
+from soong_store.errors import InvalidArgument, StorageError, StoreClosed
 from soong_store.ids import check_id, check_optional_id, check_session_id
 from soong_store.migrate import ensure_schema
 from soong_store.records import (
     AgentRecord,
+    ArtifactRecord,
     ContextView,
     EventRecord,
     NodeRecord,
     RunRecord,
     SessionRecord,
 )
+from soong_store.task_wal import TaskDag, task_wal_path
 from soong_store.uow import (
     Committed,
     EventOp,
@@ -132,6 +134,8 @@ class SessionStore:
             or MAX_ARTIFACT_BYTES,
         )
         self._files = ArtifactFiles(self.home / "artifacts")
+        self._task_dags: dict[tuple[str, str], TaskDag] = {}
+        self._task_lock = asyncio.Lock()
         self._writer: Writer | None = None
         self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
@@ -180,6 +184,7 @@ class SessionStore:
         if writer is None:
             return
         await writer.close()
+        self._task_dags.clear()
         if self._readers is not None:
             self._readers.shutdown(wait=True)
         for engine in (self._write_engine, self._read_engine):
@@ -261,9 +266,12 @@ class SessionStore:
         return await self._write(partial(_writes.archive_session, session_id=sid))
 
     async def delete_session(self, session_id: str) -> None:
-        """Remove a session's rows and tables, and nothing else."""
+        """Remove a session's rows, tables and artifact files (shared files stay while named)."""
         sid = check_session_id(session_id)
-        await self._write(partial(_writes.delete_session, session_id=sid))
+        unreferenced = await self._write(partial(_writes.delete_session, session_id=sid))
+        await asyncio.to_thread(self._remove_files, unreferenced)
+        for key in [key for key in self._task_dags if key[0] == sid]:
+            del self._task_dags[key]
 
     async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
         """A new session holding copies of the active path up to ``node_id``."""
@@ -538,3 +546,101 @@ class SessionStore:
             limit=_positive(limit, "limit"),
         )
         return await self._read(query)
+
+    # -- artifacts --------------------------------------------------------------------------
+
+    async def put_artifact(
+        self,
+        session_id: str,
+        data: bytes,
+        filename: str | None = None,
+        mime_type: str | None = None,
+        summary: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        tool_call_id: str | None = None,
+        metadata: Any = None,
+    ) -> ArtifactRecord:
+        """Store ``data`` as a file of the session (an attachment, a tool's output)."""
+        sid = check_session_id(session_id)
+        op = ArtifactOp.build(
+            sid,
+            data,
+            policy=self._policy,
+            filename=filename,
+            mime_type=mime_type,
+            summary=summary,
+            agent_id=agent_id,
+            run_id=run_id,
+            node_id=node_id,
+            tool_call_id=tool_call_id,
+            metadata=metadata,
+        )
+        return (await self._submit_ops(sid, [op])).artifacts[0]
+
+    async def get_artifact(self, artifact_id: str) -> ArtifactRecord:
+        """One artifact's row."""
+        aid = check_id(artifact_id, "artifact")
+        return await self._read(partial(_reads.get_artifact, artifact_id=aid))
+
+    async def list_artifacts(self, session_id: str) -> list[ArtifactRecord]:
+        """A session's artifacts in creation order."""
+        sid = check_session_id(session_id)
+        return await self._read(partial(_reads.list_artifacts, session_id=sid))
+
+    async def read_artifact(self, artifact_id: str) -> bytes:
+        """The bytes of an artifact (``StorageError`` if its file is missing or damaged)."""
+        record = await self.get_artifact(artifact_id)
+        data = await asyncio.to_thread(self._files.read, record.path)
+        if record.size_bytes is not None and len(data) != record.size_bytes:
+            raise StorageError(
+                f"artifact {artifact_id!r} has {len(data)} bytes on disk, "
+                f"{record.size_bytes} recorded",
+                artifact_id=artifact_id,
+            )
+        return data
+
+    async def gc(self, dry_run: bool = False, min_age: float = 600.0) -> list[str]:
+        """Remove artifact files no row names (left by a crash between file and commit).
+
+        Files younger than ``min_age`` seconds are left alone: they may belong to a unit of work
+        that is about to commit. Returns the orphan paths (relative to ``<home>/artifacts``).
+        """
+        if isinstance(min_age, bool) or not isinstance(min_age, int | float) or min_age < 0:
+            raise InvalidArgument(f"invalid min_age {min_age!r}: expected seconds >= 0")
+        referenced = await self._read(_reads.artifact_paths)
+        orphans = await asyncio.to_thread(self._files.orphans, referenced, float(min_age))
+        if not dry_run:
+            await asyncio.to_thread(self._remove_files, orphans)
+        return orphans
+
+    # -- task DAGs --------------------------------------------------------------------------
+
+    async def task_dag(self, session_id: str, task_name: str) -> TaskDag:
+        """The DAG of a named task of the session, replayed from its write-ahead log.
+
+        The log lives at ``<session.cwd>/.soong-agent/tasks/<session_id>/``; one ``TaskDag`` per
+        file is kept, so every caller appends through the same writer. Task changes are mirrored
+        as ``task_*`` events in the session's timeline. Raises ``TaskDagUnavailable`` when the
+        log is damaged (the conversation stays readable).
+        """
+        sid = check_session_id(session_id)
+        session = await self.get_session(sid)
+        path = task_wal_path(Path(session.cwd) / ".soong-agent" / "tasks" / sid, task_name)
+        key = (sid, str(path))
+        async with self._task_lock:
+            dag = self._task_dags.get(key)
+            if dag is None:
+                dag = await TaskDag.open(
+                    path, task_name, listener=partial(self._mirror_task, sid, task_name)
+                )
+                self._task_dags[key] = dag
+        return dag
+
+    async def _mirror_task(
+        self, session_id: str, task_name: str, operation: str, arguments: dict[str, Any]
+    ) -> None:
+        await self.append_event(
+            session_id, f"task_{operation}", payload={"task_name": task_name, **arguments}
+        )
