@@ -22,11 +22,11 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, inspect, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
-from soong_store._engine import foreign_key_violations, is_busy, make_engine
+from soong_store._engine import foreign_key_violations, is_busy, is_sqlite, make_engine
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.ids import check_session_id
 
@@ -70,7 +70,14 @@ def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
 
 
 def current_revision(url_or_engine: str | URL | Engine) -> str | None:
-    """The revision a database is at (``None`` for an empty database)."""
+    """The revision a database is at (``None`` for an empty or missing database).
+
+    Asking never creates a database file.
+    """
+    if not isinstance(url_or_engine, Engine):
+        url = make_url(url_or_engine)
+        if is_sqlite(url) and url.database and not Path(url.database).exists():
+            return None
     with _admin(url_or_engine) as engine, engine.connect() as connection:
         revision = MigrationContext.configure(connection).get_current_revision()
         connection.rollback()

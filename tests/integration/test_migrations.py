@@ -481,3 +481,9 @@ def test_threads_upgrading_an_empty_database_upgrade_it_once(tmp_path: Path) -> 
 
     assert errors == []
     assert query(path, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+
+
+def test_current_revision_never_creates_a_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.sqlite"
+    assert soong_store.current_revision(f"sqlite:///{missing}") is None
+    assert not missing.exists()
