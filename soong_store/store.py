@@ -184,6 +184,8 @@ class SessionStore:
         if writer is None:
             return
         await writer.close()
+        for dag in self._task_dags.values():
+            dag.close()
         self._task_dags.clear()
         if self._readers is not None:
             self._readers.shutdown(wait=True)
@@ -271,7 +273,7 @@ class SessionStore:
         unreferenced = await self._write(partial(_writes.delete_session, session_id=sid))
         await asyncio.to_thread(self._remove_files, unreferenced)
         for key in [key for key in self._task_dags if key[0] == sid]:
-            del self._task_dags[key]
+            self._task_dags.pop(key).close()
 
     async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
         """A new session holding copies of the active path up to ``node_id``."""

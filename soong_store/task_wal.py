@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import heapq
 import logging
 import os
 import re
 import sys
+import weakref
 import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -73,12 +75,19 @@ if sys.platform == "win32":  # pragma: no cover
     def _lock(fd: int) -> None:
         """No advisory locks on Windows; the asyncio lock still serialises one process."""
 
+    def _unlock(fd: int) -> None:
+        """Nothing to release without advisory locks."""
+
 else:
     import fcntl
 
     def _lock(fd: int) -> None:
         """Hold an exclusive advisory lock until ``fd`` is closed."""
         fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def _unlock(fd: int) -> None:
+        """Release the lock taken by :func:`_lock`, keeping ``fd`` open."""
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 class TaskStatus(StrEnum):
@@ -344,6 +353,12 @@ def _commit(tasks: dict[str, Task], task_id: str, task: Task | None) -> None:
         tasks[task_id] = task
 
 
+def _sync_data(fd: int) -> None:
+    """Flush an append: ``fdatasync`` where there is one (size and data, not timestamps)."""
+    sync = getattr(os, "fdatasync", None) or os.fsync
+    sync(fd)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -407,6 +422,7 @@ class TaskDag:
         self._offload = offload
         self._lock = asyncio.Lock()
         self._broken: str | None = None
+        self._fd: int | None = None  # kept open between appends: open/close cost more than fsync
 
     @classmethod
     async def open(
@@ -590,7 +606,8 @@ class TaskDag:
             record = _encode_record(seq, op, args)
             if len(record) > MAX_RECORD_BYTES:
                 raise InvalidArgument(f"task {op} record exceeds {MAX_RECORD_BYTES} bytes")
-            task_id, task = _plan(self._tasks, op, _json.loads(record)["args"])
+            stored_args = _json.loads(record)["args"]  # exactly what a replay will see
+            task_id, task = _plan(self._tasks, op, stored_args)
             data = record
             if first:
                 header = {"version": FORMAT_VERSION, "task_name": self.task_name}
@@ -602,7 +619,7 @@ class TaskDag:
                 raise asyncio.CancelledError
             if self._listener is not None:
                 try:
-                    await self._listener(op, _json.loads(record)["args"])
+                    await self._listener(op, stored_args)
                 except Exception:
                     log.warning("task WAL listener failed for %s %s", op, self.path, exc_info=True)
             return task
@@ -633,18 +650,30 @@ class TaskDag:
         if size == 0:
             new_dirs = [d for d in (self.path.parent, *self.path.parent.parents) if not d.exists()]
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(self.path, flags | (os.O_CREAT if size == 0 else 0), 0o644)
+        fd = self._open_fd(create=size == 0)
+        stale = False
+        _lock(fd)
         try:
-            _lock(fd)
-            if os.fstat(fd).st_size != size:
+            held = os.fstat(fd)
+            try:
+                current = os.stat(self.path)
+            except FileNotFoundError:
+                current = None
+            if current is None or held.st_nlink == 0 or current.st_ino != held.st_ino:
+                # The kept descriptor points at a file no longer at the path: writing would
+                # append to a ghost. Drop it, and refuse rather than recreate history.
+                stale = True
+                raise FileNotFoundError(
+                    errno.ENOENT, "the task WAL was deleted or replaced", str(self.path)
+                )
+            if held.st_size != size:
                 raise StorageError(
                     f"task WAL {self.path} was changed by another writer; open it again",
                     path=self.path,
                 )
             try:
                 _write_all(fd, data)
-                os.fsync(fd)
+                _sync_data(fd)
                 if size == 0:
                     for directory in {self.path.parent, *(d.parent for d in new_dirs)}:
                         _fsync_dir(directory)
@@ -652,7 +681,22 @@ class TaskDag:
                 self._roll_back(fd, size)
                 raise
         finally:
-            os.close(fd)
+            _unlock(fd)
+            if stale:
+                self.close()
+
+    def _open_fd(self, *, create: bool) -> int:
+        if self._fd is None:
+            flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+            self._fd = os.open(self.path, flags | (os.O_CREAT if create else 0), 0o644)
+            self._closer = weakref.finalize(self, os.close, self._fd)
+        return self._fd
+
+    def close(self) -> None:
+        """Release the file; a later append opens it again."""
+        if self._fd is not None:
+            self._closer()
+            self._fd = None
 
     def _roll_back(self, fd: int, size: int) -> None:
         try:

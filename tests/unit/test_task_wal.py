@@ -99,7 +99,7 @@ def test_first_append_fsyncs_file_and_new_directories(
         synced.append((st.st_dev, st.st_ino))
         real_fsync(fd)
 
-    monkeypatch.setattr(os, "fsync", spy)
+    patch_sync(monkeypatch, spy)
     dag = reopen(wal)
     run(dag.add("a", "first"))
     expected = [wal, wal.parent, *list(wal.parents)[1:4]]
@@ -599,6 +599,13 @@ def test_a_deleted_file_is_not_silently_recreated(wal: Path) -> None:
     assert dag.tasks() == tasks and not wal.exists()
 
 
+def patch_sync(monkeypatch: pytest.MonkeyPatch, replacement: Any) -> None:
+    """Replace every way the WAL flushes a file (fsync, and fdatasync where it exists)."""
+    monkeypatch.setattr(os, "fsync", replacement)
+    if hasattr(os, "fdatasync"):
+        monkeypatch.setattr(os, "fdatasync", replacement)
+
+
 def enospc() -> OSError:
     return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -607,7 +614,7 @@ def fail_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     def fsync(fd: int) -> None:
         raise enospc()
 
-    monkeypatch.setattr(os, "fsync", fsync)
+    patch_sync(monkeypatch, fsync)
 
 
 def fail_write_halfway(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -683,7 +690,7 @@ def test_cancelled_append_that_reached_the_disk_is_applied(
 
     async def scenario() -> TaskDag:
         dag = await build(wal)
-        monkeypatch.setattr(os, "fsync", slow_fsync)
+        patch_sync(monkeypatch, slow_fsync)
         job = asyncio.create_task(dag.add("d", "fourth"))
         await asyncio.to_thread(entered.wait, 5)
         job.cancel()
