@@ -18,6 +18,7 @@ issues ``BEGIN`` itself; that is also what lets ``PRAGMA journal_mode=WAL`` work
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from pathlib import Path
 from types import ModuleType
@@ -35,6 +36,7 @@ Durability = Literal["normal", "full"]
 MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""
 
+SQLITE_MODULE_ENV = "SOONG_STORE_SQLITE_MODULE"
 BUSY_TIMEOUT_MS = 5_000
 _WAL_WAIT_S = 30.0
 READ_POOL_SIZE = 4
@@ -46,7 +48,13 @@ def database_url(home: Path) -> URL:
 
 
 def load_sqlite_module(name_or_module: str | ModuleType | None) -> ModuleType | None:
-    """Resolve ``sqlite_module=``: an importable DB-API module name, a module, or ``None``."""
+    """Resolve ``sqlite_module=``: an importable DB-API module name, a module, or ``None``.
+
+    ``None`` means ``$SOONG_STORE_SQLITE_MODULE`` when that is set (so that a whole program, or a
+    test run, can be pointed at another SQLite build), else the standard library's ``sqlite3``.
+    """
+    if name_or_module is None:
+        name_or_module = os.environ.get(SQLITE_MODULE_ENV) or None
     if name_or_module is None or isinstance(name_or_module, ModuleType):
         return name_or_module
     try:
@@ -77,10 +85,11 @@ def make_engine(
     role: Role,
     *,
     durability: Durability = "normal",
-    sqlite_module: ModuleType | None = None,
+    sqlite_module: str | ModuleType | None = None,
 ) -> Engine:
     """Create an engine for one role, with the pragmas and transaction style that role needs."""
     url = make_url(url)
+    module = load_sqlite_module(sqlite_module)
     if url.get_backend_name() != "sqlite":
         raise StorageError(
             f"unsupported database backend {url.get_backend_name()!r}: this version runs on SQLite",
@@ -91,7 +100,7 @@ def make_engine(
             f"invalid durability {durability!r}: expected 'normal' or 'full'",
             durability=durability,
         )
-    version = sqlite_version(sqlite_module)
+    version = sqlite_version(module)
     if version < MIN_SQLITE_VERSION:
         need = ".".join(map(str, MIN_SQLITE_VERSION))
         have = ".".join(map(str, version))
@@ -101,8 +110,8 @@ def make_engine(
     kwargs: dict[str, Any] = {
         "connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
     }
-    if sqlite_module is not None:
-        kwargs["module"] = sqlite_module
+    if module is not None:
+        kwargs["module"] = module
     if role == "read":
         kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
     elif role == "write":

@@ -10,6 +10,14 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
+from soong_store._engine import load_sqlite_module, sqlite_version
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    module = load_sqlite_module(None)
+    name = module.__name__ if module is not None else "sqlite3 (standard library)"
+    version = ".".join(map(str, sqlite_version(module)))
+    return f"soong_store SQLite driver: {name}, SQLite {version}"
 
 
 @pytest.fixture
