@@ -68,8 +68,6 @@ from soong_store.records import (
 from soong_store.task_wal import TaskDag, task_wal_path
 from soong_store.uow import (
     Committed,
-    EventOp,
-    NodeOp,
     Op,
     UnitOfWork,
     apply_ops,
@@ -457,21 +455,19 @@ class SessionStore:
         event: str | Mapping[str, Any] | None = None,
     ) -> NodeRecord:
         """Append one node with its event (``node_created`` unless ``event`` says otherwise)."""
-        sid = check_session_id(session_id)
-        op = NodeOp.build(
-            sid,
-            role,
-            node_type,
-            content,
-            policy=self._policy,
-            agent_id=agent_id,
-            run_id=run_id,
-            parent_id=parent_id,
-            metadata=metadata,
-            token_count=token_count,
-            event=event,
-        )
-        return (await self._submit_ops(sid, [op])).nodes[0]
+        async with self.transaction(session_id) as tx:
+            tx.add_node(
+                role,
+                node_type,
+                content,
+                agent_id=agent_id,
+                run_id=run_id,
+                parent_id=parent_id,
+                metadata=metadata,
+                token_count=token_count,
+                event=event,
+            )
+        return tx.nodes[0]
 
     async def append_event(
         self,
@@ -485,17 +481,17 @@ class SessionStore:
         payload: Any = None,
     ) -> EventRecord:
         """Append one event to a session's timeline."""
-        sid = check_session_id(session_id)
-        op = EventOp.build(
-            event_type,
-            level=level,
-            agent_id=agent_id,
-            run_id=run_id,
-            node_id=node_id,
-            tool_call_id=tool_call_id,
-            payload=payload,
-        )
-        return (await self._submit_ops(sid, [op])).events[0]
+        async with self.transaction(session_id) as tx:
+            tx.add_event(
+                event_type,
+                level=level,
+                agent_id=agent_id,
+                run_id=run_id,
+                node_id=node_id,
+                tool_call_id=tool_call_id,
+                payload=payload,
+            )
+        return tx.events[0]
 
     async def switch_node(self, session_id: str, node_id: str) -> SessionRecord:
         """Make ``node_id`` the session's active node."""
@@ -565,21 +561,19 @@ class SessionStore:
         metadata: Any = None,
     ) -> ArtifactRecord:
         """Store ``data`` as a file of the session (an attachment, a tool's output)."""
-        sid = check_session_id(session_id)
-        op = ArtifactOp.build(
-            sid,
-            data,
-            policy=self._policy,
-            filename=filename,
-            mime_type=mime_type,
-            summary=summary,
-            agent_id=agent_id,
-            run_id=run_id,
-            node_id=node_id,
-            tool_call_id=tool_call_id,
-            metadata=metadata,
-        )
-        return (await self._submit_ops(sid, [op])).artifacts[0]
+        async with self.transaction(session_id) as tx:
+            tx.add_artifact(
+                data,
+                filename=filename,
+                mime_type=mime_type,
+                summary=summary,
+                agent_id=agent_id,
+                run_id=run_id,
+                node_id=node_id,
+                tool_call_id=tool_call_id,
+                metadata=metadata,
+            )
+        return tx.artifacts[0]
 
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord:
         """One artifact's row."""
