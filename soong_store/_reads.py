@@ -26,8 +26,8 @@ from soong_store.records import (
     run_record,
     session_record,
 )
+from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.schema.session_tables import session_tables
-from soong_store.uow import agents_t, artifacts_t, runs_t, sessions_t
 
 _MAX_DEPTH = 10_000_000  # a guard against a damaged parent chain, far beyond any real tree
 
@@ -35,7 +35,7 @@ _MAX_DEPTH = 10_000_000  # a guard against a damaged parent chain, far beyond an
 def session_row(connection: Connection, session_id: str) -> RowMapping:
     """The ``sessions`` row, or ``NotFound``."""
     row = (
-        connection.execute(select(sessions_t).where(sessions_t.c.session_id == session_id))
+        connection.execute(select(sessions_table).where(sessions_table.c.session_id == session_id))
         .mappings()
         .first()
     )
@@ -53,11 +53,11 @@ def list_sessions(
     connection: Connection, status: SessionStatus | None, limit: int | None
 ) -> list[SessionRecord]:
     """Sessions, most recently updated first."""
-    stmt = select(sessions_t).order_by(
-        sessions_t.c.updated_at.desc(), sessions_t.c.session_id.desc()
+    stmt = select(sessions_table).order_by(
+        sessions_table.c.updated_at.desc(), sessions_table.c.session_id.desc()
     )
     if status is not None:
-        stmt = stmt.where(sessions_t.c.status == str(status))
+        stmt = stmt.where(sessions_table.c.status == str(status))
     if limit is not None:
         stmt = stmt.limit(limit)
     return [session_record(row) for row in connection.execute(stmt).mappings()]
@@ -66,7 +66,7 @@ def list_sessions(
 def get_agent(connection: Connection, agent_id: str) -> AgentRecord:
     """One agent."""
     row = (
-        connection.execute(select(agents_t).where(agents_t.c.agent_id == agent_id))
+        connection.execute(select(agents_table).where(agents_table.c.agent_id == agent_id))
         .mappings()
         .first()
     )
@@ -79,16 +79,20 @@ def list_agents(connection: Connection, session_id: str) -> list[AgentRecord]:
     """A session's agents in creation order."""
     session_row(connection, session_id)
     stmt = (
-        select(agents_t)
-        .where(agents_t.c.session_id == session_id)
-        .order_by(agents_t.c.created_at, agents_t.c.agent_id)
+        select(agents_table)
+        .where(agents_table.c.session_id == session_id)
+        .order_by(agents_table.c.created_at, agents_table.c.agent_id)
     )
     return [agent_record(row) for row in connection.execute(stmt).mappings()]
 
 
 def get_run(connection: Connection, run_id: str) -> RunRecord:
     """One run."""
-    row = connection.execute(select(runs_t).where(runs_t.c.run_id == run_id)).mappings().first()
+    row = (
+        connection.execute(select(runs_table).where(runs_table.c.run_id == run_id))
+        .mappings()
+        .first()
+    )
     if row is None:
         raise NotFound(f"no run {run_id!r}", run_id=run_id)
     return run_record(row)
@@ -98,9 +102,9 @@ def list_runs(connection: Connection, session_id: str) -> list[RunRecord]:
     """A session's runs in creation order."""
     session_row(connection, session_id)
     stmt = (
-        select(runs_t)
-        .where(runs_t.c.session_id == session_id)
-        .order_by(runs_t.c.created_at, runs_t.c.run_id)
+        select(runs_table)
+        .where(runs_table.c.session_id == session_id)
+        .order_by(runs_table.c.created_at, runs_table.c.run_id)
     )
     return [run_record(row) for row in connection.execute(stmt).mappings()]
 
@@ -208,7 +212,9 @@ def timeline(
 def get_artifact(connection: Connection, artifact_id: str) -> ArtifactRecord:
     """One artifact row."""
     row = (
-        connection.execute(select(artifacts_t).where(artifacts_t.c.artifact_id == artifact_id))
+        connection.execute(
+            select(artifacts_table).where(artifacts_table.c.artifact_id == artifact_id)
+        )
         .mappings()
         .first()
     )
@@ -221,13 +227,13 @@ def list_artifacts(connection: Connection, session_id: str) -> list[ArtifactReco
     """A session's artifacts in creation order."""
     session_row(connection, session_id)
     stmt = (
-        select(artifacts_t)
-        .where(artifacts_t.c.session_id == session_id)
-        .order_by(artifacts_t.c.created_at, artifacts_t.c.artifact_id)
+        select(artifacts_table)
+        .where(artifacts_table.c.session_id == session_id)
+        .order_by(artifacts_table.c.created_at, artifacts_table.c.artifact_id)
     )
     return [artifact_record(row) for row in connection.execute(stmt).mappings()]
 
 
 def artifact_paths(connection: Connection) -> set[str]:
     """Every file path some artifact row names."""
-    return set(connection.execute(select(artifacts_t.c.path).distinct()).scalars())
+    return set(connection.execute(select(artifacts_table.c.path).distinct()).scalars())

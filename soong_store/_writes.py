@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, exists, select, update
 
 from soong_store import _reads
+from soong_store._session_writer import SessionWriter
 from soong_store.content import (
     artifact_refs,
     content_from_json,
@@ -44,11 +45,9 @@ from soong_store.records import (
     run_record,
     session_record,
 )
-from soong_store.schema.models import artifacts_table
+from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.schema.session_tables import session_tables
-from soong_store.uow import SessionWriter, agents_t, runs_t, sessions_t
 
-artifacts_t = artifacts_table
 _RUN_ORDER = {RunStatus.QUEUED: 0, RunStatus.PENDING: 1, RunStatus.RUNNING: 2}
 
 
@@ -64,14 +63,14 @@ def create_session(
     while True:
         session_id = new_session_id()
         taken = connection.execute(
-            select(exists().where(sessions_t.c.session_id == session_id))
+            select(exists().where(sessions_table.c.session_id == session_id))
         ).scalar()
         if not taken:
             break
     now = utc_now()
     agent_id = new_id("agent")
     connection.execute(
-        sessions_t.insert(),
+        sessions_table.insert(),
         {
             "session_id": session_id,
             "cwd": cwd,
@@ -84,7 +83,9 @@ def create_session(
             "updated_at": now,
         },
     )
-    connection.execute(agents_t.insert(), _agent_row(agent_id, session_id, root_agent_type, now))
+    connection.execute(
+        agents_table.insert(), _agent_row(agent_id, session_id, root_agent_type, now)
+    )
     session_tables(session_id).create(connection)
     writer = SessionWriter.open(connection, session_id)
     writer.lifecycle_event(
@@ -100,7 +101,9 @@ def _share_artifact(
 ) -> str:
     """A row of the fork naming the same file as the source's artifact (no copy of the bytes)."""
     row = (
-        connection.execute(select(artifacts_t).where(artifacts_t.c.artifact_id == artifact_id))
+        connection.execute(
+            select(artifacts_table).where(artifacts_table.c.artifact_id == artifact_id)
+        )
         .mappings()
         .first()
     )
@@ -117,7 +120,7 @@ def _share_artifact(
         node_id=node_id,
         created_at=utc_now(),
     )
-    connection.execute(artifacts_t.insert(), copy)
+    connection.execute(artifacts_table.insert(), copy)
     return str(copy["artifact_id"])
 
 
@@ -173,7 +176,7 @@ def create_agent(
         fork_from_node_id=fork_from_node_id,
         metadata_json=metadata_json,
     )
-    connection.execute(agents_t.insert(), row)
+    connection.execute(agents_table.insert(), row)
     writer.lifecycle_event(
         "agent_created",
         agent_id=row["agent_id"],
@@ -212,7 +215,9 @@ def update_agent(
         values["result_json"] = result_json
     if metadata_json is not None:
         values["metadata_json"] = metadata_json
-    connection.execute(update(agents_t).where(agents_t.c.agent_id == agent_id).values(values))
+    connection.execute(
+        update(agents_table).where(agents_table.c.agent_id == agent_id).values(values)
+    )
     writer.finish()
     return _reads.get_agent(connection, agent_id)
 
@@ -221,11 +226,11 @@ def _check_single_main_run(writer: SessionWriter, agent_id: str, run_id: str | N
     if agent_id != writer.session["root_agent_id"]:
         return
     running = writer.connection.execute(
-        select(runs_t.c.run_id).where(
-            runs_t.c.session_id == writer.session_id,
-            runs_t.c.agent_id == agent_id,
-            runs_t.c.status == str(RunStatus.RUNNING),
-            runs_t.c.run_id != (run_id or ""),
+        select(runs_table.c.run_id).where(
+            runs_table.c.session_id == writer.session_id,
+            runs_table.c.agent_id == agent_id,
+            runs_table.c.status == str(RunStatus.RUNNING),
+            runs_table.c.run_id != (run_id or ""),
         )
     ).scalar()
     if running is not None:
@@ -270,7 +275,7 @@ def start_run(
         "created_at": now,
         "updated_at": now,
     }
-    connection.execute(runs_t.insert(), row)
+    connection.execute(runs_table.insert(), row)
     writer.lifecycle_event(
         "run_started" if status == RunStatus.RUNNING else f"run_{status}",
         run_id=row["run_id"],
@@ -383,8 +388,8 @@ def archive_session(connection: Connection, session_id: str) -> SessionRecord:
     writer = SessionWriter.open(connection, session_id)
     writer.lifecycle_event("session_archived")
     connection.execute(
-        update(sessions_t)
-        .where(sessions_t.c.session_id == session_id)
+        update(sessions_table)
+        .where(sessions_table.c.session_id == session_id)
         .values(status=str(SessionStatus.ARCHIVED), updated_at=utc_now())
     )
     return _reads.get_session(connection, session_id)
@@ -398,17 +403,17 @@ def delete_session(connection: Connection, session_id: str) -> list[str]:
     _reads.session_row(connection, session_id)
     paths = list(
         connection.execute(
-            select(artifacts_t.c.path).where(artifacts_t.c.session_id == session_id)
+            select(artifacts_table.c.path).where(artifacts_table.c.session_id == session_id)
         ).scalars()
     )
     session_tables(session_id).drop(connection)
-    connection.execute(delete(artifacts_t).where(artifacts_t.c.session_id == session_id))
-    connection.execute(delete(runs_t).where(runs_t.c.session_id == session_id))
-    connection.execute(delete(agents_t).where(agents_t.c.session_id == session_id))
-    connection.execute(delete(sessions_t).where(sessions_t.c.session_id == session_id))
+    connection.execute(delete(artifacts_table).where(artifacts_table.c.session_id == session_id))
+    connection.execute(delete(runs_table).where(runs_table.c.session_id == session_id))
+    connection.execute(delete(agents_table).where(agents_table.c.session_id == session_id))
+    connection.execute(delete(sessions_table).where(sessions_table.c.session_id == session_id))
     still = set(
         connection.execute(
-            select(artifacts_t.c.path).where(artifacts_t.c.path.in_(paths))
+            select(artifacts_table.c.path).where(artifacts_table.c.path.in_(paths))
         ).scalars()
     )
     return sorted(set(paths) - still)

@@ -35,6 +35,9 @@ from soong_store._engine import (
     load_sqlite_module,
     make_engine,
 )
+from soong_store._ops import Op, artifacts_of, check_token_count
+from soong_store._ops import enum_value as _enum
+from soong_store._session_writer import Committed, apply_ops
 from soong_store.artifacts import (
     MAX_ARTIFACT_BYTES,
     SPILL_BYTES,
@@ -66,15 +69,7 @@ from soong_store.records import (
     SessionRecord,
 )
 from soong_store.task_wal import TaskDag, task_wal_path
-from soong_store.uow import (
-    Committed,
-    Op,
-    UnitOfWork,
-    apply_ops,
-    artifacts_of,
-    check_token_count,
-)
-from soong_store.uow import enum_value as _enum
+from soong_store.uow import UnitOfWork
 from soong_store.writer import Writer
 
 T = TypeVar("T")

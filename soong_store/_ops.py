@@ -1,0 +1,171 @@
+"""Validated write operations: what a unit of work queues before anything touches the database.
+
+Every argument a caller gives is checked here, once, before the writer sees it: enums, ids,
+content blocks (and the spill of large JSON into artifacts), JSON values. A bad input raises an
+:class:`~soong_store.errors.InvalidArgument` at the call, with nothing queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from soong_store import _json
+from soong_store.artifacts import ArtifactOp, SpillPolicy, spill_large_json
+from soong_store.content import artifact_refs, content_to_json, validate_content
+from soong_store.enums import EventLevel, NodeType, Role
+from soong_store.errors import InvalidArgument
+from soong_store.ids import check_optional_id, new_id
+
+E = TypeVar("E", bound=StrEnum)
+
+NODE_CREATED = "node_created"
+_MAX_EVENT_TYPE = 128
+
+
+def enum_value(enum: type[E], value: object, what: str) -> E:
+    """Convert ``value`` to a member of ``enum`` or raise :class:`InvalidArgument` naming it."""
+    try:
+        return enum(value)  # type: ignore[arg-type]  # anything else is refused below
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum)
+        raise InvalidArgument(f"invalid {what} {value!r}: expected one of {allowed}") from None
+
+
+def check_event_type(event_type: object) -> str:
+    """An event type is free text, but a short non-empty one."""
+    if not isinstance(event_type, str) or not 0 < len(event_type) <= _MAX_EVENT_TYPE:
+        raise InvalidArgument(
+            f"invalid event type {event_type!r}: expected 1-{_MAX_EVENT_TYPE} characters"
+        )
+    return event_type
+
+
+def check_token_count(value: object) -> int | None:
+    """``token_count`` is a non-negative integer or ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"invalid token_count {value!r}: expected an integer >= 0")
+    return value
+
+
+@dataclass(slots=True)
+class EventOp:
+    """A validated event waiting for its session's next ``seq``."""
+
+    event_id: str
+    event_type: str
+    level: EventLevel = EventLevel.INFO
+    agent_id: str | None = None
+    run_id: str | None = None
+    node_id: str | None = None
+    tool_call_id: str | None = None
+    payload_json: str | None = None
+
+    @classmethod
+    def build(
+        cls,
+        event_type: object,
+        *,
+        level: object = "info",
+        agent_id: object = None,
+        run_id: object = None,
+        node_id: object = None,
+        tool_call_id: object = None,
+        payload: Any = None,
+    ) -> EventOp:
+        """Validate caller input into an event operation (raises before anything is queued)."""
+        if tool_call_id is not None and not isinstance(tool_call_id, str):
+            raise InvalidArgument(f"invalid tool_call_id {tool_call_id!r}: expected a string")
+        return cls(
+            event_id=new_id("evt"),
+            event_type=check_event_type(event_type),
+            level=enum_value(EventLevel, level, "event level"),
+            agent_id=check_optional_id(agent_id, "agent"),
+            run_id=check_optional_id(run_id, "run"),
+            node_id=check_optional_id(node_id, "node"),
+            tool_call_id=tool_call_id,
+            payload_json=_json.dumps_optional(payload, what="event payload"),
+        )
+
+
+@dataclass(slots=True)
+class NodeOp:
+    """A validated node waiting for its parent, agent and ``node_seq``."""
+
+    node_id: str
+    role: Role
+    node_type: NodeType
+    content_json: str
+    agent_id: str | None
+    run_id: str | None
+    parent_id: str | None
+    metadata_json: str | None
+    token_count: int | None
+    event: EventOp | None = None
+    artifacts: list[ArtifactOp] = field(default_factory=list)
+    artifact_refs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls,
+        session_id: str,
+        role: object,
+        node_type: object,
+        content: object,
+        *,
+        policy: SpillPolicy,
+        agent_id: object = None,
+        run_id: object = None,
+        parent_id: object = None,
+        metadata: Any = None,
+        token_count: object = None,
+        event: str | Mapping[str, Any] | None = None,
+    ) -> NodeOp:
+        """Validate caller input into a node operation (raises before anything is queued).
+
+        Large JSON blocks are moved to artifacts here, so the node's stored content is final.
+        """
+        role_value = enum_value(Role, role, "role")
+        type_value = enum_value(NodeType, node_type, "node type")
+        blocks, spilled = spill_large_json(session_id, validate_content(content), policy)
+        op = cls(
+            node_id=new_id("node"),
+            role=role_value,
+            node_type=type_value,
+            content_json=content_to_json(blocks),
+            agent_id=check_optional_id(agent_id, "agent"),
+            run_id=check_optional_id(run_id, "run"),
+            parent_id=check_optional_id(parent_id, "node"),
+            metadata_json=_json.dumps_optional(metadata, what="node metadata"),
+            token_count=check_token_count(token_count),
+            artifacts=spilled,
+            artifact_refs=artifact_refs(blocks),
+        )
+        for artifact in spilled:
+            artifact.node_id = op.node_id
+        if event is not None:
+            spec: dict[str, Any] = {"event_type": event} if isinstance(event, str) else dict(event)
+            if "node_id" in spec or "agent_id" in spec or "run_id" in spec:
+                raise InvalidArgument("a node's own event takes its node, agent and run ids")
+            if "event_type" not in spec:
+                raise InvalidArgument("a node's event needs an event_type")
+            op.event = EventOp.build(spec.pop("event_type"), **spec, node_id=op.node_id)
+        return op
+
+
+Op = NodeOp | EventOp | ArtifactOp
+
+
+def artifacts_of(ops: list[Op]) -> list[ArtifactOp]:
+    """Every artifact a unit of work will write: explicit ones and spilled JSON."""
+    found: list[ArtifactOp] = []
+    for op in ops:
+        if isinstance(op, ArtifactOp):
+            found.append(op)
+        elif isinstance(op, NodeOp):
+            found.extend(op.artifacts)
+    return found

@@ -1,0 +1,426 @@
+"""The writer side of a session: sequence numbers, tree rules and lifecycle bookkeeping.
+
+:class:`SessionWriter` runs inside the writer's transaction. It checks the session, assigns
+``node_seq``, ``seq`` and ``run_seq`` (dense, from the current maxima, under the write lock, so
+they stay dense whichever process writes), resolves default parents and agents, enforces the
+branch rule, and moves the session's active node and the runs' start/end nodes. Units of work
+(:func:`apply_ops`) and lifecycle writes (runs, agents, switches) both go through it, so every
+event of a session gets its numbers in one place.
+
+Statements are built once (per session for the session's tables) with bound parameters, so the
+hot path only binds values: rebuilding a statement per call costs more than executing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Connection, Insert, Select, bindparam, func, select, update
+
+from soong_store._ops import NODE_CREATED, EventOp, NodeOp, Op
+from soong_store.artifacts import ArtifactOp
+from soong_store.enums import TERMINAL_RUN_STATUSES, AgentType, NodeType, Role, SessionStatus
+from soong_store.errors import (
+    BranchError,
+    InvalidArgument,
+    InvalidTransition,
+    NotFound,
+    SessionArchived,
+)
+from soong_store.ids import utc_now
+from soong_store.records import (
+    ArtifactRecord,
+    EventRecord,
+    NodeRecord,
+    artifact_record,
+    event_record,
+    node_record,
+)
+from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.schema.session_tables import CACHE_SIZE, SessionTables, session_tables
+
+_SESSION = select(sessions_table).where(sessions_table.c.session_id == bindparam("p_session"))
+_AGENT = select(agents_table).where(agents_table.c.agent_id == bindparam("p_agent"))
+_RUN = select(runs_table).where(runs_table.c.run_id == bindparam("p_run"))
+_ARTIFACT_OWNER = select(artifacts_table.c.session_id).where(
+    artifacts_table.c.artifact_id == bindparam("p_artifact")
+)
+_MOVE_SESSION = (
+    update(sessions_table)
+    .where(sessions_table.c.session_id == bindparam("p_session"))
+    .values(active_node_id=bindparam("p_active"), updated_at=bindparam("p_now"))
+)
+_INSERT_ARTIFACT = artifacts_table.insert()
+
+
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    """The prebuilt statements over one session's tables."""
+
+    node_exists: Select[Any]
+    has_child: Select[Any]
+    latest_of_agent: Select[Any]
+    max_node_seq: Select[Any]
+    max_seq: Select[Any]
+    max_run_seq: Select[Any]
+    insert_node: Insert
+    insert_event: Insert
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _statements(session_id: str) -> _Statements:
+    tables = session_tables(session_id)
+    nodes, events = tables.nodes, tables.events
+    return _Statements(
+        node_exists=select(nodes.c.node_id).where(nodes.c.node_id == bindparam("p_node")),
+        has_child=select(nodes.c.node_id).where(nodes.c.parent_id == bindparam("p_node")).limit(1),
+        latest_of_agent=select(nodes.c.node_id)
+        .where(nodes.c.agent_id == bindparam("p_agent"))
+        .order_by(nodes.c.node_seq.desc())
+        .limit(1),
+        max_node_seq=select(func.max(nodes.c.node_seq)),
+        max_seq=select(func.max(events.c.seq)),
+        max_run_seq=select(func.max(events.c.run_seq)).where(events.c.run_id == bindparam("p_run")),
+        insert_node=nodes.insert(),
+        insert_event=events.insert(),
+    )
+
+
+@dataclass(slots=True)
+class Committed:
+    """What one unit of work wrote, as records with their final numbers."""
+
+    nodes: list[NodeRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    artifacts: list[ArtifactRecord] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _RunState:
+    row: dict[str, Any]
+    next_run_seq: int | None = None
+    dirty: bool = False
+
+
+@dataclass(slots=True)
+class SessionWriter:
+    """Writes to one session inside the writer's transaction, keeping its counters in step."""
+
+    connection: Connection
+    tables: SessionTables
+    session: dict[str, Any]
+    _sql: _Statements
+    _next_node_seq: int | None = None
+    _next_seq: int | None = None
+    _runs: dict[str, _RunState] = field(default_factory=dict)
+    _agents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _session_dirty: bool = False
+    _written: set[str] = field(default_factory=set)
+
+    @classmethod
+    def open(
+        cls, connection: Connection, session_id: str, *, writable: bool = True
+    ) -> SessionWriter:
+        """Load the session (``NotFound``) and, when writing, refuse an archived one."""
+        row = connection.execute(_SESSION, {"p_session": session_id}).mappings().first()
+        if row is None:
+            raise NotFound(f"no session {session_id!r}", session_id=session_id)
+        if writable and row["status"] == SessionStatus.ARCHIVED:
+            raise SessionArchived(
+                f"session {session_id!r} is archived and takes no writes", session_id=session_id
+            )
+        return cls(connection, session_tables(session_id), dict(row), _statements(session_id))
+
+    @property
+    def session_id(self) -> str:
+        """The id of the session being written."""
+        return str(self.session["session_id"])
+
+    def agent(self, agent_id: str) -> dict[str, Any]:
+        """The agent's row; ``NotFound`` unless it belongs to this session."""
+        if agent_id not in self._agents:
+            row = self.connection.execute(_AGENT, {"p_agent": agent_id}).mappings().first()
+            if row is None or row["session_id"] != self.session_id:
+                raise NotFound(
+                    f"no agent {agent_id!r} in session {self.session_id!r}", agent_id=agent_id
+                )
+            self._agents[agent_id] = dict(row)
+        return self._agents[agent_id]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """The run's row as this transaction sees it; ``NotFound`` unless it is this session's."""
+        return self._run_state(run_id).row
+
+    def _run_state(self, run_id: str) -> _RunState:
+        if run_id not in self._runs:
+            row = self.connection.execute(_RUN, {"p_run": run_id}).mappings().first()
+            if row is None or row["session_id"] != self.session_id:
+                raise NotFound(f"no run {run_id!r} in session {self.session_id!r}", run_id=run_id)
+            self._runs[run_id] = _RunState(dict(row))
+        return self._runs[run_id]
+
+    def node_exists(self, node_id: str) -> bool:
+        """Whether the node is in this session."""
+        if node_id in self._written:
+            return True
+        return (
+            self.connection.execute(self._sql.node_exists, {"p_node": node_id}).first() is not None
+        )
+
+    def require_node(self, node_id: str) -> None:
+        """Raise ``NotFound`` unless the node is in this session."""
+        if not self.node_exists(node_id):
+            raise NotFound(f"no node {node_id!r} in session {self.session_id!r}", node_id=node_id)
+
+    def _has_child(self, node_id: str) -> bool:
+        return self.connection.execute(self._sql.has_child, {"p_node": node_id}).first() is not None
+
+    def _latest_node_of(self, agent_id: str) -> str | None:
+        latest: str | None = self.connection.execute(
+            self._sql.latest_of_agent, {"p_agent": agent_id}
+        ).scalar()
+        return latest
+
+    def _default_parent(self, agent: dict[str, Any], run: dict[str, Any] | None) -> str | None:
+        if agent["agent_id"] == self.session["root_agent_id"]:
+            active: str | None = self.session["active_node_id"]
+            return active
+        if run is not None and run["end_node_id"] is not None:
+            end: str | None = run["end_node_id"]
+            return end
+        latest = self._latest_node_of(agent["agent_id"])
+        if latest is not None:
+            return latest
+        if agent["agent_type"] == AgentType.FORK:
+            fork_point: str | None = agent["fork_from_node_id"]
+            return fork_point
+        return None
+
+    def add_node(self, op: NodeOp) -> dict[str, Any]:
+        """Insert a node after resolving its agent, parent and branch; return its row."""
+        run = None
+        if op.run_id is not None:
+            state = self._run_state(op.run_id)
+            run = state.row
+            if run["status"] in TERMINAL_RUN_STATUSES:
+                raise InvalidTransition(
+                    f"run {op.run_id!r} is {run['status']}: it takes no more nodes",
+                    run_id=op.run_id,
+                )
+        agent_id = op.agent_id or (run["agent_id"] if run else self.session["root_agent_id"])
+        if run is not None and run["agent_id"] != agent_id:
+            raise InvalidArgument(
+                f"node agent {agent_id!r} is not the agent of run {op.run_id!r}",
+                agent_id=agent_id,
+                run_id=op.run_id,
+            )
+        agent = self.agent(agent_id)
+        spilled = {artifact.artifact_id for artifact in op.artifacts}
+        for artifact_id in op.artifact_refs:
+            if artifact_id not in spilled:
+                self.require_artifact(artifact_id)
+        parent_id = op.parent_id
+        if parent_id is not None:
+            self.require_node(parent_id)
+        else:
+            parent_id = self._default_parent(agent, run)
+        if (
+            parent_id is not None
+            and self._has_child(parent_id)
+            and (op.role != Role.USER or op.node_type != NodeType.MESSAGE)
+        ):
+            raise BranchError(
+                f"node {parent_id!r} already has a child: only a user message may open a branch, "
+                f"got role={op.role} node_type={op.node_type}",
+                parent_id=parent_id,
+            )
+        row = {
+            "node_id": op.node_id,
+            "node_seq": self._take_node_seq(),
+            "parent_id": parent_id,
+            "agent_id": agent_id,
+            "run_id": op.run_id,
+            "role": str(op.role),
+            "node_type": str(op.node_type),
+            "content_json": op.content_json,
+            "metadata_json": op.metadata_json,
+            "token_count": op.token_count,
+            "created_at": utc_now(),
+        }
+        self.connection.execute(self._sql.insert_node, row)
+        self._written.add(op.node_id)
+        if agent_id == self.session["root_agent_id"]:
+            self.session["active_node_id"] = op.node_id
+        self._session_dirty = True
+        if run is not None and op.run_id is not None:
+            if run["start_node_id"] is None:
+                run["start_node_id"] = op.node_id
+            run["end_node_id"] = op.node_id
+            self._runs[op.run_id].dirty = True
+        return row
+
+    def add_event(self, op: EventOp) -> dict[str, Any]:
+        """Insert an event with the session's next ``seq`` (and the run's next ``run_seq``)."""
+        agent_id = op.agent_id
+        run_seq = None
+        if op.run_id is not None:
+            state = self._run_state(op.run_id)
+            agent_id = agent_id or state.row["agent_id"]
+            if state.next_run_seq is None:
+                current = self.connection.execute(
+                    self._sql.max_run_seq, {"p_run": op.run_id}
+                ).scalar()
+                state.next_run_seq = (current or 0) + 1
+            run_seq = state.next_run_seq
+            state.next_run_seq += 1
+        if agent_id is not None:
+            self.agent(agent_id)
+        if op.node_id is not None:
+            self.require_node(op.node_id)
+        row = {
+            "event_id": op.event_id,
+            "seq": self._take_seq(),
+            "run_seq": run_seq,
+            "agent_id": agent_id,
+            "run_id": op.run_id,
+            "level": str(op.level),
+            "event_type": op.event_type,
+            "node_id": op.node_id,
+            "tool_call_id": op.tool_call_id,
+            "payload_json": op.payload_json,
+            "created_at": utc_now(),
+        }
+        self.connection.execute(self._sql.insert_event, row)
+        return row
+
+    def require_artifact(self, artifact_id: str) -> None:
+        """Raise ``NotFound`` unless the artifact exists in this session."""
+        owner = self.connection.execute(_ARTIFACT_OWNER, {"p_artifact": artifact_id}).scalar()
+        if owner != self.session_id:
+            raise NotFound(
+                f"no artifact {artifact_id!r} in session {self.session_id!r}",
+                artifact_id=artifact_id,
+            )
+
+    def add_artifact(self, op: ArtifactOp, node: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Insert an artifact row (its file is already written); links must be this session's."""
+        if node is not None:
+            op.agent_id, op.run_id = node["agent_id"], node["run_id"]
+        if op.agent_id is not None:
+            self.agent(op.agent_id)
+        if op.run_id is not None:
+            self.run(op.run_id)
+        if op.node_id is not None and node is None:
+            self.require_node(op.node_id)
+        row = {
+            "artifact_id": op.artifact_id,
+            "session_id": self.session_id,
+            "agent_id": op.agent_id,
+            "run_id": op.run_id,
+            "node_id": op.node_id,
+            "tool_call_id": op.tool_call_id,
+            "path": op.path,
+            "filename": op.filename,
+            "mime_type": op.mime_type,
+            "size_bytes": len(op.data),
+            "summary": op.summary,
+            "metadata_json": op.metadata_json,
+            "created_at": utc_now(),
+        }
+        self.connection.execute(_INSERT_ARTIFACT, row)
+        return row
+
+    def lifecycle_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        """Write an event of the store's own (``run_started``, ``node_switched`` ...)."""
+        return self.add_event(EventOp.build(event_type, **fields))
+
+    def set_active(self, node_id: str | None) -> None:
+        """Move the session's active node (written at :meth:`finish`)."""
+        self.session["active_node_id"] = node_id
+        self._session_dirty = True
+
+    def update_run(self, run_id: str, **values: Any) -> dict[str, Any]:
+        """Change a run's row (written at :meth:`finish`)."""
+        state = self._run_state(run_id)
+        state.row.update(values)
+        state.dirty = True
+        return state.row
+
+    def finish(self) -> None:
+        """Write back the session's and runs' changed columns."""
+        now = utc_now()
+        if self._session_dirty:
+            self.connection.execute(
+                _MOVE_SESSION,
+                {
+                    "p_session": self.session_id,
+                    "p_active": self.session["active_node_id"],
+                    "p_now": now,
+                },
+            )
+            self.session["updated_at"] = now
+        for run_id, state in self._runs.items():
+            if state.dirty:
+                values = {k: v for k, v in state.row.items() if k not in ("run_id", "created_at")}
+                values["updated_at"] = now
+                self.connection.execute(
+                    update(runs_table).where(runs_table.c.run_id == run_id), values
+                )
+                state.row["updated_at"] = now
+                state.dirty = False
+
+    def _take_node_seq(self) -> int:
+        if self._next_node_seq is None:
+            current = self.connection.execute(self._sql.max_node_seq).scalar()
+            self._next_node_seq = (current or 0) + 1
+        seq = self._next_node_seq
+        self._next_node_seq += 1
+        return seq
+
+    def _take_seq(self) -> int:
+        if self._next_seq is None:
+            current = self.connection.execute(self._sql.max_seq).scalar()
+            self._next_seq = (current or 0) + 1
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
+
+
+def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committed:
+    """The writer job of a unit of work: write every op in order, each node with its event.
+
+    A node's spilled artifacts are inserted right after it; their rows take its agent and run.
+    """
+    writer = SessionWriter.open(connection, session_id)
+    named = {op.node_id for op in ops if isinstance(op, EventOp) and op.node_id is not None}
+    out = Committed()
+    for op in ops:
+        if isinstance(op, ArtifactOp):
+            row = writer.add_artifact(op)
+            out.artifacts.append(artifact_record(row))
+            if op.event:
+                created = EventOp.build(
+                    "artifact_created",
+                    agent_id=op.agent_id,
+                    run_id=op.run_id,
+                    node_id=op.node_id,
+                    payload={"artifact_id": op.artifact_id, "size_bytes": len(op.data)},
+                )
+                out.events.append(event_record(session_id, writer.add_event(created)))
+        elif isinstance(op, NodeOp):
+            row = writer.add_node(op)
+            for artifact in op.artifacts:
+                out.artifacts.append(artifact_record(writer.add_artifact(artifact, node=row)))
+            out.nodes.append(node_record(session_id, row))
+            event = op.event
+            if event is None and op.node_id not in named:
+                event = EventOp.build(NODE_CREATED, node_id=op.node_id)
+            if event is not None:
+                event.agent_id, event.run_id = row["agent_id"], row["run_id"]
+                out.events.append(event_record(session_id, writer.add_event(event)))
+        else:
+            out.events.append(event_record(session_id, writer.add_event(op)))
+    writer.finish()
+    return out
