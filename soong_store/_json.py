@@ -66,3 +66,18 @@ def _find_non_finite(value: Any, where: str) -> str | None:
         elif isinstance(item, list | tuple):
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
     return None
+
+
+def check_text(value: object, what: str, *, max_len: int = 4096) -> str:
+    """A plain text value for a TEXT column: a non-empty, bounded, encodable ``str``.
+
+    Lone surrogates cannot be stored as UTF-8; they are refused here rather than failing in the
+    writer.
+    """
+    if not isinstance(value, str) or not 0 < len(value) <= max_len:
+        raise InvalidContent(f"invalid {what} {value!r}: expected 1-{max_len} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidContent(f"invalid {what} {value!r}: {exc.reason}") from exc
+    return value

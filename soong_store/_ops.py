@@ -36,11 +36,7 @@ def enum_value(enum: type[E], value: object, what: str) -> E:
 
 def check_event_type(event_type: object) -> str:
     """An event type is free text, but a short non-empty one."""
-    if not isinstance(event_type, str) or not 0 < len(event_type) <= _MAX_EVENT_TYPE:
-        raise InvalidArgument(
-            f"invalid event type {event_type!r}: expected 1-{_MAX_EVENT_TYPE} characters"
-        )
-    return event_type
+    return _json.check_text(event_type, "event type", max_len=_MAX_EVENT_TYPE)
 
 
 def check_token_count(value: object) -> int | None:
@@ -78,8 +74,6 @@ class EventOp:
         payload: Any = None,
     ) -> EventOp:
         """Validate caller input into an event operation (raises before anything is queued)."""
-        if tool_call_id is not None and not isinstance(tool_call_id, str):
-            raise InvalidArgument(f"invalid tool_call_id {tool_call_id!r}: expected a string")
         return cls(
             event_id=new_id("evt"),
             event_type=check_event_type(event_type),
@@ -87,7 +81,9 @@ class EventOp:
             agent_id=check_optional_id(agent_id, "agent"),
             run_id=check_optional_id(run_id, "run"),
             node_id=check_optional_id(node_id, "node"),
-            tool_call_id=tool_call_id,
+            tool_call_id=None
+            if tool_call_id is None
+            else _json.check_text(tool_call_id, "tool_call_id"),
             payload_json=_json.dumps_optional(payload, what="event payload"),
         )
 

@@ -55,30 +55,23 @@ def check_filename(filename: object) -> str | None:
     """A display name for an artifact: one path component, no control characters."""
     if filename is None:
         return None
-    if (
-        not isinstance(filename, str)
-        or not 0 < len(filename) <= 255
-        or filename in (".", "..")
-        or any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in filename)
-    ):
+    name = _json.check_text(filename, "filename", max_len=255)
+    if name in (".", "..") or any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name):
         raise InvalidArgument(
-            f"invalid filename {filename!r}: expected one path component of 1-255 printable "
+            f"invalid filename {filename!r}: expected one path component without control "
             "characters",
             filename=filename,
         )
-    return filename
+    return name
 
 
 def _check_text(value: object, what: str, pattern: re.Pattern[str] | None = None) -> str | None:
     if value is None:
         return None
-    if (
-        not isinstance(value, str)
-        or not 0 < len(value) <= _MAX_TEXT
-        or (pattern is not None and pattern.fullmatch(value) is None)
-    ):
+    text = _json.check_text(value, what, max_len=_MAX_TEXT)
+    if pattern is not None and pattern.fullmatch(text) is None:
         raise InvalidArgument(f"invalid {what} {value!r}")
-    return value
+    return text
 
 
 def extension(filename: str | None, mime_type: str | None) -> str:
@@ -192,10 +185,19 @@ class ArtifactFiles:
             temp.unlink(missing_ok=True)
             raise
         os.close(fd)
-        os.replace(temp, path)
-        _fsync_dir(folder)
-        if created:
-            _fsync_dir(folder.parent)
+        try:
+            os.replace(temp, path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        try:
+            _fsync_dir(folder)
+            if created:
+                _fsync_dir(folder.parent)
+        except BaseException:
+            # The rename may not be durable: the caller's unit fails, so the file must go too.
+            path.unlink(missing_ok=True)
+            raise
 
     def read(self, rel: str) -> bytes:
         """The bytes of a stored file (``StorageError`` when the file is missing)."""

@@ -128,8 +128,17 @@ def validate_content(content: object) -> list[ContentBlock]:
 
 
 def content_to_json(blocks: list[ContentBlock]) -> str:
-    """Encode validated blocks for ``content_json`` (NaN, Infinity and lone surrogates refused)."""
-    return _json.dumps_text(_CONTENT.dump_python(blocks), what="content")
+    """Encode validated blocks for ``content_json`` (NaN, Infinity and lone surrogates refused).
+
+    The text is parsed back once: JSON nested deeper than the reader accepts (pydantic-core stops
+    at about 200 levels, orjson writes up to 254) is refused here, not found unreadable later.
+    """
+    text = _json.dumps_text(_CONTENT.dump_python(blocks), what="content")
+    try:
+        _CONTENT.validate_json(text)
+    except ValidationError as exc:
+        raise InvalidContent(f"content cannot be read back: {exc.errors()[0]['msg']}") from exc
+    return text
 
 
 def content_from_json(text: str | bytes) -> list[ContentBlock]:

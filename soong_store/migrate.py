@@ -24,8 +24,9 @@ from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, inspect, make_url, text
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from soong_store._dberrors import translate
 from soong_store._engine import foreign_key_violations, is_busy, is_sqlite, make_engine
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.ids import check_session_id
@@ -131,8 +132,10 @@ def _upgrade_locked(engine: Engine, revision: str) -> None:
                 return
         except OperationalError as exc:
             if not is_busy(exc) or time.monotonic() > deadline:
-                raise StorageError(f"schema upgrade failed: {exc.orig}") from exc
+                raise translate(exc) from exc
             time.sleep(0.05)
+        except SQLAlchemyError as exc:  # e.g. "file is not a database"
+            raise translate(exc) from exc
 
 
 def _upgrade_in_transaction(connection: Connection, revision: str) -> None:

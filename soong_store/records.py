@@ -26,6 +26,7 @@ from soong_store.enums import (
     RunStatus,
     SessionStatus,
 )
+from soong_store.errors import StorageError
 
 
 class _Record(BaseModel):
@@ -142,6 +143,26 @@ class ContextView(_Record):
 _ts = datetime.fromisoformat
 
 
+def _stored(row: Mapping[Any, Any], column: str) -> Any:
+    """Decode a JSON column; text that is not JSON means the stored data is damaged."""
+    try:
+        return _json.loads(row[column])
+    except ValueError as exc:
+        raise StorageError(f"stored {column} is damaged ({exc})", column=column) from exc
+
+
+def _stored_content(session_id: str, row: Mapping[Any, Any]) -> list[ContentBlock]:
+    try:
+        return content_from_json(row["content_json"])
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        node_id = row["node_id"]
+        raise StorageError(
+            f"stored content of node {node_id!r} in session {session_id!r} is damaged: {exc}",
+            node_id=node_id,
+            session_id=session_id,
+        ) from exc
+
+
 def session_record(row: Mapping[Any, Any]) -> SessionRecord:
     """Build a :class:`SessionRecord` from a ``sessions`` row."""
     return SessionRecord.model_construct(
@@ -151,7 +172,7 @@ def session_record(row: Mapping[Any, Any]) -> SessionRecord:
         active_node_id=row["active_node_id"],
         parent_session_id=row["parent_session_id"],
         status=SessionStatus(row["status"]),
-        metadata=_json.loads(row["metadata_json"]),
+        metadata=_stored(row, "metadata_json"),
         created_at=_ts(row["created_at"]),
         updated_at=_ts(row["updated_at"]),
     )
@@ -167,8 +188,8 @@ def agent_record(row: Mapping[Any, Any]) -> AgentRecord:
         created_by_run_id=row["created_by_run_id"],
         fork_from_node_id=row["fork_from_node_id"],
         status=AgentStatus(row["status"]),
-        result=_json.loads(row["result_json"]),
-        metadata=_json.loads(row["metadata_json"]),
+        result=_stored(row, "result_json"),
+        metadata=_stored(row, "metadata_json"),
         created_at=_ts(row["created_at"]),
         updated_at=_ts(row["updated_at"]),
     )
@@ -186,9 +207,9 @@ def run_record(row: Mapping[Any, Any]) -> RunRecord:
         end_node_id=row["end_node_id"],
         end_reason=None if reason is None else EndReason(reason),
         turn_count=row["turn_count"],
-        usage=_json.loads(row["usage_json"]),
-        error=_json.loads(row["error_json"]),
-        metadata=_json.loads(row["metadata_json"]),
+        usage=_stored(row, "usage_json"),
+        error=_stored(row, "error_json"),
+        metadata=_stored(row, "metadata_json"),
         created_at=_ts(row["created_at"]),
         updated_at=_ts(row["updated_at"]),
     )
@@ -205,8 +226,8 @@ def node_record(session_id: str, row: Mapping[Any, Any]) -> NodeRecord:
         run_id=row["run_id"],
         role=Role(row["role"]),
         node_type=NodeType(row["node_type"]),
-        content=content_from_json(row["content_json"]),
-        metadata=_json.loads(row["metadata_json"]),
+        content=_stored_content(session_id, row),
+        metadata=_stored(row, "metadata_json"),
         token_count=row["token_count"],
         created_at=_ts(row["created_at"]),
     )
@@ -225,7 +246,7 @@ def event_record(session_id: str, row: Mapping[Any, Any]) -> EventRecord:
         event_type=row["event_type"],
         node_id=row["node_id"],
         tool_call_id=row["tool_call_id"],
-        payload=_json.loads(row["payload_json"]),
+        payload=_stored(row, "payload_json"),
         created_at=_ts(row["created_at"]),
     )
 
@@ -244,6 +265,6 @@ def artifact_record(row: Mapping[Any, Any]) -> ArtifactRecord:
         mime_type=row["mime_type"],
         size_bytes=row["size_bytes"],
         summary=row["summary"],
-        metadata=_json.loads(row["metadata_json"]),
+        metadata=_stored(row, "metadata_json"),
         created_at=_ts(row["created_at"]),
     )

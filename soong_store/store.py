@@ -77,6 +77,12 @@ log = logging.getLogger(__name__)
 _READ_RETRY_S = 30.0
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a shielded job's outcome as seen (its caller may have stopped waiting)."""
+    if not task.cancelled():
+        task.exception()
+
+
 def default_home() -> Path:
     """``$SOONG_AGENT_HOME``, else ``~/.soong-agent``."""
     env = os.environ.get("SOONG_AGENT_HOME")
@@ -224,15 +230,17 @@ class SessionStore:
         root_agent_type: AgentType | str = "main",
     ) -> SessionRecord:
         """Create a session with its root agent (``main`` or ``orchestrator``) and tables."""
-        if not isinstance(cwd, str | os.PathLike) or not str(cwd):
-            raise InvalidArgument(f"invalid cwd {cwd!r}: expected a non-empty path")
+        if not isinstance(cwd, str | os.PathLike):
+            raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
+        cwd_text = _json.check_text(os.fspath(cwd), "cwd")
+        if "\x00" in cwd_text:
+            raise InvalidArgument(f"invalid cwd {cwd!r}: a path cannot hold a NUL character")
         agent_type = _enum(AgentType, root_agent_type, "root agent type")
         if agent_type not in (AgentType.MAIN, AgentType.ORCHESTRATOR):
             raise InvalidArgument(
                 f"invalid root agent type {agent_type!r}: expected 'main' or 'orchestrator'"
             )
         metadata_json = _json.dumps_optional(metadata, what="session metadata")
-        cwd_text = os.fspath(cwd)
         return await self._write(
             partial(
                 _writes.create_session,
@@ -412,7 +420,16 @@ class SessionStore:
         if not files:
             return await self._write(partial(apply_ops, session_id=session_id, ops=ops))
         # Files first, row second: a crash in between leaves an orphan file for gc, never a row
-        # without its file. A unit that does not commit takes its files away again.
+        # without its file. A unit that does not commit takes its files away again. Once the
+        # files are being written the unit goes on to the writer even if the caller is
+        # cancelled, like any submitted write, so cancelling never strands files.
+        job = asyncio.ensure_future(self._write_files_then_submit(session_id, ops, files))
+        job.add_done_callback(_retrieve)
+        return await asyncio.shield(job)
+
+    async def _write_files_then_submit(
+        self, session_id: str, ops: list[Op], files: list[ArtifactOp]
+    ) -> Committed:
         await asyncio.to_thread(self._write_files, files)
         return await self._write(
             partial(apply_ops, session_id=session_id, ops=ops),

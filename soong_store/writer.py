@@ -47,6 +47,15 @@ class _BatchBusy(Exception):
     """The write lock could not be had; the whole batch is tried again."""
 
 
+class _JobAborted(Exception):
+    """A job's failure ended the whole transaction (SQLite rolls back on a full disk)."""
+
+    def __init__(self, index: int, cause: BaseException) -> None:
+        super().__init__(index, cause)
+        self.index = index
+        self.cause = cause
+
+
 class Writer:
     """Runs write jobs one after another on a single connection in a thread of its own.
 
@@ -172,25 +181,32 @@ class Writer:
     def _run_batch(self, batch: list[_Pending]) -> None:
         deadline = time.monotonic() + self._lock_wait
         delay = 0.002
-        while True:
+        pending = list(batch)
+        while pending:
             try:
-                self._attempt(batch)
+                self._attempt(pending)
                 break
+            except _JobAborted as aborted:
+                # The failing job took the others' work down with it: fail it alone and run
+                # the rest again in a fresh transaction.
+                self._recover()
+                pending[aborted.index].outcome = (False, translate(aborted.cause))
+                del pending[aborted.index]
             except (_BatchBusy, OperationalError) as exc:
                 if isinstance(exc, OperationalError) and not is_busy(exc):
                     self._recover()
-                    self._fail_all(batch, translate(exc))
+                    self._fail_all(pending, translate(exc))
                     break
                 if time.monotonic() > deadline:
                     error = StorageError(f"the database stayed locked for {self._lock_wait:.0f} s")
-                    self._fail_all(batch, error)
+                    self._fail_all(pending, error)
                     break
                 self._recover()
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.25)
             except Exception as exc:  # commit failed: disk full, I/O error, damaged file
                 self._recover()
-                self._fail_all(batch, translate(exc))
+                self._fail_all(pending, translate(exc))
                 break
         for item in batch:
             if not item.outcome[0] and item.on_abort is not None:
@@ -204,17 +220,24 @@ class Writer:
         connection = self._conn()
         single = len(batch) == 1
         with connection.begin() as transaction:
-            for item in batch:
+            for index, item in enumerate(batch):
                 savepoint = None if single else connection.begin_nested()
                 try:
                     result = item.job(connection)
                 except Exception as exc:
                     if isinstance(exc, OperationalError) and is_busy(exc):
                         raise _BatchBusy from exc
-                    (transaction if savepoint is None else savepoint).rollback()
-                    item.outcome = (False, translate(exc))
-                    if single:
+                    if savepoint is None:
+                        transaction.rollback()
+                        item.outcome = (False, translate(exc))
                         return
+                    if not _driver_in_transaction(connection):
+                        raise _JobAborted(index, exc) from exc
+                    try:
+                        savepoint.rollback()
+                    except Exception:
+                        raise _JobAborted(index, exc) from exc
+                    item.outcome = (False, translate(exc))
                 else:
                     if savepoint is not None:
                         savepoint.commit()
@@ -239,3 +262,9 @@ class Writer:
 
         with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
             item.loop.call_soon_threadsafe(settle)
+
+
+def _driver_in_transaction(connection: Connection) -> bool:
+    """Whether the driver's transaction is still open (SQLite ends it by itself on some errors)."""
+    raw = connection.connection.dbapi_connection
+    return bool(getattr(raw, "in_transaction", True))
