@@ -1,0 +1,447 @@
+"""The ``soong-store`` command line, every command run as a subprocess on a temporary home."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soong_store import SessionStore, __version__
+from soong_store.cli import main
+from soong_store.migrate import head_revision
+from tests.conftest import db_path, text
+
+
+def cli(home: Path | None, *args: str, env: dict[str, str] | None = None, **kw: Any):
+    base = [sys.executable, "-m", "soong_store"]
+    if home is not None:
+        base += ["--home", str(home)]
+    environ = {k: v for k, v in os.environ.items() if k != "SOONG_AGENT_HOME"}
+    environ.update(env or {})
+    return subprocess.run(
+        base + list(args), capture_output=True, text=True, env=environ, timeout=60, **kw
+    )
+
+
+def ok(home: Path | None, *args: str) -> str:
+    done = cli(home, *args)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return done.stdout
+
+
+def as_json(home: Path | None, *args: str) -> Any:
+    return json.loads(ok(home, *args, "--json"))
+
+
+def many(home: Path | None, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+    """Run several commands as subprocesses at once (each start costs most of a second)."""
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(lambda args: cli(home, *args), commands))
+
+
+class InProcess:
+    """``cli.main`` in this process, for the many variants of a command already run as one."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str], home: Path) -> None:
+        self.capsys, self.home = capsys, home
+
+    def __call__(self, *args: str, code: int = 0) -> str:
+        self.capsys.readouterr()
+        status = main(["--home", str(self.home), *args])
+        out, self.err = self.capsys.readouterr()
+        assert status == code, self.err
+        return out
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "--json"))
+
+
+def one_error_line(done: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    assert done.returncode == code, (done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("soong-store: ")
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One demo home shared by the read-only tests (copy it before changing anything)."""
+    home = tmp_path_factory.mktemp("demo") / "home"
+    doc = as_json(home, "demo")
+    return {"home": home, "sid": doc["session_id"], "tree": doc}
+
+
+@pytest.fixture
+def demo_copy(demo: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """A copy of the demo home whose session works in the copy's own project folder."""
+    home = tmp_path / "home"
+    shutil.copytree(demo["home"], home)
+    con = sqlite3.connect(db_path(home))
+    with con:
+        con.execute("UPDATE sessions SET cwd = ?", (str(home / "demo-project"),))
+    con.close()
+    return {**demo, "home": home}
+
+
+def test_demo_without_home_uses_a_temporary_home_and_prints_the_tree() -> None:
+    out = ok(None, "demo")
+    first = out.splitlines()[0]
+    home = Path(first.rsplit(" ", 1)[1])
+    try:
+        assert home.is_dir() and home != Path.home() / ".soong-agent"
+        assert (home / "sessions.sqlite").exists()
+        assert "> " in out and "[sub1]" in out and "[fork1]" in out
+        assert "system/compaction" in out and "← ERROR" in out
+    finally:
+        shutil.rmtree(home)
+
+
+def test_every_command_runs_as_a_subprocess(demo: dict[str, Any], tmp_path: Path) -> None:
+    """Each command once through the real entry point (demo: the fixture; export, import and
+    check: test_transfer and test_check); their variants run in-process below."""
+    home, sid = demo["home"], demo["sid"]
+    copy = tmp_path / "copy"
+    shutil.copytree(home, copy)
+    reads = many(
+        home,
+        ("show", sid),
+        ("tree", sid),
+        ("path", sid),
+        ("timeline", sid),
+        ("tasks", sid, "fix date parser"),
+        ("sessions",),
+    )
+    writes = many(copy, ("switch", sid, "#6"), ("gc", "--dry-run"), ("upgrade",))
+    for done in reads + writes:
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+    show, tree, path, timeline, tasks, sessions = (r.stdout for r in reads)
+    assert "agents (3)" in show and "runs (5)" in show and "purpose=worker" in show
+    assert "> " in tree and "[fork1]" in tree
+    assert "before the compaction" in path and path.rstrip().endswith("tokens")
+    assert "tool_failed" in timeline
+    assert "ready: tests" in tasks
+    assert sid in sessions
+    assert "#6" in writes[0].stdout
+    assert "would remove 0" in writes[1].stdout
+    assert "already at revision" in writes[2].stdout
+
+
+def test_version_and_bare_invocation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = InProcess(capsys, tmp_path)
+    assert "usage: soong-store" in run()
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"soong-store {__version__}"
+
+
+def test_demo_session_holds_every_feature(
+    demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = InProcess(capsys, demo["home"])
+    sid, tree = demo["sid"], demo["tree"]
+    shown = run.json("show", sid)
+    assert sorted(a["agent_type"] for a in shown["agents"]) == ["fork", "main", "sub"]
+    assert all(r["status"] == "completed" for r in shown["runs"])
+    assert shown["usage"]["input_tokens"] > 0
+    nodes = {n["node_id"]: n for n in tree["nodes"]}
+    main_id = tree["root_agent_id"]
+    branches = [n for n in nodes.values() if n["agent_id"] == main_id and len(n["children"]) > 1]
+    assert branches, "a branch opened by switch + a user message"
+    assert any(n["node_type"] == "compaction" for n in nodes.values())
+    worker = next(a for a in tree["agents"] if a["agent_type"] == "sub")
+    worker_root = next(
+        n for n in nodes.values() if n["agent_id"] == worker["agent_id"] and n["parent_id"] is None
+    )
+    assert len(worker_root["children"]) == 2, "two dispatch branches of the worker"
+    fork = next(a for a in tree["agents"] if a["agent_type"] == "fork")
+    fork_first = next(n for n in nodes.values() if n["agent_id"] == fork["agent_id"])
+    assert fork_first["parent_id"] == fork["fork_from_node_id"]
+    kinds = {a["mime_type"] for a in shown["artifacts"]}
+    assert kinds == {"application/json", "text/plain"}, "a spilled JSON and an attachment"
+    assert any("[json in art_" in n["text"] for n in nodes.values())
+    assert any("[attachment art_" in n["text"] for n in nodes.values())
+    events = run.json("timeline", sid, "--type", "tool_failed")["events"]
+    assert len(events) == 1 and events[0]["level"] == "error"
+    failed = nodes[events[0]["node_id"]]
+    assert failed["role"] == "tool" and "ERROR" in failed["text"]
+    tasks = run.json("tasks", sid, "fix date parser")
+    assert [t["task_id"] for t in tasks["tasks"]][:1] == ["reproduce"]
+    assert tasks["ready"] == ["tests"]
+
+
+def test_upgrade_prints_from_and_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = InProcess(capsys, tmp_path / "home")
+    first = run.json("upgrade")
+    assert first["from"] is None and first["to"] == first["head"] == head_revision()
+    assert "already at revision" in run("upgrade")
+
+
+def test_home_from_environment_url_and_sqlite_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "env-home"
+    monkeypatch.setenv("SOONG_AGENT_HOME", str(home))
+    assert main(["sessions", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sessions"] == []
+    assert db_path(home).exists()
+    url = f"sqlite:///{tmp_path / 'other.sqlite'}"
+    run = InProcess(capsys, tmp_path / "h")
+    assert run.json("--url", url, "--sqlite-module", "sqlite3", "upgrade")["to"] == head_revision()
+    assert (tmp_path / "other.sqlite").exists()
+    run("--sqlite-module", "no_such_module", "sessions", code=2)
+    assert "no_such_module" in run.err
+
+
+async def make_sessions(home: Path, count: int) -> list[str]:
+    async with SessionStore(home=home) as store:
+        made = [(await store.create_session(cwd=str(home))).session_id for _ in range(count)]
+        await store.archive_session(made[0])
+    return made
+
+
+def test_sessions_pages_and_filters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    home = tmp_path / "home"
+    made = asyncio.run(make_sessions(home, 3))
+    run = InProcess(capsys, home)
+    first = run.json("sessions", "--limit", "2")
+    assert [s["session_id"] for s in first["sessions"]] == [made[0], made[2]]
+    assert first["next_offset"] == 2
+    rest = run.json("sessions", "--limit", "2", "--offset", "2")
+    assert [s["session_id"] for s in rest["sessions"]] == [made[1]]
+    assert rest["next_offset"] is None
+    archived = run.json("sessions", "--status", "archived")["sessions"]
+    assert [s["session_id"] for s in archived] == [made[0]]
+    assert "--offset 2" in run("sessions", "--limit", "2")
+
+
+def test_tree_marks_folds_and_filters(
+    demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, sid = InProcess(capsys, demo["home"]), demo["sid"]
+    lines = run("tree", sid, "--width", "100").splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    active = [line for line in lines if line.startswith("> ")]
+    assert len(active) == 1 and "#27 " in active[0]
+    path_length = run.json("path", sid)["path_length"]
+    assert sum(line.startswith("* ") for line in lines) == path_length - 1
+    folded = run("tree", sid, "--depth", "0")
+    assert "nodes folded from #7" in folded and "#8 " not in folded
+    sub = run("tree", sid, "--agent", "sub1")
+    assert "[sub1]" in sub and "[fork1]" not in sub and "#1 " not in sub
+    run("tree", sid, "--agent", "nobody", code=2)
+    assert "nobody" in run.err and run.err.count("\n") == 1
+
+
+async def build_long_session(home: Path) -> str:
+    async with SessionStore(home=home) as store:
+        sid = (await store.create_session(cwd=str(home))).session_id
+        long = "word " * 200
+        async with store.transaction(sid) as tx:
+            previous = None
+            for index in range(1000):
+                role = "user" if index % 2 == 0 else "assistant"
+                previous = tx.add_node(role, "message", text(f"{index} {long}"), parent_id=previous)
+        chain = await store.list_nodes(sid)
+        await store.append_node(sid, "user", "message", text("branch"), parent_id=chain[10].node_id)
+    return sid
+
+
+def test_tree_of_a_thousand_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    home = tmp_path / "home"
+    sid = asyncio.run(build_long_session(home))
+    started = time.monotonic()
+    lines = InProcess(capsys, home)("tree", sid, "--width", "120").splitlines()
+    assert time.monotonic() - started < 5
+    assert len(lines) == 1 + 1 + 1001
+    assert max(len(line) for line in lines) <= 120
+    assert sum(line.startswith(("* ", "> ")) for line in lines) == 12
+
+
+def test_path_shows_the_cut_and_the_token_total(
+    demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, sid = InProcess(capsys, demo["home"]), demo["sid"]
+    doc = run.json("path", sid)
+    assert doc["nodes"][0]["node_type"] == "compaction"
+    assert doc["nodes_cut"] == 9 and doc["path_length"] == 9 + len(doc["nodes"])
+    assert doc["token_count"] == sum(n["token_count"] for n in doc["nodes"])
+    out = run("path", sid)
+    assert "9 earlier nodes" in out and f"{doc['token_count']} tokens" in out
+    early = run.json("path", sid, "#9")
+    assert early["nodes_cut"] == 0 and len(early["nodes"]) == 9
+
+
+def test_timeline_filters(demo: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    run, sid = InProcess(capsys, demo["home"]), demo["sid"]
+    every = run.json("timeline", sid)["events"]
+    assert [e["seq"] for e in every] == list(range(1, len(every) + 1))
+    high = run.json("timeline", sid, "--level", "warning")["events"]
+    assert {e["level"] for e in high} == {"warning", "error"}
+    run_id = every[1]["run_id"]
+    mine = run.json("timeline", sid, "--run", run_id)["events"]
+    assert [e["run_seq"] for e in mine] == list(range(1, len(mine) + 1))
+    later = run.json("timeline", sid, "--after", "50")["events"]
+    assert [e["seq"] for e in later] == list(range(51, len(every) + 1))
+    typed = run("timeline", sid, "--type", "tool_failed", "--type", "model_response")
+    assert len(typed.splitlines()) == 2
+
+
+async def test_timeline_follow_prints_new_events_until_interrupted(
+    demo_copy: dict[str, Any],
+) -> None:
+    home, sid = demo_copy["home"], demo_copy["sid"]
+    async with SessionStore(home=home) as store:
+        last = (await store.timeline(sid))[-1].seq
+    environ = {k: v for k, v in os.environ.items() if k != "SOONG_AGENT_HOME"}
+    args = ["timeline", sid, "--follow", "--json", "--after", str(last), "--interval", "0.05"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "soong_store", "--home", str(home), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+    )
+    printed: queue.Queue[str] = queue.Queue()
+    assert process.stdout is not None and process.stderr is not None
+    reader = threading.Thread(target=lambda: [printed.put(line) for line in process.stdout])
+    reader.start()
+    try:
+        async with SessionStore(home=home) as store:
+            await store.append_event(sid, "late_event", payload={"n": 1})
+        line = printed.get(timeout=30)
+        assert json.loads(line)["event_type"] == "late_event"
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        reader.join()
+        err = process.stderr.read()
+        process.stdout.close()
+        process.stderr.close()
+    assert err == "" and printed.empty()
+
+
+def test_switch_moves_the_active_node(
+    demo_copy: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, sid = InProcess(capsys, demo_copy["home"]), demo_copy["sid"]
+    node = next(n for n in demo_copy["tree"]["nodes"] if n["node_seq"] == 10)
+    assert run.json("switch", sid, "#10")["active_node_id"] == node["node_id"]
+    assert any(
+        line.startswith("> #10 ") or "> " in line[:2] and "#10 " in line
+        for line in run("tree", sid).splitlines()
+    )
+    assert run.json("switch", sid, node["node_id"])["active_node_id"] == node["node_id"]
+
+
+def test_tasks_lists_and_shows_dags(
+    demo_copy: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, sid = InProcess(capsys, demo_copy["home"]), demo_copy["sid"]
+    listed = run.json("tasks", sid)["tasks"]
+    assert [(t["task_name"], t["counts"]) for t in listed] == [
+        ("fix date parser", {"completed": 3, "pending": 1})
+    ]
+    run("tasks", sid, "no such task", code=2)
+    wal = Path(listed[0]["path"])
+    lines = wal.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b"edge", b"EDGE")
+    wal.write_bytes(b"\n".join(lines))
+    run("tasks", sid, "fix date parser", code=1)
+    assert run.err.count("\n") == 1 and "checksum mismatch" in run.err
+    assert "unavailable" in run("tasks", sid)
+
+
+def test_gc_removes_old_orphan_files(
+    demo_copy: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, sid = InProcess(capsys, demo_copy["home"]), demo_copy["sid"]
+    orphan = demo_copy["home"] / "artifacts" / sid / "art_orphan.bin"
+    orphan.write_bytes(b"left by a crash")
+    assert run.json("gc", "--dry-run")["paths"] == []
+    os.utime(orphan, (time.time() - 3600, time.time() - 3600))
+    assert run.json("gc", "--dry-run")["paths"] == [f"{sid}/art_orphan.bin"]
+    assert orphan.exists()
+    assert "removed 1 orphan" in run("gc")
+    assert not orphan.exists()
+    assert run("check").endswith("no problems\n")
+
+
+def bad_cases(sid: str, tmp: Path) -> list[tuple[str, ...]]:
+    (tmp / "garbage.jsonl").write_text("not json\n")
+    return [
+        ("show", "x; DROP TABLE sessions"),
+        ("show", "sess_20000101_000000_dead"),
+        ("tree", "a-b"),
+        ("path", sid, "node_unknown"),
+        ("path", sid, "bad id!"),
+        ("path", sid, "#999"),
+        ("timeline", sid, "--run", "run_unknown' OR 1=1"),
+        ("timeline", sid, "--level", "loud"),
+        ("switch", sid, "node_unknown"),
+        ("export", "sess_nope"),
+        ("check", "sess/../x"),
+        ("tasks", "sess_nope"),
+        ("import", str(tmp / "missing.jsonl")),
+        ("import", str(tmp / "garbage.jsonl")),
+        ("frobnicate",),
+        ("sessions", "--limit", "0"),
+        ("tree", sid, "--depth", "many"),
+        ("export", sid, "-o", str(tmp / "missing-dir" / "out.jsonl")),
+        ("--sqlite-module", "no_such_module", "sessions"),
+    ]
+
+
+def test_bad_input_exits_2_with_one_line(
+    demo: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = db_path(demo["home"]).read_bytes()
+    cases = bad_cases(demo["sid"], tmp_path)
+    as_subprocess = [cases[0], cases[3], cases[14]]
+    for args, done in zip(as_subprocess, many(demo["home"], *as_subprocess), strict=True):
+        assert one_error_line(done) and done.stdout == "", args
+    run = InProcess(capsys, demo["home"])
+    for args in cases:
+        assert run(*args, code=2) == "", args
+        assert run.err.count("\n") == 1 and run.err.startswith("soong-store: "), (args, run.err)
+    assert db_path(demo["home"]).read_bytes() == before
+    assert not (tmp_path / "missing-dir").exists()
+
+
+def test_damaged_database_exits_1_and_a_foreign_one_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    db_path(home).write_bytes(b"this is not a database" * 100)
+    foreign = tmp_path / "x.sqlite"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE foreign_table (x)")
+    con.close()
+    run = InProcess(capsys, home)
+    run("sessions", code=1)
+    assert "damaged" in run.err and run.err.count("\n") == 1
+    run("--url", f"sqlite:///{foreign}", "sessions", code=2)
+    assert "foreign_table" in run.err and run.err.count("\n") == 1
