@@ -229,10 +229,14 @@ class SessionStore:
         metadata: Any = None,
         root_agent_type: AgentType | str = "main",
     ) -> SessionRecord:
-        """Create a session with its root agent (``main`` or ``orchestrator``) and tables."""
+        """Create a session with its root agent (``main`` or ``orchestrator``) and tables.
+
+        ``cwd`` is stored as an absolute path: the session's task logs live under it, and they
+        must be found again from any working directory.
+        """
         if not isinstance(cwd, str | os.PathLike):
             raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
-        cwd_text = _json.check_text(os.fspath(cwd), "cwd")
+        cwd_text = os.path.abspath(_json.check_text(os.fspath(cwd), "cwd"))
         if "\x00" in cwd_text:
             raise InvalidArgument(f"invalid cwd {cwd!r}: a path cannot hold a NUL character")
         agent_type = _enum(AgentType, root_agent_type, "root agent type")

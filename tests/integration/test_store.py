@@ -495,3 +495,9 @@ async def test_url_overrides_location(tmp_path: Path):
     async with SessionStore(home=tmp_path / "h", url=f"sqlite:///{db}") as store:
         await store.create_session(cwd=".")
     assert db.exists() and not (tmp_path / "h" / "sessions.sqlite").exists()
+
+
+async def test_cwd_is_stored_absolute(store: SessionStore, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = await store.create_session(cwd="project")
+    assert s.cwd == str(tmp_path / "project")
