@@ -20,7 +20,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -31,7 +30,7 @@ from soong_store.content import artifact_refs, content_from_json
 from soong_store.errors import SoongStoreError
 from soong_store.ids import SESSION_ID_RE
 from soong_store.store import SessionStore
-from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_wal_path
+from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 
 ORPHAN_GRACE_S = 600.0
 """Files younger than this may belong to a unit of work about to commit (as for ``gc``)."""
@@ -268,7 +267,7 @@ def _check_files(f: _Facts, sid: str, files: ArtifactFiles) -> list[Problem]:
             message = f"artifact {aid} file holds {size} bytes, its row says {a['size_bytes']}"
             found.add("artifact_size", message, aid)
     found += _orphan_files(files, f.shared_paths, sid, only=f"{sid}/")
-    folder = Path(f.session["cwd"]) / ".soong-agent" / "tasks" / sid
+    folder = task_root(f.session["cwd"], sid)
     for wal in sorted(folder.glob(f"*{WAL_SUFFIX}")) if folder.is_dir() else []:
         try:
             state = TaskDag.replay(wal)

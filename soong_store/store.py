@@ -68,7 +68,7 @@ from soong_store.records import (
     RunRecord,
     SessionRecord,
 )
-from soong_store.task_wal import TaskDag, task_wal_path
+from soong_store.task_wal import TaskDag, task_root, task_wal_path
 from soong_store.uow import UnitOfWork
 from soong_store.writer import Writer
 
@@ -639,7 +639,7 @@ class SessionStore:
         """
         sid = check_session_id(session_id)
         session = await self.get_session(sid)
-        path = task_wal_path(Path(session.cwd) / ".soong-agent" / "tasks" / sid, task_name)
+        path = task_wal_path(task_root(session.cwd, sid), task_name)
         key = (sid, str(path))
         async with self._task_lock:
             dag = self._task_dags.get(key)

@@ -147,6 +147,11 @@ def task_file_name(task_name: str) -> str:
     return f"{readable}-{hashlib.sha256(raw).hexdigest()[:12]}"
 
 
+def task_root(cwd: str | os.PathLike[str], session_id: str) -> Path:
+    """The folder of a session's task logs: ``<cwd>/.soong-agent/tasks/<session_id>``."""
+    return Path(cwd) / ".soong-agent" / "tasks" / session_id
+
+
 def task_wal_path(task_root: Path, task_name: str) -> Path:
     """Return the WAL file of ``task_name`` inside ``task_root`` (the session's task folder)."""
     return Path(task_root) / f"{task_file_name(task_name)}{WAL_SUFFIX}"
@@ -458,6 +463,31 @@ class TaskDag:
         except OSError as exc:
             raise StorageError(f"cannot read task WAL {path}: {exc}", path=path) from exc
         return cls(path, task_name, state, listener, offload)
+
+    @classmethod
+    def from_state(cls, path: Path, task_name: str, state: WalState) -> TaskDag:
+        """A read-only DAG over what :meth:`replay` found: reads work, appends are refused.
+
+        It is a snapshot: building it touches no file, later changes to the log are not seen,
+        and an append raises ``StorageError`` before any I/O, so nothing is ever written through
+        it. Use :meth:`open` for a DAG that appends.
+
+        Args:
+            path: The WAL file ``state`` was replayed from.
+            task_name: The original task name (the header's, when the file exists).
+            state: What ``TaskDag.replay(path, task_name)`` returned.
+
+        Raises:
+            InvalidArgument: ``task_name`` is not a valid task name, or not the one in ``state``.
+        """
+        task_file_name(task_name)
+        if state.task_name not in (None, task_name):
+            raise InvalidArgument(
+                f"task WAL {path} holds task {state.task_name!r}, not {task_name!r}"
+            )
+        view = cls(Path(path), task_name, state, None, offload=False)
+        view._broken = f"task WAL {path} was opened read-only; use TaskDag.open to append"
+        return view
 
     @staticmethod
     def replay(path: Path, task_name: str | None = None) -> WalState:

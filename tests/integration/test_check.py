@@ -17,7 +17,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.check import check_store
-from soong_store.cli import write_demo
+from soong_store.demo import write_demo
 from tests.conftest import db_path
 
 

@@ -16,9 +16,10 @@ import orjson
 import pytest
 
 from soong_store import InvalidArgument, SessionStore
+from soong_store._render import export_markdown
 from soong_store.check import check_store
-from soong_store.cli import write_demo
-from soong_store.transfer import export_markdown, export_session, import_session
+from soong_store.demo import write_demo
+from soong_store.transfer import export_session, import_session
 from tests.conftest import db_path, snapshot
 
 

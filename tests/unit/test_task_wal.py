@@ -25,7 +25,14 @@ from soong_store.errors import (
     StorageError,
     TaskDagUnavailable,
 )
-from soong_store.task_wal import Task, TaskDag, TaskStatus, task_file_name, task_wal_path
+from soong_store.task_wal import (
+    Task,
+    TaskDag,
+    TaskStatus,
+    task_file_name,
+    task_root,
+    task_wal_path,
+)
 
 NAME = "ship the login page"
 T = TypeVar("T")
@@ -743,3 +750,19 @@ def test_listener_sees_each_append_and_its_failure_is_only_logged(
     assert dag.get("a").status is TaskStatus.COMPLETED
     assert "listener failed" in caplog.text and "timeline is down" in caplog.text
     assert reopen(wal).tasks() == dag.tasks()
+
+
+def test_from_state_is_a_read_only_snapshot(wal: Path) -> None:
+    dag = run(build(wal))
+    before = wal.read_bytes()
+    snapshot = TaskDag.from_state(wal, dag.task_name, TaskDag.replay(wal, dag.task_name))
+    assert snapshot.tasks() == dag.tasks() and snapshot.ready() == dag.ready()
+    with pytest.raises(StorageError):
+        run(snapshot.add("z", "refused"))
+    assert wal.read_bytes() == before
+    with pytest.raises(InvalidArgument):
+        TaskDag.from_state(wal, "another name", TaskDag.replay(wal))
+
+
+def test_task_root_is_under_the_session_cwd(tmp_path: Path) -> None:
+    assert task_root(tmp_path, "sess_1") == tmp_path / ".soong-agent" / "tasks" / "sess_1"

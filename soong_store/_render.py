@@ -1,0 +1,425 @@
+"""What the CLI shows: the text and ``--json`` documents of its commands, and Markdown.
+
+Each read command has a ``*_document`` (the JSON it prints) and ``*_lines`` (its text). The tree
+is built once as data (:func:`tree_document`) and drawn from that data (:func:`tree_lines`), so
+both outputs show the same tree. Nothing here writes; only :func:`export_markdown` reads a store.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from soong_store import _json
+from soong_store.content import ArtifactRefBlock, JsonBlock, TextBlock, ToolCallBlock
+from soong_store.errors import NotFound
+from soong_store.records import (
+    AgentRecord,
+    ArtifactRecord,
+    ContextView,
+    EventRecord,
+    NodeRecord,
+    RunRecord,
+    SessionRecord,
+)
+from soong_store.store import SessionStore
+from soong_store.task_wal import Task, TaskDag
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` on one line (whitespace runs folded), cut to ``width`` characters with ``…``."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _when(record: Any) -> str:
+    return str(record.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def _fancy() -> bool:
+    return (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") == "utf8"
+
+
+def block_text(block: Any) -> str:
+    """One content block as one line of text (the tree and timeline show these)."""
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, ToolCallBlock):
+        return f"→ {block.name}({_json.dumps_text(block.arguments)})"
+    if isinstance(block, JsonBlock):
+        if block.artifact_ref is not None:
+            return f"[json in {block.artifact_ref}: {block.summary}]"
+        return _json.dumps_text(block.data)
+    if isinstance(block, ArtifactRefBlock):
+        return f"[attachment {block.artifact_id}{': ' + block.summary if block.summary else ''}]"
+    inner = " ".join(block_text(item) for item in block.content)
+    return f"← {'ERROR ' if block.is_error else ''}{inner}"
+
+
+def node_text(node: NodeRecord) -> str:
+    """The content of a node as one line."""
+    return " | ".join(block_text(block) for block in node.content)
+
+
+# -- tree -----------------------------------------------------------------------------------
+
+
+def agent_labels(agents: Sequence[AgentRecord], root_agent_id: str) -> dict[str, str]:
+    """Short names for a session's agents: the root's type, then ``sub1``, ``fork1`` ..."""
+    labels: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for agent in agents:
+        kind = str(agent.agent_type)
+        if agent.agent_id == root_agent_id:
+            labels[agent.agent_id] = kind
+        else:
+            counts[kind] = counts.get(kind, 0) + 1
+            labels[agent.agent_id] = f"{kind}{counts[kind]}"
+    return labels
+
+
+def tree_document(
+    session: SessionRecord,
+    nodes: Sequence[NodeRecord],
+    agents: Sequence[AgentRecord],
+    agent: str | None = None,
+) -> dict[str, Any]:
+    """The tree as JSON-ready data: agents, and nodes with their children and path flag."""
+    labels = agent_labels(agents, session.root_agent_id)
+    if agent is not None:
+        wanted = {a for a, label in labels.items() if agent in (a, label)}
+        if not wanted:
+            raise NotFound(f"no agent {agent!r} in session {session.session_id!r}")
+        nodes = [n for n in nodes if n.agent_id in wanted]
+    parent = {n.node_id: n.parent_id for n in nodes}
+    children: dict[str, list[str]] = {n.node_id: [] for n in nodes}
+    for n in nodes:
+        if n.parent_id in children:
+            children[n.parent_id].append(n.node_id)
+    on_path: set[str] = set()
+    current = session.active_node_id
+    while current is not None and current in parent and current not in on_path:
+        on_path.add(current)
+        current = parent[current]
+    return {
+        "session_id": session.session_id,
+        "active_node_id": session.active_node_id,
+        "root_agent_id": session.root_agent_id,
+        "agents": [
+            {
+                "label": labels[a.agent_id],
+                "agent_id": a.agent_id,
+                "agent_type": str(a.agent_type),
+                "status": str(a.status),
+                "purpose": a.metadata.get("purpose") if isinstance(a.metadata, dict) else None,
+                "fork_from_node_id": a.fork_from_node_id,
+            }
+            for a in agents
+        ],
+        "nodes": [
+            {
+                "node_id": n.node_id,
+                "node_seq": n.node_seq,
+                "parent_id": n.parent_id,
+                "agent": labels.get(n.agent_id, n.agent_id),
+                "agent_id": n.agent_id,
+                "run_id": n.run_id,
+                "role": str(n.role),
+                "node_type": str(n.node_type),
+                "token_count": n.token_count,
+                "text": clip(node_text(n), 200),
+                "children": children[n.node_id],
+                "on_active_path": n.node_id in on_path,
+            }
+            for n in nodes
+        ],
+    }
+
+
+def tree_lines(doc: dict[str, Any], *, width: int, depth: int | None = None) -> list[str]:
+    """Lines of the tree: one per node, a chain at one indent, each branch indented once more.
+
+    Walked with an explicit stack (no recursion), so a deep tree of thousands of nodes prints.
+    Branches nested deeper than ``depth`` are folded to one line with their node count.
+    """
+    fancy = _fancy()
+    tee, elbow, pipe = ("├─ ", "└─ ", "│  ") if fancy else ("|- ", "`- ", "|  ")
+    by_id = {n["node_id"]: n for n in doc["nodes"]}
+    roots = [n for n in doc["nodes"] if n["parent_id"] not in by_id]
+    sizes = _subtree_sizes(doc["nodes"], by_id)
+    lines = [
+        f"session {doc['session_id']}: {len(by_id)} nodes "
+        f"(* active path, > active node, {'⑂' if fancy else '+'} branch point)"
+    ]
+    for a in doc["agents"]:
+        extra = f", {a['purpose']}" if a["purpose"] else ""
+        lines.append(f"  agent {a['label']}: {a['agent_id']} ({a['agent_type']}{extra})")
+    stack: list[tuple[dict[str, Any], str, str, int, bool]] = []
+    for index in range(len(roots) - 1, -1, -1):
+        root, last = roots[index], index == len(roots) - 1
+        under = "" if root["parent_id"] is None else f"(under {root['parent_id']}) "
+        lead, cont = ((elbow if last else tee) + under, "   " if last else pipe)
+        stack.append(
+            (root, lead if len(roots) > 1 else under, cont if len(roots) > 1 else "", 0, False)
+        )
+    while stack:
+        node, lead, cont, level, folded = stack.pop()
+        if folded:
+            size = sizes[node["node_id"]]
+            plural = "nodes" if size > 1 else "node"
+            lines.append(f"  {lead}… {size} {plural} folded from #{node['node_seq']}")
+            continue
+        kids = [by_id[c] for c in node["children"]]
+        mark = ">" if node["node_id"] == doc["active_node_id"] else "*"
+        mark = mark if node["on_active_path"] else " "
+        who = "" if node["agent_id"] == doc["root_agent_id"] else f"[{node['agent']}] "
+        fork = f" {'⑂' if fancy else '+'}{len(kids)}" if len(kids) > 1 else ""
+        head = f"{mark} {lead}#{node['node_seq']} {node['role']}/{node['node_type']}{fork} {who}"
+        lines.append(head + clip(node["text"], max(width - len(head), 16)))
+        if len(kids) == 1:
+            stack.append((kids[0], cont, cont, level, False))
+            continue
+        fold = depth is not None and level >= depth
+        for index in range(len(kids) - 1, -1, -1):
+            last = index == len(kids) - 1
+            branch, below = cont + (elbow if last else tee), cont + ("   " if last else pipe)
+            stack.append((kids[index], branch, below, level + 1, fold))
+    return lines
+
+
+def _subtree_sizes(nodes: list[dict[str, Any]], by_id: dict[str, Any]) -> dict[str, int]:
+    sizes = {n["node_id"]: 1 for n in nodes}
+    for n in sorted(nodes, key=lambda n: -int(n["node_seq"])):
+        if n["parent_id"] in by_id:
+            sizes[n["parent_id"]] += sizes[n["node_id"]]
+    return sizes
+
+
+# -- the other commands ---------------------------------------------------------------------
+
+
+def sessions_document(
+    page: Sequence[SessionRecord], offset: int, limit: int, next_offset: int | None
+) -> dict[str, Any]:
+    """The ``sessions --json`` document: one page of sessions and where the next one starts."""
+    return {
+        "sessions": [s.model_dump(mode="json") for s in page],
+        "offset": offset,
+        "limit": limit,
+        "next_offset": next_offset,
+    }
+
+
+def sessions_lines(page: Sequence[SessionRecord], next_offset: int | None) -> list[str]:
+    """One line per session of a ``sessions`` page, and where the next page starts."""
+    lines = []
+    for s in page:
+        title = s.metadata.get("title") if isinstance(s.metadata, dict) else None
+        lines.append(
+            f"{s.session_id}  {s.status:<8}  {s.updated_at:%Y-%m-%d %H:%M}  {title or s.cwd}"
+        )
+    if not page:
+        lines.append("(no sessions)")
+    if next_offset is not None:
+        lines.append(f"… more: --offset {next_offset}")
+    return lines
+
+
+def usage_total(runs: Sequence[RunRecord]) -> dict[str, float]:
+    """The sum of each numeric usage field over the runs (``input_tokens``, ``cost`` ...)."""
+    total: dict[str, float] = {}
+    for usage in (r.usage for r in runs):
+        for key, value in (usage or {}).items() if isinstance(usage, dict) else ():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+    return total
+
+
+def show_document(
+    session: SessionRecord,
+    agents: Sequence[AgentRecord],
+    runs: Sequence[RunRecord],
+    artifacts: Sequence[ArtifactRecord],
+    counts: dict[str, int],
+) -> dict[str, Any]:
+    """The ``show --json`` document: the records as stored, the row counts and the usage."""
+    return {
+        "session": session.model_dump(mode="json"),
+        "agents": [a.model_dump(mode="json") for a in agents],
+        "runs": [r.model_dump(mode="json") for r in runs],
+        "artifacts": [a.model_dump(mode="json") for a in artifacts],
+        "counts": counts,
+        "usage": usage_total(runs),
+    }
+
+
+def show_lines(
+    session: SessionRecord,
+    agents: Sequence[AgentRecord],
+    runs: Sequence[RunRecord],
+    artifacts: Sequence[ArtifactRecord],
+    counts: dict[str, int],
+    active_seq: int | None,
+) -> list[str]:
+    """The ``show`` text: the session, then its agents, runs, artifacts and usage."""
+    usage = usage_total(runs)
+    labels = agent_labels(agents, session.root_agent_id)
+    active = session.active_node_id
+    lines = [f"session  {session.session_id} ({session.status})", f"cwd      {session.cwd}"]
+    lines.append(f"created  {_when(session)}, updated {session.updated_at:%Y-%m-%d %H:%M:%S}")
+    shown = f"#{active_seq} {active}" if active else "(no node yet)"
+    lines.append(f"active   {shown}")
+    if session.parent_session_id:
+        lines.append(f"forked   from {session.parent_session_id}")
+    if session.metadata is not None:
+        lines.append(f"metadata {_json.dumps_text(session.metadata)}")
+    lines.append("counts   " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+    lines.append(f"\nagents ({len(agents)})")
+    for a in agents:
+        purpose = a.metadata.get("purpose") if isinstance(a.metadata, dict) else None
+        extra = f" purpose={purpose}" if purpose else ""
+        extra += f" fork_from={a.fork_from_node_id}" if a.fork_from_node_id else ""
+        line = f"  {labels[a.agent_id]:<6} {a.agent_id}  {a.agent_type:<12} {a.status:<9}{extra}"
+        lines.append(line.rstrip())
+    lines.append(f"\nruns ({len(runs)})")
+    for r in runs:
+        spent = " ".join(f"{k}={v}" for k, v in (r.usage or {}).items()) if r.usage else ""
+        lines.append(
+            f"  {r.run_id}  {labels.get(r.agent_id, r.agent_id):<6} {r.status:<9} "
+            f"{r.end_reason or '-':<10} turns={r.turn_count or 0} {spent}".rstrip()
+        )
+    if artifacts:
+        lines.append(f"\nartifacts ({len(artifacts)})")
+        for art in artifacts:
+            about = art.filename or art.summary or ""
+            lines.append(
+                f"  {art.artifact_id}  {art.size_bytes or 0:>9} B  {art.mime_type or '-'}  {about}"
+            )
+    total = ", ".join(f"{k}={v:g}" for k, v in usage.items()) or "(none recorded)"
+    lines.append("\nusage    " + total)
+    return lines
+
+
+def path_document(sid: str, path: Sequence[NodeRecord], context: ContextView) -> dict[str, Any]:
+    """The ``path --json`` document: where the path ends, where it is cut, the nodes sent."""
+    cut = len(path) - len(context.nodes)
+    return {
+        "session_id": sid,
+        "node_id": path[-1].node_id if path else None,
+        "path_length": len(path),
+        "cut_before": context.nodes[0].node_id if cut else None,
+        "nodes_cut": cut,
+        "token_count": context.token_count,
+        "nodes": [n.model_dump(mode="json") for n in context.nodes],
+    }
+
+
+def path_lines(path: Sequence[NodeRecord], context: ContextView) -> list[str]:
+    """The ``path`` text: each node the model gets, its blocks indented, and the totals."""
+    cut = len(path) - len(context.nodes)
+    lines = []
+    if cut:
+        lines.append(f"({cut} earlier nodes of the path are before the compaction: not sent)")
+    for n in context.nodes:
+        tokens = f"  [{n.token_count} tokens]" if n.token_count is not None else ""
+        lines.append(f"#{n.node_seq} {n.role}/{n.node_type} {n.node_id}{tokens}")
+        for block in n.content:
+            for line in block_text(block).splitlines() or [""]:
+                lines.append(f"    {line}")
+    lines.append(f"context: {len(context.nodes)} nodes, {context.token_count} tokens")
+    return lines
+
+
+def event_line(e: EventRecord, width: int) -> str:
+    """One ``timeline`` line: seq, run seq, time, level, type, ids, and the payload clipped."""
+    ids = " ".join(
+        f"{k}={v}"
+        for k, v in (("node", e.node_id), ("run", e.run_id), ("tool", e.tool_call_id))
+        if v
+    )
+    run_seq = f"r{e.run_seq}" if e.run_seq is not None else ""
+    when = e.created_at.strftime("%H:%M:%S.%f")[:-3]
+    head = f"{e.seq:>5} {run_seq:<5} {when} {e.level:<7} {e.event_type} {ids}".rstrip()
+    if e.payload is None:
+        return head
+    return f"{head} {clip(_json.dumps_text(e.payload), max(width - len(head) - 1, 16))}"
+
+
+def tasks_document(sid: str, dag: TaskDag) -> dict[str, Any]:
+    """The ``tasks NAME --json`` document: the tasks dependencies first, and the ready set."""
+    return {
+        "session_id": sid,
+        "task_name": dag.task_name,
+        "path": str(dag.path),
+        "tasks": [_task_json(t) for t in dag.topological_order()],
+        "ready": [t.task_id for t in dag.ready()],
+    }
+
+
+def _task_json(task: Task) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "title": task.title,
+        "status": str(task.status),
+        "depends_on": list(task.depends_on),
+        "metadata": task.metadata,
+    }
+
+
+def task_log_lines(logs: Sequence[dict[str, Any]], folder: Path) -> list[str]:
+    """The ``tasks`` listing: one line per task log, its status counts or why it is unreadable."""
+    lines = []
+    for item in logs:
+        if item["error"]:
+            lines.append(f"{item['path']}: unavailable: {item['error']}")
+        else:
+            spread = ", ".join(f"{n} {s}" for s, n in item["counts"].items()) or "empty"
+            lines.append(f"{item['task_name']!r}: {spread}")
+    if not logs:
+        lines.append(f"(no task logs in {folder})")
+    return lines
+
+
+# -- markdown -------------------------------------------------------------------------------
+
+
+async def export_markdown(store: SessionStore, session_id: str, out: TextIO) -> None:
+    """Render the active path for humans: one section per node, the context cut marked."""
+    session = await store.get_session(session_id)
+    path = await store.active_path(session_id)
+    context = await store.context(session_id)
+    first_kept = context.nodes[0].node_id if context.nodes else None
+    out.write(f"# Session {session.session_id}\n\n")
+    out.write(f"- cwd: `{session.cwd}`\n- status: {session.status}\n")
+    out.write(f"- created: {session.created_at.isoformat()}\n")
+    out.write(f"- active path: {len(path)} nodes; context: {len(context.nodes)} nodes, ")
+    out.write(f"{context.token_count} tokens\n\n")
+    for node in path:
+        if node.node_id == first_kept and node is not path[0]:
+            out.write("---\n\n*The context the model gets starts here (compaction).*\n\n")
+        out.write(f"## #{node.node_seq} {node.role} · {node.node_type}\n\n")
+        for block in node.content:
+            out.write(_block_markdown(block.model_dump(mode="json")) + "\n\n")
+
+
+def _block_markdown(block: dict[str, Any]) -> str:
+    kind = block["type"]
+    if kind == "text":
+        return str(block["text"])
+    if kind == "tool_call":
+        args = _json.dumps_text(block["arguments"])
+        return (
+            f"**tool call** `{block['name']}` (`{block['tool_call_id']}`)\n\n```json\n{args}\n```"
+        )
+    if kind == "tool_result":
+        title = "tool error" if block["is_error"] else "tool result"
+        inner = "\n\n".join(_block_markdown(item) for item in block["content"])
+        return f"**{title}** (`{block['tool_call_id']}`)\n\n{inner}"
+    if kind == "json":
+        if "artifact_ref" in block:
+            return f"*JSON in artifact `{block['artifact_ref']}`*: {block['summary']}"
+        return f"```json\n{_json.dumps_text(block['data'])}\n```"
+    summary = f": {block['summary']}" if block.get("summary") else ""
+    return f"*attachment `{block['artifact_id']}`*{summary}"
