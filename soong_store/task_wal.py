@@ -685,13 +685,11 @@ class TaskDag:
         _lock(fd)
         try:
             held = os.fstat(fd)
-            try:
-                current = os.stat(self.path)
-            except FileNotFoundError:
-                current = None
-            if current is None or held.st_nlink == 0 or current.st_ino != held.st_ino:
-                # The kept descriptor points at a file no longer at the path: writing would
-                # append to a ghost. Drop it, and refuse rather than recreate history.
+            if held.st_nlink == 0:
+                # The kept descriptor points at a file no longer linked at the path (deleted, or
+                # replaced by a rename): writing would append to a ghost. Drop it, and refuse
+                # rather than recreate history. fstat is checked, not the path: a path lookup
+                # per append costs a tenth of an fsync.
                 stale = True
                 raise FileNotFoundError(
                     errno.ENOENT, "the task WAL was deleted or replaced", str(self.path)
