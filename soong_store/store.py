@@ -159,9 +159,10 @@ class SessionStore:
         await asyncio.to_thread(self._open_sync)
 
     def _open_sync(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        # The engine refuses an unusable driver (too old a SQLite) before anything is created.
         admin = make_engine(self.url, "admin", sqlite_module=self._sqlite_module)
         try:
+            self.home.mkdir(parents=True, exist_ok=True)
             ensure_schema(admin)
         finally:
             admin.dispose()
