@@ -37,7 +37,9 @@ def db_path(home: Path) -> Path:
 
 def snapshot(home: Path) -> dict[str, Any]:
     """Every table's rows and the schema, read with raw sqlite3, to prove nothing changed."""
-    con = sqlite3.connect(db_path(home))
+    # The same SQLite library as the store: a second library in one process does not see the
+    # store's locks, and closing its connection can delete the live -wal file.
+    con = (load_sqlite_module(None) or sqlite3).connect(db_path(home))
     try:
         names = [
             r[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -187,5 +188,7 @@ def test_quick_check_finds_a_damaged_page(damaged: dict[str, Any]) -> None:
         text=True,
     )
     assert done.returncode == 1 and done.stderr == ""
-    assert done.stdout.startswith("quick_check: ") and f"Page {root}" in done.stdout
-    assert done.stdout.rstrip().endswith("1 problem")
+    # SQLite words its report differently across versions ("Page 24:" / "Tree 24 page 24:",
+    # and from 3.46 an extra index-entry count).
+    assert done.stdout.startswith("quick_check: ") and f"page {root}:" in done.stdout.lower()
+    assert re.search(r"checked 1 session\(s\): [1-9][0-9]* problems?$", done.stdout.rstrip())
