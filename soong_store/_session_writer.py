@@ -183,14 +183,19 @@ class SessionWriter:
         ).scalar()
         return latest
 
-    def _default_parent(self, agent: dict[str, Any], run: dict[str, Any] | None) -> str | None:
-        if agent["agent_id"] == self.session["root_agent_id"]:
+    def _is_root(self, agent_id: str) -> bool:
+        # The session row names its root agent under a foreign key: it exists, no lookup needed.
+        return bool(agent_id == self.session["root_agent_id"])
+
+    def _default_parent(self, agent_id: str, run: dict[str, Any] | None) -> str | None:
+        if self._is_root(agent_id):
             active: str | None = self.session["active_node_id"]
             return active
         if run is not None and run["end_node_id"] is not None:
             end: str | None = run["end_node_id"]
             return end
-        latest = self._latest_node_of(agent["agent_id"])
+        agent = self.agent(agent_id)
+        latest = self._latest_node_of(agent_id)
         if latest is not None:
             return latest
         if agent["agent_type"] == AgentType.FORK:
@@ -216,7 +221,8 @@ class SessionWriter:
                 agent_id=agent_id,
                 run_id=op.run_id,
             )
-        agent = self.agent(agent_id)
+        if not self._is_root(agent_id):
+            self.agent(agent_id)
         spilled = {artifact.artifact_id for artifact in op.artifacts}
         for artifact_id in op.artifact_refs:
             if artifact_id not in spilled:
@@ -225,7 +231,7 @@ class SessionWriter:
         if parent_id is not None:
             self.require_node(parent_id)
         else:
-            parent_id = self._default_parent(agent, run)
+            parent_id = self._default_parent(agent_id, run)
         if (
             parent_id is not None
             and self._has_child(parent_id)
@@ -275,7 +281,7 @@ class SessionWriter:
                 state.next_run_seq = (current or 0) + 1
             run_seq = state.next_run_seq
             state.next_run_seq += 1
-        if agent_id is not None:
+        if agent_id is not None and not self._is_root(agent_id):
             self.agent(agent_id)
         if op.node_id is not None:
             self.require_node(op.node_id)
