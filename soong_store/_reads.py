@@ -7,7 +7,7 @@ its root.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, RowMapping, literal, select
+from sqlalchemy import Connection, RowMapping, Table, literal, select
 
 from soong_store.enums import NodeType, SessionStatus
 from soong_store.errors import NotFound
@@ -44,6 +44,27 @@ def session_row(connection: Connection, session_id: str) -> RowMapping:
     return row
 
 
+def _one(connection: Connection, table: Table, key: str, value: str, kind: str) -> RowMapping:
+    """The row of ``table`` whose ``key`` is ``value``, or ``NotFound`` naming it."""
+    row = connection.execute(select(table).where(table.c[key] == value)).mappings().first()
+    if row is None:
+        raise NotFound(f"no {kind} {value!r}", **{key: value})
+    return row
+
+
+def _of_session(
+    connection: Connection, table: Table, key: str, session_id: str
+) -> list[RowMapping]:
+    """A session's rows of a global table in creation order (``NotFound`` for no session)."""
+    session_row(connection, session_id)
+    stmt = (
+        select(table)
+        .where(table.c.session_id == session_id)
+        .order_by(table.c.created_at, table.c[key])
+    )
+    return list(connection.execute(stmt).mappings())
+
+
 def get_session(connection: Connection, session_id: str) -> SessionRecord:
     """One session."""
     return session_record(session_row(connection, session_id))
@@ -65,48 +86,23 @@ def list_sessions(
 
 def get_agent(connection: Connection, agent_id: str) -> AgentRecord:
     """One agent."""
-    row = (
-        connection.execute(select(agents_table).where(agents_table.c.agent_id == agent_id))
-        .mappings()
-        .first()
-    )
-    if row is None:
-        raise NotFound(f"no agent {agent_id!r}", agent_id=agent_id)
-    return agent_record(row)
+    return agent_record(_one(connection, agents_table, "agent_id", agent_id, "agent"))
 
 
 def list_agents(connection: Connection, session_id: str) -> list[AgentRecord]:
     """A session's agents in creation order."""
-    session_row(connection, session_id)
-    stmt = (
-        select(agents_table)
-        .where(agents_table.c.session_id == session_id)
-        .order_by(agents_table.c.created_at, agents_table.c.agent_id)
-    )
-    return [agent_record(row) for row in connection.execute(stmt).mappings()]
+    rows = _of_session(connection, agents_table, "agent_id", session_id)
+    return [agent_record(row) for row in rows]
 
 
 def get_run(connection: Connection, run_id: str) -> RunRecord:
     """One run."""
-    row = (
-        connection.execute(select(runs_table).where(runs_table.c.run_id == run_id))
-        .mappings()
-        .first()
-    )
-    if row is None:
-        raise NotFound(f"no run {run_id!r}", run_id=run_id)
-    return run_record(row)
+    return run_record(_one(connection, runs_table, "run_id", run_id, "run"))
 
 
 def list_runs(connection: Connection, session_id: str) -> list[RunRecord]:
     """A session's runs in creation order."""
-    session_row(connection, session_id)
-    stmt = (
-        select(runs_table)
-        .where(runs_table.c.session_id == session_id)
-        .order_by(runs_table.c.created_at, runs_table.c.run_id)
-    )
-    return [run_record(row) for row in connection.execute(stmt).mappings()]
+    return [run_record(row) for row in _of_session(connection, runs_table, "run_id", session_id)]
 
 
 def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecord:
@@ -211,27 +207,14 @@ def timeline(
 
 def get_artifact(connection: Connection, artifact_id: str) -> ArtifactRecord:
     """One artifact row."""
-    row = (
-        connection.execute(
-            select(artifacts_table).where(artifacts_table.c.artifact_id == artifact_id)
-        )
-        .mappings()
-        .first()
-    )
-    if row is None:
-        raise NotFound(f"no artifact {artifact_id!r}", artifact_id=artifact_id)
+    row = _one(connection, artifacts_table, "artifact_id", artifact_id, "artifact")
     return artifact_record(row)
 
 
 def list_artifacts(connection: Connection, session_id: str) -> list[ArtifactRecord]:
     """A session's artifacts in creation order."""
-    session_row(connection, session_id)
-    stmt = (
-        select(artifacts_table)
-        .where(artifacts_table.c.session_id == session_id)
-        .order_by(artifacts_table.c.created_at, artifacts_table.c.artifact_id)
-    )
-    return [artifact_record(row) for row in connection.execute(stmt).mappings()]
+    rows = _of_session(connection, artifacts_table, "artifact_id", session_id)
+    return [artifact_record(row) for row in rows]
 
 
 def artifact_paths(connection: Connection) -> set[str]:
