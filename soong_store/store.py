@@ -77,12 +77,6 @@ log = logging.getLogger(__name__)
 _READ_RETRY_S = 30.0
 
 
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Mark a shielded job's outcome as seen (its caller may have stopped waiting)."""
-    if not task.cancelled():
-        task.exception()
-
-
 def default_home() -> Path:
     """``$SOONG_AGENT_HOME``, else ``~/.soong-agent``."""
     env = os.environ.get("SOONG_AGENT_HOME")
@@ -196,11 +190,14 @@ class SessionStore:
     # -- plumbing ---------------------------------------------------------------------------
 
     async def _write(
-        self, job: Callable[[Connection], T], on_abort: Callable[[], None] | None = None
+        self,
+        job: Callable[[Connection], T],
+        on_abort: Callable[[], None] | None = None,
+        prepare: Callable[[], None] | None = None,
     ) -> T:
         if self._writer is None:
             raise StoreClosed("the store is not open")
-        return await self._writer.submit(job, on_abort=on_abort)
+        return await self._writer.submit(job, on_abort=on_abort, prepare=prepare)
 
     async def _read(self, query: Callable[[Connection], T]) -> T:
         if self._readers is None or self._read_engine is None or self._writer is None:
@@ -421,24 +418,17 @@ class SessionStore:
         await tx.commit()
 
     async def _submit_ops(self, session_id: str, ops: list[Op]) -> Committed:
+        job = partial(apply_ops, session_id=session_id, ops=ops)
         files = artifacts_of(ops)
         if not files:
-            return await self._write(partial(apply_ops, session_id=session_id, ops=ops))
+            return await self._write(job)
         # Files first, row second: a crash in between leaves an orphan file for gc, never a row
-        # without its file. A unit that does not commit takes its files away again. Once the
-        # files are being written the unit goes on to the writer even if the caller is
-        # cancelled, like any submitted write, so cancelling never strands files.
-        job = asyncio.ensure_future(self._write_files_then_submit(session_id, ops, files))
-        job.add_done_callback(_retrieve)
-        return await asyncio.shield(job)
-
-    async def _write_files_then_submit(
-        self, session_id: str, ops: list[Op], files: list[ArtifactOp]
-    ) -> Committed:
-        await asyncio.to_thread(self._write_files, files)
+        # without its file. A unit that does not commit takes its files away again. Once
+        # submitted, the unit goes on even if the caller is cancelled, so nothing strands.
         return await self._write(
-            partial(apply_ops, session_id=session_id, ops=ops),
+            job,
             on_abort=partial(self._remove_files, [f.path for f in files]),
+            prepare=partial(self._write_files, files),
         )
 
     def _write_files(self, files: list[ArtifactOp]) -> None:

@@ -16,6 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -32,6 +33,7 @@ Job = Callable[[Connection], T]
 log = logging.getLogger(__name__)
 
 _STOP = object()
+_PREPARERS = 4
 
 
 @dataclass(slots=True)
@@ -66,14 +68,18 @@ class Writer:
     - **Submitting.** :meth:`submit` is a coroutine: it enqueues the job and awaits its outcome.
       Jobs run in FIFO order. A job's exception is raised in its own caller only (translated to
       a :class:`~soong_store.errors.SoongStoreError`); other jobs of the same batch still commit.
+    - **Preparing.** A job may come with a ``prepare`` step (writing artifact files) that must
+      finish before the job is queued. It runs in a small pool of the writer's, which then
+      queues the job itself: no round trip through the event loop between the two. If it
+      raises, the job is not run and the caller gets that error.
     - **Cancellation.** Once submitted, a job runs and commits (or fails) as a whole whatever
       happens to the awaiting task: cancelling the caller only stops the waiting, never half a
       unit of work.
     - **Contention.** Another process holding the lock makes the writer wait (busy timeout) and
       then retry the whole batch with jittered backoff, up to ``lock_wait`` seconds; only then
       does the caller get a :class:`~soong_store.errors.StorageError`.
-    - **Closing.** :meth:`close` lets every job already queued finish, then stops the thread and
-      closes the connection. Submitting after that raises
+    - **Closing.** :meth:`close` lets every job already submitted (prepared or queued) finish,
+      then stops the thread and closes the connection. Submitting after that raises
       :class:`~soong_store.errors.StoreClosed`.
     - **Jobs must be re-runnable**: a batch retried after a busy error runs its jobs again, so a
       job reads what it needs inside its transaction and changes nothing outside the database
@@ -88,6 +94,7 @@ class Writer:
         self._closed = False
         self._thread = threading.Thread(target=self._main, name="soong-store-writer", daemon=True)
         self._connection: Connection | None = None
+        self._preparers = ThreadPoolExecutor(_PREPARERS, thread_name_prefix="soong-store-files")
 
     def start(self) -> None:
         """Start the writer thread."""
@@ -98,21 +105,44 @@ class Writer:
         """Whether the writer takes no more jobs."""
         return self._closed
 
-    async def submit(self, job: Job[T], *, on_abort: Callable[[], None] | None = None) -> T:
-        """Run ``job`` in the writer and return its result (or raise its error)."""
+    async def submit(
+        self,
+        job: Job[T],
+        *,
+        on_abort: Callable[[], None] | None = None,
+        prepare: Callable[[], None] | None = None,
+    ) -> T:
+        """Run ``job`` in the writer and return its result (or raise its error).
+
+        ``prepare``, when given, runs first in a worker thread; the job is queued only once it
+        returned. ``on_abort`` runs when the job's work did not commit.
+        """
         if self._closed:
             raise StoreClosed("the store is closed: no more writes")
         loop = asyncio.get_running_loop()
         pending = _Pending(job, loop.create_future(), loop, on_abort)
-        self._queue.put(pending)
+        if prepare is None:
+            self._queue.put(pending)
+        else:
+            self._preparers.submit(self._prepare_then_queue, pending, prepare)
         result: T = await pending.future
         return result
 
+    def _prepare_then_queue(self, pending: _Pending, prepare: Callable[[], None]) -> None:
+        try:
+            prepare()
+        except Exception as exc:
+            pending.outcome = (False, translate(exc))
+            self._deliver(pending)
+        else:
+            self._queue.put(pending)
+
     async def close(self) -> None:
-        """Finish every queued job, then stop the thread and release the connection."""
+        """Finish every submitted job, then stop the thread and release the connection."""
         if self._closed:
             return
         self._closed = True
+        await asyncio.to_thread(self._preparers.shutdown)
         self._queue.put(_STOP)
         if self._thread.is_alive():
             await asyncio.to_thread(self._thread.join)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from sqlalchemy import Connection, text
 
 from soong_store import NotFound, SessionStore, StoreClosed
 from soong_store._engine import make_engine
-from soong_store.errors import InvalidArgument
+from soong_store.errors import InvalidArgument, StorageError
 from soong_store.migrate import upgrade
 from soong_store.writer import Writer
 from tests.conftest import text as blocks
@@ -109,3 +110,64 @@ async def test_writer_survives_many_failures(store: SessionStore):
     outcomes = await asyncio.gather(*bad, *good, return_exceptions=True)
     assert all(isinstance(o, NotFound) for o in outcomes[:30])
     assert [o.seq for o in outcomes[30:]] == list(range(2, 32))  # type: ignore[union-attr]
+
+
+async def test_prepare_runs_before_its_job_off_the_event_loop(engine):
+    writer = Writer(engine)
+    writer.start()
+    seen: list[tuple[str, int]] = []
+    loop_thread = threading.get_ident()
+
+    def prepare() -> None:
+        assert threading.get_ident() != loop_thread
+        seen.append(("prepare", len(logged(engine))))
+
+    assert await writer.submit(insert(1), prepare=prepare) == 1
+    await writer.close()
+    assert seen == [("prepare", 0)]
+    assert logged(engine) == [1]
+
+
+async def test_failed_prepare_skips_its_job_and_raises_translated(engine):
+    writer = Writer(engine)
+    writer.start()
+    aborted: list[bool] = []
+
+    def prepare() -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(StorageError, match="No space left"):
+        await writer.submit(insert(1), prepare=prepare, on_abort=lambda: aborted.append(True))
+    assert await writer.submit(insert(2)) == 2
+    await writer.close()
+    assert logged(engine) == [2]
+    assert aborted == []  # nothing was done that needs undoing: prepare cleans up after itself
+
+
+async def test_close_waits_for_jobs_still_preparing(engine):
+    writer = Writer(engine)
+    writer.start()
+    release = threading.Event()
+    submitted = asyncio.ensure_future(writer.submit(insert(5), prepare=release.wait))
+    await asyncio.sleep(0.01)
+    closing = asyncio.ensure_future(writer.close())
+    await asyncio.sleep(0.05)
+    assert not closing.done()
+    release.set()
+    await closing
+    assert await submitted == 5
+    assert logged(engine) == [5]
+
+
+async def test_cancelled_caller_of_a_preparing_job_still_commits(engine):
+    writer = Writer(engine)
+    writer.start()
+    release = threading.Event()
+    submitted = asyncio.ensure_future(writer.submit(insert(6), prepare=release.wait))
+    await asyncio.sleep(0.01)
+    submitted.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await submitted
+    await writer.close()
+    assert logged(engine) == [6]
