@@ -37,6 +37,9 @@ SPILL_BYTES = 16 * 1024
 SPILL_TOKENS = 4_000
 _SUMMARY_CHARS = 600
 _TEMP_PREFIX = ".tmp-"
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,16}")
 _MIME = re.compile(r"[A-Za-z0-9][\w.+-]*/[\w.+-]+(;[ -~]*)?")
 _MAX_TEXT = 4096
@@ -158,46 +161,61 @@ class ArtifactFiles:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._base = root.resolve()
 
     def resolve(self, rel: str) -> Path:
         """The file of a stored relative path; refuses any path that leaves the folder."""
-        base = self.root.resolve()
-        path = (base / rel).resolve()
-        if base not in path.parents:
+        path = (self._base / rel).resolve()
+        if self._base not in path.parents:
             raise StorageError(f"artifact path {rel!r} leaves the artifact folder", path=rel)
         return path
 
     def write(self, rel: str, data: bytes) -> None:
-        """Write ``data`` at ``rel`` atomically and durably."""
-        path = self.resolve(rel)
-        folder = path.parent
-        created = not folder.exists()
-        folder.mkdir(parents=True, exist_ok=True)
-        temp = folder / f"{_TEMP_PREFIX}{path.name}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        """Write ``data`` at ``rel`` (``<session folder>/<file name>``) atomically and durably.
+
+        Everything happens relative to the session folder's descriptor, opened without following
+        a symlink, so nothing lands outside it and the folder fsync needs no second open.
+        """
+        folder_name, name = _split(rel)
+        folder = self._open_folder(folder_name)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except BaseException:
+            temp = _TEMP_PREFIX + name
+            fd = os.open(temp, _CREATE_FLAGS, 0o644, dir_fd=folder)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                _unlink(temp, folder)
+                raise
             os.close(fd)
-            temp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
+            try:
+                os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                _unlink(temp, folder)
+                raise
+            try:
+                os.fsync(folder)
+            except BaseException:
+                # The rename may not be durable: the caller's unit fails, so the file must go too.
+                _unlink(name, folder)
+                raise
+        finally:
+            os.close(folder)
+
+    def _open_folder(self, folder_name: str) -> int:
+        path = self._base / folder_name
         try:
-            os.replace(temp, path)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        try:
-            _fsync_dir(folder)
-            if created:
-                _fsync_dir(folder.parent)
-        except BaseException:
-            # The rename may not be durable: the caller's unit fails, so the file must go too.
-            path.unlink(missing_ok=True)
-            raise
+            return os.open(path, _FOLDER_FLAGS)
+        except FileNotFoundError:
+            pass
+        self._base.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
+            path.mkdir()
+        _fsync_dir(self._base)
+        return os.open(path, _FOLDER_FLAGS)
 
     def read(self, rel: str) -> bytes:
         """The bytes of a stored file (``StorageError`` when the file is missing)."""
@@ -230,6 +248,19 @@ class ArtifactFiles:
         return sorted(
             rel for rel, mtime in self.files() if rel not in referenced and mtime <= cutoff
         )
+
+
+def _split(rel: str) -> tuple[str, str]:
+    """``<folder>/<name>`` of a path to write, refused unless it is exactly that."""
+    parts = rel.split("/")
+    if len(parts) != 2 or any(p in ("", ".", "..") or "\0" in p or "\\" in p for p in parts):
+        raise StorageError(f"artifact path {rel!r} is not <session>/<file>", path=rel)
+    return parts[0], parts[1]
+
+
+def _unlink(name: str, folder: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=folder)
 
 
 def _fsync_dir(folder: Path) -> None:

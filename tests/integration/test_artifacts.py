@@ -25,7 +25,7 @@ from soong_store import (
     StorageError,
     ToolResultBlock,
 )
-from soong_store.artifacts import estimate_tokens, summarize_json
+from soong_store.artifacts import ArtifactFiles, estimate_tokens, summarize_json
 from tests.conftest import db_path, snapshot, text
 
 pytestmark = pytest.mark.asyncio
@@ -423,3 +423,31 @@ async def test_summary_is_bounded_and_describes_shape():
     assert summary.startswith("JSON 120.6 KB:") and "'key1'" in summary and "more keys" in summary
     assert "list of 3 items" in summarize_json([1, 2, 3], 7)
     assert "chars" in summarize_json("z" * 1000, 1002)
+
+
+async def test_symlinked_session_folder_is_not_followed(store: SessionStore, home: Path, tmp_path):
+    sid = (await store.create_session(cwd=".")).session_id
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (home / "artifacts").mkdir(exist_ok=True)
+    (home / "artifacts" / sid).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(StorageError):
+        await store.put_artifact(sid, b"x")
+    assert list(outside.iterdir()) == []
+    assert rows(home, "SELECT count(*) FROM artifacts") == [(0,)]
+
+
+@pytest.mark.parametrize("rel", ["x", "a/b/c", "../x", "a/..", "./x", "a/", "/x", "a\\b/c", "a/\0"])
+async def test_file_writes_take_exactly_a_session_folder_and_a_name(tmp_path: Path, rel: str):
+    files = ArtifactFiles(tmp_path / "artifacts")
+    with pytest.raises(StorageError, match="is not <session>/<file>"):
+        files.write(rel, b"x")
+    assert not (tmp_path / "artifacts").exists()
+
+
+async def test_file_write_is_atomic_and_leaves_no_temp(tmp_path: Path):
+    files = ArtifactFiles(tmp_path / "artifacts")
+    files.write("s_a/one.json", b"1" * 100_000)
+    files.write("s_a/one.json", b"2")  # replaced whole, never mixed
+    assert sorted(p.name for p in (tmp_path / "artifacts" / "s_a").iterdir()) == ["one.json"]
+    assert files.read("s_a/one.json") == b"2"
