@@ -7,8 +7,8 @@ branch rule, and moves the session's active node and the runs' start/end nodes. 
 (:func:`apply_ops`) and lifecycle writes (runs, agents, switches) both go through it, so every
 event of a session gets its numbers in one place.
 
-Statements are built once (per session for the session's tables) with bound parameters, so the
-hot path only binds values: rebuilding a statement per call costs more than executing it.
+Statements are built and compiled once (per session for the session's tables, per dialect) and
+run on the driver's cursor (:mod:`soong_store._prepared`), so the hot path only binds values.
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Insert, Select, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.elements import ClauseElement
 
 from soong_store._ops import NODE_CREATED, EventOp, NodeOp, Op
+from soong_store._prepared import Prepared, Runner
 from soong_store.artifacts import ArtifactOp
 from soong_store.enums import TERMINAL_RUN_STATUSES, AgentType, NodeType, Role, SessionStatus
 from soong_store.errors import (
@@ -52,39 +55,68 @@ _MOVE_SESSION = (
     .where(sessions_table.c.session_id == bindparam("p_session"))
     .values(active_node_id=bindparam("p_active"), updated_at=bindparam("p_now"))
 )
-_INSERT_ARTIFACT = artifacts_table.insert()
+_RUN_FIELDS = [c.name for c in runs_table.c if c.name not in ("run_id", "created_at")]
+_UPDATE_RUN = (
+    update(runs_table)
+    .where(runs_table.c.run_id == bindparam("p_run"))
+    .values({name: bindparam(f"p_{name}") for name in _RUN_FIELDS})
+)
 
 
 @dataclass(frozen=True, slots=True)
 class _Statements:
-    """The prebuilt statements over one session's tables."""
+    """The prepared statements over one session's tables and the global ones."""
 
-    node_exists: Select[Any]
-    has_child: Select[Any]
-    latest_of_agent: Select[Any]
-    max_node_seq: Select[Any]
-    max_seq: Select[Any]
-    max_run_seq: Select[Any]
-    insert_node: Insert
-    insert_event: Insert
+    session: Prepared
+    agent: Prepared
+    run: Prepared
+    artifact_owner: Prepared
+    move_session: Prepared
+    update_run: Prepared
+    insert_artifact: Prepared
+    node_exists: Prepared
+    has_child: Prepared
+    latest_of_agent: Prepared
+    max_node_seq: Prepared
+    max_seq: Prepared
+    max_run_seq: Prepared
+    insert_node: Prepared
+    insert_event: Prepared
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def _statements(session_id: str) -> _Statements:
+def _statements(session_id: str, dialect: Dialect) -> _Statements:
     tables = session_tables(session_id)
     nodes, events = tables.nodes, tables.events
+
+    def prepare(statement: ClauseElement) -> Prepared:
+        return Prepared.compile(statement, dialect)
+
     return _Statements(
-        node_exists=select(nodes.c.node_id).where(nodes.c.node_id == bindparam("p_node")),
-        has_child=select(nodes.c.node_id).where(nodes.c.parent_id == bindparam("p_node")).limit(1),
-        latest_of_agent=select(nodes.c.node_id)
-        .where(nodes.c.agent_id == bindparam("p_agent"))
-        .order_by(nodes.c.node_seq.desc())
-        .limit(1),
-        max_node_seq=select(func.max(nodes.c.node_seq)),
-        max_seq=select(func.max(events.c.seq)),
-        max_run_seq=select(func.max(events.c.run_seq)).where(events.c.run_id == bindparam("p_run")),
-        insert_node=nodes.insert(),
-        insert_event=events.insert(),
+        session=prepare(_SESSION),
+        agent=prepare(_AGENT),
+        run=prepare(_RUN),
+        artifact_owner=prepare(_ARTIFACT_OWNER),
+        move_session=prepare(_MOVE_SESSION),
+        update_run=prepare(_UPDATE_RUN),
+        insert_artifact=prepare(artifacts_table.insert()),
+        node_exists=prepare(select(nodes.c.node_id).where(nodes.c.node_id == bindparam("p_node"))),
+        has_child=prepare(
+            select(nodes.c.node_id).where(nodes.c.parent_id == bindparam("p_node")).limit(1)
+        ),
+        latest_of_agent=prepare(
+            select(nodes.c.node_id)
+            .where(nodes.c.agent_id == bindparam("p_agent"))
+            .order_by(nodes.c.node_seq.desc())
+            .limit(1)
+        ),
+        max_node_seq=prepare(select(func.max(nodes.c.node_seq))),
+        max_seq=prepare(select(func.max(events.c.seq))),
+        max_run_seq=prepare(
+            select(func.max(events.c.run_seq)).where(events.c.run_id == bindparam("p_run"))
+        ),
+        insert_node=prepare(nodes.insert()),
+        insert_event=prepare(events.insert()),
     )
 
 
@@ -112,6 +144,7 @@ class SessionWriter:
     tables: SessionTables
     session: dict[str, Any]
     _sql: _Statements
+    _db: Runner
     _next_node_seq: int | None = None
     _next_seq: int | None = None
     _runs: dict[str, _RunState] = field(default_factory=dict)
@@ -124,14 +157,16 @@ class SessionWriter:
         cls, connection: Connection, session_id: str, *, writable: bool = True
     ) -> SessionWriter:
         """Load the session (``NotFound``) and, when writing, refuse an archived one."""
-        row = connection.execute(_SESSION, {"p_session": session_id}).mappings().first()
+        sql = _statements(session_id, connection.dialect)
+        db = Runner(connection)
+        row = db.first(sql.session, {"p_session": session_id})
         if row is None:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         if writable and row["status"] == SessionStatus.ARCHIVED:
             raise SessionArchived(
                 f"session {session_id!r} is archived and takes no writes", session_id=session_id
             )
-        return cls(connection, session_tables(session_id), dict(row), _statements(session_id))
+        return cls(connection, session_tables(session_id), row, sql, db)
 
     @property
     def session_id(self) -> str:
@@ -141,12 +176,12 @@ class SessionWriter:
     def agent(self, agent_id: str) -> dict[str, Any]:
         """The agent's row; ``NotFound`` unless it belongs to this session."""
         if agent_id not in self._agents:
-            row = self.connection.execute(_AGENT, {"p_agent": agent_id}).mappings().first()
+            row = self._db.first(self._sql.agent, {"p_agent": agent_id})
             if row is None or row["session_id"] != self.session_id:
                 raise NotFound(
                     f"no agent {agent_id!r} in session {self.session_id!r}", agent_id=agent_id
                 )
-            self._agents[agent_id] = dict(row)
+            self._agents[agent_id] = row
         return self._agents[agent_id]
 
     def run(self, run_id: str) -> dict[str, Any]:
@@ -155,19 +190,17 @@ class SessionWriter:
 
     def _run_state(self, run_id: str) -> _RunState:
         if run_id not in self._runs:
-            row = self.connection.execute(_RUN, {"p_run": run_id}).mappings().first()
+            row = self._db.first(self._sql.run, {"p_run": run_id})
             if row is None or row["session_id"] != self.session_id:
                 raise NotFound(f"no run {run_id!r} in session {self.session_id!r}", run_id=run_id)
-            self._runs[run_id] = _RunState(dict(row))
+            self._runs[run_id] = _RunState(row)
         return self._runs[run_id]
 
     def node_exists(self, node_id: str) -> bool:
         """Whether the node is in this session."""
         if node_id in self._written:
             return True
-        return (
-            self.connection.execute(self._sql.node_exists, {"p_node": node_id}).first() is not None
-        )
+        return self._db.scalar(self._sql.node_exists, {"p_node": node_id}) is not None
 
     def require_node(self, node_id: str) -> None:
         """Raise ``NotFound`` unless the node is in this session."""
@@ -175,12 +208,10 @@ class SessionWriter:
             raise NotFound(f"no node {node_id!r} in session {self.session_id!r}", node_id=node_id)
 
     def _has_child(self, node_id: str) -> bool:
-        return self.connection.execute(self._sql.has_child, {"p_node": node_id}).first() is not None
+        return self._db.scalar(self._sql.has_child, {"p_node": node_id}) is not None
 
     def _latest_node_of(self, agent_id: str) -> str | None:
-        latest: str | None = self.connection.execute(
-            self._sql.latest_of_agent, {"p_agent": agent_id}
-        ).scalar()
+        latest: str | None = self._db.scalar(self._sql.latest_of_agent, {"p_agent": agent_id})
         return latest
 
     def _is_root(self, agent_id: str) -> bool:
@@ -255,7 +286,7 @@ class SessionWriter:
             "token_count": op.token_count,
             "created_at": utc_now(),
         }
-        self.connection.execute(self._sql.insert_node, row)
+        self._db.execute(self._sql.insert_node, row)
         self._written.add(op.node_id)
         if agent_id == self.session["root_agent_id"]:
             self.session["active_node_id"] = op.node_id
@@ -275,9 +306,7 @@ class SessionWriter:
             state = self._run_state(op.run_id)
             agent_id = agent_id or state.row["agent_id"]
             if state.next_run_seq is None:
-                current = self.connection.execute(
-                    self._sql.max_run_seq, {"p_run": op.run_id}
-                ).scalar()
+                current = self._db.scalar(self._sql.max_run_seq, {"p_run": op.run_id})
                 state.next_run_seq = (current or 0) + 1
             run_seq = state.next_run_seq
             state.next_run_seq += 1
@@ -298,12 +327,12 @@ class SessionWriter:
             "payload_json": op.payload_json,
             "created_at": utc_now(),
         }
-        self.connection.execute(self._sql.insert_event, row)
+        self._db.execute(self._sql.insert_event, row)
         return row
 
     def require_artifact(self, artifact_id: str) -> None:
         """Raise ``NotFound`` unless the artifact exists in this session."""
-        owner = self.connection.execute(_ARTIFACT_OWNER, {"p_artifact": artifact_id}).scalar()
+        owner = self._db.scalar(self._sql.artifact_owner, {"p_artifact": artifact_id})
         if owner != self.session_id:
             raise NotFound(
                 f"no artifact {artifact_id!r} in session {self.session_id!r}",
@@ -335,7 +364,7 @@ class SessionWriter:
             "metadata_json": op.metadata_json,
             "created_at": utc_now(),
         }
-        self.connection.execute(_INSERT_ARTIFACT, row)
+        self._db.execute(self._sql.insert_artifact, row)
         return row
 
     def lifecycle_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
@@ -358,8 +387,8 @@ class SessionWriter:
         """Write back the session's and runs' changed columns."""
         now = utc_now()
         if self._session_dirty:
-            self.connection.execute(
-                _MOVE_SESSION,
+            self._db.execute(
+                self._sql.move_session,
                 {
                     "p_session": self.session_id,
                     "p_active": self.session["active_node_id"],
@@ -369,17 +398,14 @@ class SessionWriter:
             self.session["updated_at"] = now
         for run_id, state in self._runs.items():
             if state.dirty:
-                values = {k: v for k, v in state.row.items() if k not in ("run_id", "created_at")}
-                values["updated_at"] = now
-                self.connection.execute(
-                    update(runs_table).where(runs_table.c.run_id == run_id), values
-                )
                 state.row["updated_at"] = now
+                values = {f"p_{name}": state.row[name] for name in _RUN_FIELDS}
+                self._db.execute(self._sql.update_run, {**values, "p_run": run_id})
                 state.dirty = False
 
     def _take_node_seq(self) -> int:
         if self._next_node_seq is None:
-            current = self.connection.execute(self._sql.max_node_seq).scalar()
+            current = self._db.scalar(self._sql.max_node_seq)
             self._next_node_seq = (current or 0) + 1
         seq = self._next_node_seq
         self._next_node_seq += 1
@@ -387,7 +413,7 @@ class SessionWriter:
 
     def _take_seq(self) -> int:
         if self._next_seq is None:
-            current = self.connection.execute(self._sql.max_seq).scalar()
+            current = self._db.scalar(self._sql.max_seq)
             self._next_seq = (current or 0) + 1
         seq = self._next_seq
         self._next_seq += 1

@@ -1,0 +1,93 @@
+"""Statements compiled once and run straight on the driver's cursor: the writer's hot path.
+
+SQLAlchemy Core builds every statement, so the table definitions stay the one source of names and
+columns. Running a compiled statement through ``Connection.execute`` still costs several times
+what SQLite itself spends on a small insert (cache lookup, parameter processing, result set-up,
+events); the statements the writer runs for every node and event therefore go to the DB-API
+cursor of the connection SQLAlchemy holds, inside the transaction SQLAlchemy began. Driver errors
+are raised as SQLAlchemy's own exception classes, so retries and error translation are unchanged.
+
+Only columns without type processing (``Text``, ``Integer``) may pass this way: values go to the
+driver as they are and rows come back as the driver returns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Select
+from sqlalchemy.engine import Dialect
+from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.elements import ClauseElement
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The SQL text of one statement for one dialect, and how to pass its parameters."""
+
+    sql: str
+    order: tuple[str, ...] | None
+    """Parameter names in placeholder order (positional paramstyles); ``None`` when named."""
+    fixed: Mapping[str, Any]
+    """Values the statement carries itself (a ``LIMIT``), merged under the caller's."""
+    columns: tuple[str, ...]
+    """The names of the result columns (empty for DML)."""
+
+    @classmethod
+    def compile(
+        cls, statement: ClauseElement, dialect: Dialect, column_keys: list[str] | None = None
+    ) -> Prepared:
+        """Compile ``statement`` for ``dialect`` once (an insert for exactly ``column_keys``)."""
+        compiled = statement.compile(dialect=dialect, column_keys=column_keys)
+        fixed = {name: value for name, value in compiled.params.items() if value is not None}
+        selected = statement.selected_columns if isinstance(statement, Select) else ()
+        positions = getattr(compiled, "positiontup", None)
+        order = tuple(positions) if positions is not None else None
+        return cls(compiled.string, order, fixed, tuple(c.name for c in selected))
+
+    def args(self, params: Mapping[str, Any]) -> Any:
+        """The parameters in the form the driver takes."""
+        if self.fixed:
+            params = {**self.fixed, **params}
+        if self.order is None:
+            return params
+        return tuple(params[name] for name in self.order)
+
+
+class Runner:
+    """Runs prepared statements on the driver cursor of one SQLAlchemy connection."""
+
+    __slots__ = ("_cursor", "_dialect", "_error")
+
+    def __init__(self, connection: Connection) -> None:
+        raw = connection.connection.dbapi_connection
+        assert raw is not None
+        self._cursor: DBAPICursor = raw.cursor()
+        self._dialect = connection.dialect
+        self._error: type[Exception] = connection.dialect.loaded_dbapi.Error
+
+    def execute(self, prepared: Prepared, params: Mapping[str, Any] | None = None) -> DBAPICursor:
+        """Run ``prepared``; driver errors come out as SQLAlchemy's ``DBAPIError`` subclasses."""
+        args = prepared.args(params or {})
+        try:
+            self._cursor.execute(prepared.sql, args)
+        except self._error as exc:
+            raise DBAPIError.instance(
+                prepared.sql, args, exc, self._error, dialect=self._dialect
+            ) from exc
+        return self._cursor
+
+    def first(
+        self, prepared: Prepared, params: Mapping[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """The first row as a dict of column name to value, or ``None``."""
+        row = self.execute(prepared, params).fetchone()
+        return None if row is None else dict(zip(prepared.columns, row, strict=True))
+
+    def scalar(self, prepared: Prepared, params: Mapping[str, Any] | None = None) -> Any:
+        """The first column of the first row, or ``None``."""
+        row = self.execute(prepared, params).fetchone()
+        return None if row is None else row[0]

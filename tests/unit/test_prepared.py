@@ -1,0 +1,78 @@
+"""Prepared statements run on the driver cursor behave like SQLAlchemy's own execution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    bindparam,
+    create_engine,
+    func,
+    select,
+)
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from soong_store._prepared import Prepared, Runner
+
+metadata = MetaData()
+items = Table(
+    "items",
+    metadata,
+    Column("item_id", Text, primary_key=True),
+    Column("n", Integer, nullable=False),
+    Column("note", Text),
+)
+BY_N = select(items).where(items.c.n >= bindparam("p_n")).order_by(items.c.n).limit(2)
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    engine = create_engine(f"sqlite:///{tmp_path / 'p.sqlite'}")
+    metadata.create_all(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.parametrize("paramstyle", ["qmark", "named"])
+def test_positional_and_named_paramstyles_give_the_same_rows(engine, paramstyle: str):
+    dialect = sqlite.dialect(paramstyle=paramstyle)
+    insert = Prepared.compile(items.insert(), dialect)
+    query = Prepared.compile(BY_N, dialect)
+    assert (insert.order is None) == (paramstyle == "named")
+    with engine.begin() as connection:
+        db = Runner(connection)
+        for n in range(5):
+            db.execute(insert, {"item_id": f"i{n}", "n": n, "note": None})
+        assert db.first(query, {"p_n": 2}) == {"item_id": "i2", "n": 2, "note": None}
+        rows = db.execute(query, {"p_n": 1}).fetchall()
+        assert [tuple(r) for r in rows] == [("i1", 1, None), ("i2", 2, None)]  # LIMIT 2 kept
+        assert db.scalar(Prepared.compile(select(func.max(items.c.n)), dialect)) == 4
+        assert db.first(query, {"p_n": 99}) is None
+        assert db.scalar(query, {"p_n": 99}) is None
+    with engine.connect() as connection:
+        assert connection.execute(select(func.count()).select_from(items)).scalar() == 5
+
+
+def test_driver_errors_come_out_as_sqlalchemy_errors(engine):
+    insert = Prepared.compile(items.insert(), engine.dialect)
+    with engine.begin() as connection:
+        db = Runner(connection)
+        db.execute(insert, {"item_id": "a", "n": 1, "note": None})
+        with pytest.raises(IntegrityError) as caught:
+            db.execute(insert, {"item_id": "a", "n": 2, "note": None})
+        assert "UNIQUE" in str(caught.value.orig)
+        with pytest.raises(OperationalError):
+            db.execute(Prepared("SELECT * FROM nowhere", (), {}, ()))
+
+
+def test_a_missing_parameter_is_an_error_not_a_null(engine):
+    insert = Prepared.compile(items.insert(), engine.dialect)
+    with engine.begin() as connection, pytest.raises(KeyError):
+        Runner(connection).execute(insert, {"item_id": "a", "n": 1})
