@@ -35,11 +35,23 @@ def db_path(home: Path) -> Path:
     return home / "sessions.sqlite"
 
 
+RAW_SQLITE: Any = load_sqlite_module(None) or sqlite3
+"""The DB-API module the store uses: raw connections, and the errors they raise, come from it."""
+
+
+def connect_raw(path: Path | str, **kwargs: Any) -> sqlite3.Connection:
+    """A DB-API connection that bypasses the store, through the same SQLite library it uses.
+
+    A second SQLite library in one process does not see the store's POSIX locks, and closing
+    its connection can release them or delete the live -wal file.
+    """
+    connection: sqlite3.Connection = RAW_SQLITE.connect(path, **kwargs)
+    return connection
+
+
 def snapshot(home: Path) -> dict[str, Any]:
-    """Every table's rows and the schema, read with raw sqlite3, to prove nothing changed."""
-    # The same SQLite library as the store: a second library in one process does not see the
-    # store's locks, and closing its connection can delete the live -wal file.
-    con = (load_sqlite_module(None) or sqlite3).connect(db_path(home))
+    """Every table's rows and the schema, read with a raw connection, to prove nothing changed."""
+    con = connect_raw(db_path(home))
     try:
         names = [
             r[0]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -26,7 +25,7 @@ from soong_store import (
     ToolResultBlock,
 )
 from soong_store.artifacts import ArtifactFiles, estimate_tokens, summarize_json
-from tests.conftest import db_path, snapshot, text
+from tests.conftest import connect_raw, db_path, snapshot, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,7 +38,7 @@ def artifact_files(home: Path) -> list[str]:
 
 
 def rows(home: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(db_path(home))
+    con = connect_raw(db_path(home))
     try:
         return con.execute(sql).fetchall()
     finally:
@@ -398,7 +397,7 @@ async def test_unknown_links_and_archived_session_refused(store: SessionStore, h
 async def test_tampered_path_cannot_escape(store: SessionStore, home: Path):
     sid = (await store.create_session(cwd=".")).session_id
     art = await store.put_artifact(sid, b"x")
-    con = sqlite3.connect(db_path(home))
+    con = connect_raw(db_path(home))
     con.execute(
         "UPDATE artifacts SET path='../../../etc/hostname' WHERE artifact_id=?", (art.artifact_id,)
     )

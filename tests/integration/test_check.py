@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import pytest
 from soong_store import SessionStore
 from soong_store.check import check_store
 from soong_store.demo import write_demo
-from tests.conftest import db_path
+from tests.conftest import connect_raw, db_path
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +38,7 @@ def damaged(demo: tuple[Path, str], tmp_path: Path) -> dict[str, Any]:
     home = tmp_path / "home"
     shutil.copytree(demo[0], home)
     sid = demo[1]
-    con = sqlite3.connect(db_path(home))
+    con = connect_raw(db_path(home))
     con.execute("UPDATE sessions SET cwd = ?", (str(home / "demo-project"),))
     con.commit()
     nodes = dict(con.execute(f'SELECT node_seq, node_id FROM "nodes_{sid}"').fetchall())

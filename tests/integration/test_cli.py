@@ -7,7 +7,6 @@ import os
 import queue
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ import pytest
 from soong_store import SessionStore, __version__
 from soong_store.cli import main
 from soong_store.migrate import head_revision
-from tests.conftest import db_path, text
+from tests.conftest import connect_raw, db_path, text
 
 
 def cli(home: Path | None, *args: str, env: dict[str, str] | None = None, **kw: Any):
@@ -91,7 +90,7 @@ def demo_copy(demo: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     """A copy of the demo home whose session works in the copy's own project folder."""
     home = tmp_path / "home"
     shutil.copytree(demo["home"], home)
-    con = sqlite3.connect(db_path(home))
+    con = connect_raw(db_path(home))
     with con:
         con.execute("UPDATE sessions SET cwd = ?", (str(home / "demo-project"),))
     con.close()
@@ -437,7 +436,7 @@ def test_damaged_database_exits_1_and_a_foreign_one_2(
     home.mkdir()
     db_path(home).write_bytes(b"this is not a database" * 100)
     foreign = tmp_path / "x.sqlite"
-    con = sqlite3.connect(foreign)
+    con = connect_raw(foreign)
     con.execute("CREATE TABLE foreign_table (x)")
     con.close()
     run = InProcess(capsys, home)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
-from tests.conftest import db_path, text
+from tests.conftest import connect_raw, db_path, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -109,7 +108,7 @@ async def test_several_processes_share_one_database(home: Path):
     for proc, (_out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
         assert "locked" not in err
-    con = sqlite3.connect(db_path(home))
+    con = connect_raw(db_path(home))
     seqs = [r[0] for r in con.execute(f"SELECT node_seq FROM nodes_{shared}")]
     assert len(seqs) == 160
     assert_dense(seqs)

@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -32,7 +31,7 @@ from soong_store.migrate import (
 )
 from soong_store.schema.models import Base
 from soong_store.schema.session_tables import is_session_table
-from tests.conftest import db_path, snapshot, text
+from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UNKNOWN = "ffffffffffff"
@@ -91,7 +90,7 @@ def digest(path: Path) -> str:
 
 
 def query(path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(path)
+    con = connect_raw(path)
     try:
         return con.execute(sql, params).fetchall()
     finally:
@@ -285,7 +284,7 @@ def test_session_table_names_lists_every_session(fifty: Path) -> None:
 
 
 def test_session_ids_refuses_an_unsafe_stored_id(fifty: Path) -> None:
-    con = sqlite3.connect(fifty)
+    con = connect_raw(fifty)
     with con:
         con.execute(
             "INSERT INTO sessions (session_id, cwd, root_agent_id, status, created_at, "
@@ -342,11 +341,11 @@ def test_session_revision_downgrade_restores_every_nodes_table(
     assert node_rows(fifty, original) == rows
     assert events_state(fifty) == events
     assert query(fifty, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
-    con = sqlite3.connect(fifty)
+    con = connect_raw(fifty)
     try:
         for table in original:
             for column, bad in (("role", "developer"), ("node_type", "note"), ("node_seq", 0)):
-                with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+                with pytest.raises(RAW_SQLITE.IntegrityError, match="CHECK"):
                     con.execute(f'UPDATE "{table}" SET {column} = ?', (bad,))
     finally:
         con.close()
@@ -370,7 +369,7 @@ async def test_unknown_revision_is_refused_and_left_untouched(
 ) -> None:
     await fill(home, 1)
     path = db_path(home)
-    con = sqlite3.connect(path)
+    con = connect_raw(path)
     with con:
         con.execute("UPDATE alembic_version SET version_num = ?", (UNKNOWN,))
     con.close()
@@ -405,7 +404,7 @@ async def test_foreign_database_is_refused_and_left_untouched(
 ) -> None:
     home.mkdir()
     path = db_path(home)
-    con = sqlite3.connect(path)
+    con = connect_raw(path)
     with con:
         con.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
         con.execute("INSERT INTO notes (body) VALUES ('mine')")

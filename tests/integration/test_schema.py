@@ -26,7 +26,7 @@ from soong_store import (
 )
 from soong_store._engine import make_engine
 from soong_store.schema import session_tables as factory
-from tests.conftest import db_path, snapshot, text
+from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
 
 GLOBAL_TABLES = {
     "sessions": "session_id PK, cwd, root_agent_id, active_node_id?, parent_session_id?, status, "
@@ -81,7 +81,7 @@ def foreign_keys(con: sqlite3.Connection, table: str) -> set[tuple[str, str, str
 
 @pytest.fixture
 def raw(home: Path, store: SessionStore) -> Iterator[sqlite3.Connection]:
-    con = sqlite3.connect(db_path(home), timeout=10, isolation_level=None)
+    con = connect_raw(db_path(home), timeout=10, isolation_level=None)
     try:
         yield con
     finally:
@@ -146,7 +146,7 @@ async def test_unique_constraints_reject_duplicate_seqs(
 ) -> None:
     sid = populated["sid"]
     node_seq = raw.execute(f'SELECT node_seq FROM "nodes_{sid}"').fetchone()[0]
-    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+    with pytest.raises(RAW_SQLITE.IntegrityError, match="UNIQUE"):
         raw.execute(
             f'INSERT INTO "nodes_{sid}" (node_id, node_seq, agent_id, role, node_type, '
             "content_json, created_at) VALUES ('node_dup', ?, 'agent_x', 'user', 'message', "
@@ -161,9 +161,9 @@ async def test_unique_constraints_reject_duplicate_seqs(
         f'INSERT INTO "events_{sid}" (event_id, seq, run_seq, run_id, level, event_type, '
         "created_at) VALUES (?, ?, ?, ?, 'info', 'x', '2026-01-01T00:00:00.000000+00:00')"
     )
-    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+    with pytest.raises(RAW_SQLITE.IntegrityError, match="UNIQUE"):
         raw.execute(insert_event, ("evt_dup1", seq, 10_000, "run_other"))
-    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+    with pytest.raises(RAW_SQLITE.IntegrityError, match="UNIQUE"):
         raw.execute(insert_event, ("evt_dup2", 10_000, run_seq, populated["run_id"]))
 
 
@@ -233,9 +233,9 @@ async def test_check_constraint_rejects_unknown_enum_value(
     bad: str,
 ) -> None:
     sql, key = update_sql(table, column, populated)
-    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+    with pytest.raises(RAW_SQLITE.IntegrityError, match="CHECK"):
         raw.execute(sql, (bad, key))
-    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+    with pytest.raises(RAW_SQLITE.IntegrityError, match="CHECK"):
         raw.execute(sql, (str(next(iter(enum))).upper(), key))
 
 
@@ -367,7 +367,7 @@ def test_long_session_ids_keep_names_within_63_characters(tmp_path: Path) -> Non
             second.create(connection)
     finally:
         engine.dispose()
-    con = sqlite3.connect(tmp_path / "long.sqlite")
+    con = connect_raw(tmp_path / "long.sqlite")
     try:
         created = [row[0] for row in con.execute("SELECT name FROM sqlite_master")]
     finally:

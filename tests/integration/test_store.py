@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from soong_store import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from tests.conftest import db_path, text
+from tests.conftest import connect_raw, db_path, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -41,7 +40,7 @@ async def test_create_session_makes_root_agent_and_tables(store: SessionStore, h
     agent = await store.get_agent(s.root_agent_id)
     assert agent.agent_type == AgentType.MAIN
     assert agent.session_id == s.session_id
-    con = sqlite3.connect(db_path(home))
+    con = connect_raw(db_path(home))
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {f"nodes_{s.session_id}", f"events_{s.session_id}"} <= names
     events = await store.timeline(s.session_id)
@@ -437,7 +436,7 @@ async def test_delete_removes_rows_and_tables_and_nothing_else(store: SessionSto
     await store.start_run(gsid, sub.agent_id)
     await store.append_node(gsid, "user", "message", text("bye"), run_id=run.run_id)
     await store.delete_session(gsid)
-    con = sqlite3.connect(db_path(home))
+    con = connect_raw(db_path(home))
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert f"nodes_{gsid}" not in tables and f"events_{gsid}" not in tables
     assert f"nodes_{keep.session_id}" in tables

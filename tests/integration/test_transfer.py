@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import shutil
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from soong_store._render import export_markdown
 from soong_store.check import check_store
 from soong_store.demo import write_demo
 from soong_store.transfer import export_session, import_session
-from tests.conftest import db_path, snapshot
+from tests.conftest import connect_raw, db_path, snapshot
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +42,7 @@ def copy(demo: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
 
 def rows_of(home: Path, sid: str) -> dict[str, list[tuple[Any, ...]]]:
     """The session's rows in every table, read with raw sqlite3."""
-    con = sqlite3.connect(db_path(home))
+    con = connect_raw(db_path(home))
     try:
         out = {
             name: sorted(con.execute(f"SELECT * FROM {name} WHERE session_id = ?", (sid,)))

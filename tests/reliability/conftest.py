@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import db_path
+from tests.conftest import connect_raw, db_path
 
 FIGURES: dict[str, dict[str, Any]] = {}
 TEST_TIMEOUT_S = 400
@@ -70,7 +70,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 @contextmanager
 def raw(home: Path) -> Iterator[sqlite3.Connection]:
     """A plain sqlite3 connection to the store's file (never through the store)."""
-    con = sqlite3.connect(db_path(home), timeout=30)
+    con = connect_raw(db_path(home), timeout=30)
     try:
         yield con
     finally:
