@@ -6,8 +6,7 @@ document of documented fields (``timeline --follow --json``: one event per line)
 line on stderr: exit 2 for bad input (a malformed or unknown id, bad arguments, a bad file), 1
 for damage (``check`` found problems, the database or a task log is damaged), else 0.
 
-This module parses the command line and runs the commands; what they print is drawn by
-:mod:`soong_store._render`, and ``demo`` writes the session of :mod:`soong_store.demo`.
+This module parses the command line and runs a command of :mod:`soong_store._commands`.
 """
 
 from __future__ import annotations
@@ -16,37 +15,34 @@ import argparse
 import asyncio
 import io
 import os
-import re
-import shutil
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn
 
-from soong_store import __version__, _json, _render
-from soong_store._dberrors import translate
-from soong_store._engine import make_engine
-from soong_store.check import check_store
-from soong_store.demo import write_demo
-from soong_store.enums import EventLevel, SessionStatus
-from soong_store.errors import (
-    InvalidArgument,
-    NotFound,
-    SoongStoreError,
-    StorageError,
-    TaskDagUnavailable,
+from soong_store import __version__
+from soong_store._commands import (
+    LEVELS,
+    PROG,
+    cmd_check,
+    cmd_demo,
+    cmd_export,
+    cmd_gc,
+    cmd_import,
+    cmd_path,
+    cmd_sessions,
+    cmd_show,
+    cmd_switch,
+    cmd_tasks,
+    cmd_timeline,
+    cmd_tree,
+    cmd_upgrade,
 )
-from soong_store.ids import check_id, check_session_id
-from soong_store.migrate import current_revision, head_revision, upgrade
-from soong_store.store import SessionStore
-from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
-from soong_store.transfer import export_session, import_session, session_counts
+from soong_store._dberrors import translate
+from soong_store.enums import SessionStatus
+from soong_store.errors import InvalidArgument, SoongStoreError, StorageError, TaskDagUnavailable
 
-PROG = "soong-store"
 DESCRIPTION = "Look into the sessions of a soong agent home; check, export and import them."
-_LEVELS = [level.value for level in EventLevel]
-_SEQ = re.compile(r"#?(\d{1,18})")
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
 
@@ -57,353 +53,6 @@ class _BadArguments(InvalidArgument):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _BadArguments(f"{message} (see '{self.prog} --help')")
-
-
-# -- output helpers -------------------------------------------------------------------------
-
-
-def _out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
-
-
-def _lines(lines: list[str]) -> None:
-    for line in lines:
-        _out(line)
-
-
-def _emit(document: Any) -> None:
-    _out(_json.dumps_text(document, what="output"))
-
-
-def _width(args: argparse.Namespace) -> int:
-    if getattr(args, "width", None):
-        return int(args.width)
-    return shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
-
-
-class _Progress:
-    """``label: done/total`` on a terminal's stderr; nothing when stderr is not a terminal."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.enabled = sys.stderr.isatty()
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\r{self.label}: {done}/{total}")
-            sys.stderr.flush()
-            self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
-def _open_store(args: argparse.Namespace, home: Path | None = None) -> SessionStore:
-    return SessionStore(home=home or args.home, url=args.url, sqlite_module=args.sqlite_module)
-
-
-async def _node_arg(store: SessionStore, sid: str, value: str) -> str:
-    """A node id, or ``#N``/``N`` for the node with ``node_seq`` N."""
-    match = _SEQ.fullmatch(value)
-    if match is None:
-        return check_id(value, "node")
-    seq = int(match.group(1))
-    for node in await store.list_nodes(sid):
-        if node.node_seq == seq:
-            return node.node_id
-    raise NotFound(f"no node #{seq} in session {sid!r}", session_id=sid)
-
-
-# -- commands -------------------------------------------------------------------------------
-
-
-async def cmd_upgrade(args: argparse.Namespace) -> int:
-    """Bring the database to the newest schema revision."""
-    store = _open_store(args)
-    store.home.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(store.url, "admin", sqlite_module=store._sqlite_module)
-    try:
-        before = await asyncio.to_thread(current_revision, engine)
-        await asyncio.to_thread(upgrade, engine)
-        after = await asyncio.to_thread(current_revision, engine)
-    finally:
-        engine.dispose()
-    url = engine.url.render_as_string(hide_password=True)
-    if args.json:
-        _emit({"url": url, "from": before, "to": after, "head": head_revision()})
-    elif before == after:
-        _out(f"{url}: already at revision {after} (head)")
-    else:
-        _out(f"{url}: upgraded from revision {before or '(empty)'} to {after}")
-    return 0
-
-
-async def cmd_sessions(args: argparse.Namespace) -> int:
-    """List sessions, most recently updated first."""
-    async with _open_store(args) as store:
-        found = await store.list_sessions(status=args.status, limit=args.offset + args.limit + 1)
-    page = found[args.offset : args.offset + args.limit]
-    more = len(found) > args.offset + args.limit
-    next_offset = args.offset + args.limit if more else None
-    if args.json:
-        _emit(_render.sessions_document(page, args.offset, args.limit, next_offset))
-    else:
-        _lines(_render.sessions_lines(page, next_offset))
-    return 0
-
-
-async def cmd_show(args: argparse.Namespace) -> int:
-    """A session, its agents, runs, artifacts and usage."""
-    sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
-        session = await store.get_session(sid)
-        agents = await store.list_agents(sid)
-        runs = await store.list_runs(sid)
-        artifacts = await store.list_artifacts(sid)
-        counts = await store._read(lambda c: session_counts(c, sid))
-        active = session.active_node_id
-        active_seq = (await store.get_node(sid, active)).node_seq if active else None
-    if args.json:
-        _emit(_render.show_document(session, agents, runs, artifacts, counts))
-    else:
-        _lines(_render.show_lines(session, agents, runs, artifacts, counts, active_seq))
-    return 0
-
-
-async def cmd_tree(args: argparse.Namespace) -> int:
-    """The whole tree of a session, the active path marked."""
-    sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
-        doc = await _tree(store, sid, args.agent)
-    if args.json:
-        _emit(doc)
-    else:
-        _lines(_render.tree_lines(doc, width=_width(args), depth=args.depth))
-    return 0
-
-
-async def _tree(store: SessionStore, sid: str, agent: str | None = None) -> dict[str, Any]:
-    session = await store.get_session(sid)
-    agents = await store.list_agents(sid)
-    return _render.tree_document(session, await store.list_nodes(sid), agents, agent)
-
-
-async def cmd_path(args: argparse.Namespace) -> int:
-    """The context the model gets at a node: the active path from its last compaction on."""
-    sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
-        node = None if args.node is None else await _node_arg(store, sid, args.node)
-        path = await store.active_path(sid, node)
-        # The context of the path's own end node: both reads see the same path (nodes never
-        # change) even if the active node moves in between.
-        context = await store.context(sid, path[-1].node_id if path else node)
-    if args.json:
-        _emit(_render.path_document(sid, path, context))
-    elif not path:
-        _out(f"session {sid} has no node yet")
-    else:
-        _lines(_render.path_lines(path, context))
-    return 0
-
-
-async def cmd_timeline(args: argparse.Namespace) -> int:
-    """A session's events in order; ``--follow`` keeps printing new ones."""
-    sid = check_session_id(args.session_id)
-    low = _LEVELS.index(args.level)
-    width = _width(args)
-    collected: list[dict[str, Any]] = []
-    async with _open_store(args) as store:
-        await store.get_session(sid)
-        if args.run is not None and (await store.get_run(args.run)).session_id != sid:
-            raise NotFound(f"no run {args.run!r} in session {sid!r}", run_id=args.run)
-        after = args.after
-        while True:
-            batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
-            for e in batch:
-                after = max(after, e.seq)
-                if _LEVELS.index(e.level) < low or (args.type and e.event_type not in args.type):
-                    continue
-                if args.json and not args.follow:
-                    collected.append(e.model_dump(mode="json"))
-                elif args.json:
-                    _emit(e.model_dump(mode="json"))
-                else:
-                    _out(_render.event_line(e, width))
-            if len(batch) == 1000:
-                continue
-            if not args.follow:
-                break
-            sys.stdout.flush()
-            await asyncio.sleep(args.interval)
-    if args.json and not args.follow:
-        _emit({"session_id": sid, "events": collected})
-    return 0
-
-
-async def cmd_switch(args: argparse.Namespace) -> int:
-    """Make a node the session's active node."""
-    sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
-        node = await _node_arg(store, sid, args.node)
-        session = await store.switch_node(sid, node)
-        record = await store.get_node(sid, node)
-    if args.json:
-        _emit(session.model_dump(mode="json"))
-    else:
-        _out(f"session {sid}: active node is now #{record.node_seq} {node}")
-    return 0
-
-
-async def cmd_tasks(args: argparse.Namespace) -> int:
-    """The task DAGs of a session, read from their write-ahead logs (nothing is changed)."""
-    sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
-        session = await store.get_session(sid)
-    folder = task_root(session.cwd, sid)
-    if args.name is None:
-        logs = _task_logs(folder)
-        if args.json:
-            _emit({"session_id": sid, "folder": str(folder), "tasks": logs})
-        else:
-            _lines(_render.task_log_lines(logs, folder))
-        return 0
-    path = task_wal_path(folder, args.name)
-    state = TaskDag.replay(path, args.name)
-    if state.task_name is None:
-        raise NotFound(f"no task {args.name!r} in session {sid!r} (looked for {path})")
-    dag = TaskDag.from_state(path, args.name, state)
-    if args.json:
-        _emit(_render.tasks_document(sid, dag))
-    else:
-        _out(dag.summary(max_tasks=10_000, max_width=_width(args)))
-    return 0
-
-
-def _task_logs(folder: Path) -> list[dict[str, Any]]:
-    """Each task log of ``folder``: its name and status counts, or why it cannot be read."""
-    logs: list[dict[str, Any]] = []
-    for path in sorted(folder.glob(f"*{WAL_SUFFIX}")) if folder.is_dir() else []:
-        item: dict[str, Any] = {"task_name": None, "path": str(path), "error": None}
-        try:
-            state = TaskDag.replay(path)
-            item["task_name"] = state.task_name
-            counts: dict[str, int] = {}
-            for t in state.tasks.values():
-                counts[str(t.status)] = counts.get(str(t.status), 0) + 1
-            item["counts"] = counts
-        except (TaskDagUnavailable, StorageError) as exc:
-            item["error"] = str(exc)
-        logs.append(item)
-    return logs
-
-
-async def cmd_gc(args: argparse.Namespace) -> int:
-    """Remove artifact files that no artifact row names."""
-    async with _open_store(args) as store:
-        paths = await store.gc(dry_run=args.dry_run, min_age=args.min_age)
-    if args.json:
-        _emit({"dry_run": args.dry_run, "min_age": args.min_age, "paths": paths})
-        return 0
-    verb = "would remove" if args.dry_run else "removed"
-    _out(f"{verb} {len(paths)} orphan artifact files")
-    for path in paths:
-        _out(f"  artifacts/{path}")
-    return 0
-
-
-async def cmd_check(args: argparse.Namespace) -> int:
-    """Check the database, the sessions' rows, artifact files and task logs."""
-    sid = None if args.session_id is None else check_session_id(args.session_id)
-    progress = _Progress("check")
-    try:
-        async with _open_store(args) as store:
-            report = await check_store(store, sid, progress=progress)
-    finally:
-        progress.close()
-    if args.json:
-        _emit(
-            {
-                "ok": report.ok,
-                "sessions_checked": len(report.sessions),
-                "problems": [p.as_dict() for p in report.problems],
-            }
-        )
-    else:
-        for p in report.problems:
-            where = f" [session {p.session_id}]" if p.session_id else ""
-            _out(f"{p.kind}: {p.message}{where}")
-        count = len(report.problems)
-        found = f"{count} problem{'s' if count != 1 else ''}" if count else "no problems"
-        _out(f"checked {len(report.sessions)} session(s): {found}")
-    return 0 if report.ok else 1
-
-
-async def cmd_export(args: argparse.Namespace) -> int:
-    """Write one session as JSON Lines (or its active path as Markdown)."""
-    sid = check_session_id(args.session_id)
-    target = Path(args.output) if args.output else None
-    # A file is written beside its target and renamed at the end: never half an export there.
-    staging = target.with_name(f".{target.name}.partial") if target else None
-    async with _open_store(args) as store:
-        await store.get_session(sid)
-        out: TextIO = open(staging, "w", encoding="utf-8") if staging else sys.stdout  # noqa: SIM115
-        progress = _Progress("export")
-        try:
-            if args.format == "markdown":
-                await _render.export_markdown(store, sid, out)
-            else:
-                await export_session(
-                    store, sid, out, with_artifacts=args.with_artifacts, progress=progress
-                )
-            if staging is not None and target is not None:
-                out.close()
-                os.replace(staging, target)
-        finally:
-            progress.close()
-            if staging is not None:
-                out.close()
-                staging.unlink(missing_ok=True)
-    return 0
-
-
-async def cmd_import(args: argparse.Namespace) -> int:
-    """Recreate a session from an export file (all or nothing)."""
-    progress = _Progress("import")
-    source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
-    try:
-        async with _open_store(args) as store:
-            result = await import_session(store, source, new_id=args.new_id, progress=progress)
-    finally:
-        progress.close()
-        if source is not sys.stdin.buffer:
-            source.close()
-    sid, old, counts = result.session_id, result.source_session_id, result.counts
-    if args.json:
-        _emit({"session_id": sid, "source_session_id": old, "counts": counts})
-    else:
-        spread = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-        _out(
-            f"imported session {sid}" + (f" (copy of {old})" if sid != old else "") + f": {spread}"
-        )
-    return 0
-
-
-async def cmd_demo(args: argparse.Namespace) -> int:
-    """Write one realistic session on a temporary home (or ``--home``) and print its tree."""
-    home = args.home or Path(tempfile.mkdtemp(prefix="soong-store-demo-"))
-    async with _open_store(args, home) as store:
-        sid = await write_demo(store, home / "demo-project")
-        doc = await _tree(store, sid)
-    if args.json:
-        _emit({"home": str(home), **doc})
-        return 0
-    _out(f"demo session written to home {home}\n")
-    _lines(_render.tree_lines(doc, width=_width(args)))
-    _out(f"\nlook closer: {PROG} --home {home} show {sid}   (also: path, timeline, tasks, check)")
-    return 0
 
 
 # -- parser and entry point -----------------------------------------------------------------
@@ -477,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = command("timeline", cmd_timeline, "print a session's events in order")
     add("session_id", **_SID)
     add("--run", help="only this run's events (in run_seq order)")
-    add("--level", choices=_LEVELS, default="debug", help="lowest level shown (default debug)")
+    add("--level", choices=LEVELS, default="debug", help="lowest level shown (default debug)")
     add("--type", action="append", help="only events of this type (repeatable)")
     add("--after", type=_nonnegative, default=0, metavar="SEQ", help="only events after SEQ")
     add("--follow", action="store_true", help="keep printing new events until Ctrl-C")
