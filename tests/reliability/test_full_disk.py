@@ -224,7 +224,9 @@ class Faults:
             real_fdatasync(fd)
 
         def replace(src: Any, dst: Any, **kwargs: Any) -> None:
-            if str(dst).startswith(str(folder)) and hit("replace"):
+            at = kwargs.get("dst_dir_fd")  # a name relative to a folder's descriptor, or a path
+            inside = _under(at, folder) if at is not None else str(dst).startswith(str(folder))
+            if inside and hit("replace"):
                 raise ENOSPC
             real_replace(src, dst, **kwargs)
 
