@@ -1,5 +1,10 @@
+import datetime
+import enum
 import math
+import pickle
+import struct
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -100,6 +105,43 @@ def test_plain_nulls_are_fine():
     assert _json.dumps({"a": None, "b": [None]}) == b'{"a":null,"b":[null]}'
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_number_found_among_nulls_and_named(bad):
+    rows = [{"id": i, "x": None, "v": [1.5, None]} for i in range(500)]
+    rows[321]["v"][0] = bad
+    with pytest.raises(InvalidContent, match=r"at \$\.rows\[321\]\.v\[0\]"):
+        _json.dumps({"rows": rows})
+
+
+class _FloatEnum(float, enum.Enum):
+    BAD = math.nan
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [None, struct.unpack(">d", bytes.fromhex("7ff0000000000001"))[0]],  # a NaN of other bits
+        [None, struct.unpack(">d", bytes.fromhex("fff8000000000000"))[0]],  # negative NaN
+        {"e": _FloatEnum.BAD, "x": None},  # orjson writes an enum's value; pickle would not
+        [None, [[{"deep": [math.inf]}]]],
+    ],
+)
+def test_every_kind_of_non_finite_float_is_found(value):
+    with pytest.raises(InvalidContent, match="non-finite"):
+        _json.dumps(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"when": datetime.date(2026, 1, 2), "x": None},  # not plain: the walk decides
+        [None, "Infinity", ("NaN", None)],
+    ],
+)
+def test_finite_values_that_need_the_walk_are_fine(value):
+    assert _json.dumps(value) == orjson.dumps(value)
+
+
 def test_lone_surrogates_and_big_ints_refused():
     with pytest.raises(InvalidContent):
         _json.dumps("\ud800")
@@ -107,3 +149,9 @@ def test_lone_surrogates_and_big_ints_refused():
         _json.dumps(2**64)
     with pytest.raises(InvalidContent):
         _json.dumps({1: "x"})
+
+
+def test_text_that_looks_like_a_pickled_nan_is_cleared_by_the_walk():
+    value = {"note": "G\x7f\U0001f600", "x": None}  # UTF-8: G 7f f0 9f ...
+    assert _json._NON_FINITE_FLOAT.search(pickle.dumps(value, protocol=5)) is not None
+    assert _json.dumps(value) == orjson.dumps(value)
