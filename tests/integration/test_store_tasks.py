@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from soong_store import InvalidIdentifier, NotFound, SessionStore, TaskDagUnavailable
 from soong_store.task_wal import TaskStatus
-from tests.conftest import db_path, text
+from tests.conftest import connect_raw, db_path, text
 
 pytestmark = pytest.mark.asyncio
 
@@ -77,8 +76,11 @@ async def test_task_state_never_reaches_sqlite(store: SessionStore, home: Path, 
     sid = (await store.create_session(cwd=str(tmp_path))).session_id
     dag = await store.task_dag(sid, "t")
     await dag.add("a", "A")
-    con = sqlite3.connect(db_path(home))
-    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    con = connect_raw(db_path(home))
+    try:
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    finally:
+        con.close()
     assert not [n for n in names if "task" in n.lower()]
 
 

@@ -6,6 +6,7 @@ import errno
 import fcntl
 import logging
 import os
+import queue
 import tempfile
 import threading
 import zlib
@@ -29,6 +30,8 @@ from soong_store.task_wal import (
     Task,
     TaskDag,
     TaskStatus,
+    _Job,
+    _Worker,
     task_file_name,
     task_root,
     task_wal_path,
@@ -332,6 +335,84 @@ def test_replay_equals_live_dag(ops: list[tuple[Any, ...]]) -> None:
         if path.exists():
             assert TaskDag.replay(path).tasks == {t.task_id: t for t in dag.tasks()}
             assert len(path.read_bytes().splitlines()) == dag.seq
+
+
+class Text(str):
+    """A str subclass: equal to its value, but not what a replay decodes."""
+
+
+def typed(value: Any) -> Any:
+    """``value`` with the type of every part spelled out, dict keys in order."""
+    if isinstance(value, dict):
+        return ("dict", [(typed(k), typed(v)) for k, v in value.items()])
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [typed(v) for v in value])
+    return (type(value).__name__, value)
+
+
+@pytest.mark.parametrize("offload", [True, False])
+def test_applied_args_are_exactly_what_a_replay_decodes(wal: Path, offload: bool) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def listener(op: str, args: dict[str, Any]) -> None:
+        seen.append(args)
+
+    async def scenario() -> TaskDag:
+        dag = await TaskDag.open(wal, NAME, listener=listener, offload=offload)
+        await dag.add("a", "plain")
+        await dag.add(Text("b"), Text("subclassed"), depends_on=(Text("a"),), metadata=(1, 2.5))
+        await dag.add("c", "deps from a generator", depends_on=(d for d in ["a", "b"]))
+        await dag.add("d", "nested", metadata={"z": [True, None, {"x": 1.0}], "a": Text("t")})
+        await dag.add("e", "plain with metadata", metadata="text")
+        await dag.set_status("a", TaskStatus.COMPLETED)
+        await dag.set_status(Text("b"), Text("in_progress"))
+        await dag.set_status("c", "failed")
+        await dag.add_dependency(Text("e"), Text("d"))
+        await dag.update("d", title=Text("renamed"), metadata=[("tuple",)])
+        await dag.update("e", metadata=7)
+        await dag.remove_dependency("e", Text("d"))
+        await dag.remove(Text("e"))
+        return dag
+
+    dag = run(scenario())
+    records = [orjson.loads(line) for line in wal.read_bytes().splitlines()[1:]]
+    assert [typed(args) for args in seen] == [typed(r["args"]) for r in records]
+    replayed = TaskDag.replay(wal, NAME).tasks
+    assert [typed(dataclasses.astuple(t)) for t in dag.tasks()] == [
+        typed(dataclasses.astuple(t)) for t in replayed.values()
+    ]
+    assert dag.get("a").status is TaskStatus.COMPLETED and type(dag.get("b").task_id) is str
+
+
+@pytest.mark.parametrize(
+    "op", ["set_status", "add_dependency", "remove_dependency", "update", "remove"]
+)
+@pytest.mark.parametrize(
+    ("task_id", "error"),
+    [
+        (" a", InvalidArgument),
+        ("", InvalidArgument),
+        ("a" * 129, InvalidArgument),
+        (5, InvalidArgument),
+        (None, InvalidArgument),
+        ("zz", NotFound),
+    ],
+)
+def test_task_ids_are_checked_when_not_found(
+    wal: Path, op: str, task_id: Any, error: type[Exception]
+) -> None:
+    dag = run(build(wal))
+    calls = {
+        "set_status": lambda: dag.set_status(task_id, "completed"),
+        "add_dependency": lambda: dag.add_dependency(task_id, "a"),
+        "remove_dependency": lambda: dag.remove_dependency(task_id, "a"),
+        "update": lambda: dag.update(task_id, title="t"),
+        "remove": lambda: dag.remove(task_id),
+    }
+    with pytest.raises(error):  # NotFound and InvalidArgument are unrelated classes
+        run(calls[op]())
+    run(dag.set_status(Text("b"), "completed"))
+    assert dag.get("b").status is TaskStatus.COMPLETED
 
 
 def test_torn_tail_at_every_offset_recovers_previous_state(wal: Path) -> None:
@@ -713,6 +794,121 @@ def test_cancelled_append_that_reached_the_disk_is_applied(
     dag = run(scenario())
     assert ids(dag) == ["a", "b", "c", "d", "e"]
     assert reopen(wal).tasks() == dag.tasks()
+
+
+def test_a_cancelled_append_that_failed_raises_its_error(
+    wal: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def failing_fsync(fd: int) -> None:
+        entered.set()
+        release.wait(5)
+        raise enospc()
+
+    async def scenario() -> TaskDag:
+        dag = await build(wal)
+        patch_sync(monkeypatch, failing_fsync)
+        job = asyncio.create_task(dag.add("d", "fourth"))
+        await asyncio.to_thread(entered.wait, 5)
+        for _ in range(3):
+            job.cancel()
+            await asyncio.sleep(0.01)
+        release.set()
+        with pytest.raises(StorageError):
+            await job
+        monkeypatch.undo()
+        return dag
+
+    dag = run(scenario())
+    assert "d" not in dag and "d" not in reopen(wal)
+
+
+async def until_idle(worker: _Worker) -> None:
+    async def idle() -> None:
+        while worker._serving:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(idle(), 5)
+
+
+def test_the_worker_thread_ends_when_idle_and_comes_back(wal: Path) -> None:
+    async def scenario() -> TaskDag:
+        dag = await TaskDag.open(wal, NAME)
+        dag._worker = worker = _Worker(idle=0.05)
+        await dag.add("a", "first")
+        assert worker._serving == os.getpid()
+        await until_idle(worker)
+        await dag.add("b", "second")
+        await asyncio.gather(*(dag.add(f"t{i}", "burst") for i in range(20)))
+        return dag
+
+    dag = run(scenario())
+    assert reopen(wal).tasks() == dag.tasks() and len(dag) == 22
+
+
+class LateQueue:
+    """A job queue whose first wait times out just as a job is submitted: the worker's race."""
+
+    def __init__(self, worker: _Worker, late: _Job) -> None:
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.worker, self.late = worker, late
+        self.raced = False
+
+    def get(self, timeout: float) -> _Job:
+        if not self.raced:
+            self.raced = True
+            self.worker.submit(self.late)
+            raise queue.Empty
+        return self.jobs.get(timeout=timeout)
+
+    def put(self, job: _Job) -> None:
+        self.jobs.put(job)
+
+    def empty(self) -> bool:
+        return self.jobs.empty()
+
+
+def test_a_job_submitted_as_the_worker_times_out_is_served() -> None:
+    async def scenario() -> None:
+        worker = _Worker(idle=0.05)
+        late = _Job(lambda: None, asyncio.get_running_loop())
+        worker._jobs = LateQueue(worker, late)  # type: ignore[assignment]
+        first = _Job(lambda: None, asyncio.get_running_loop())
+        worker.submit(first)
+        await asyncio.wait_for(asyncio.gather(first.waiter, late.waiter), 5)
+
+    run(scenario())
+
+
+def test_a_worker_left_behind_by_fork_is_replaced() -> None:
+    async def scenario() -> None:
+        worker = _Worker(idle=0.01)
+        for _ in range(2):
+            job = _Job(lambda: None, asyncio.get_running_loop())
+            worker.submit(job)
+            await asyncio.wait_for(job.waiter, 5)
+            await until_idle(worker)
+            worker._serving = -1  # as in a forked child: a thread that lived in another process
+
+    run(scenario())
+
+
+def test_a_job_whose_loop_is_closed_still_ends() -> None:
+    loop = asyncio.new_event_loop()
+    ran: list[int] = []
+    job = _Job(lambda: ran.append(1), loop)
+    loop.close()
+    job.run()
+    assert job.done and job.error is None and ran == [1]
+
+    def fail() -> None:
+        raise enospc()
+
+    failing = _Job(fail, asyncio.new_event_loop())
+    failing.loop.close()
+    failing.run()
+    assert failing.done and isinstance(failing.error, OSError)
 
 
 def test_listener_sees_each_append_and_its_failure_is_only_logged(
