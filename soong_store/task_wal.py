@@ -37,7 +37,6 @@ import contextlib
 import errno
 import functools
 import hashlib
-import heapq
 import logging
 import os
 import queue
@@ -45,31 +44,37 @@ import re
 import sys
 import threading
 import weakref
-import zlib
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, cast
 
 from soong_store import _json
-from soong_store.errors import InvalidArgument, NotFound, StorageError, TaskDagUnavailable
+from soong_store._task_model import (
+    FORMAT_VERSION,
+    Task,
+    TaskStatus,
+    WalState,
+    apply,
+    decodes_to_itself,
+    encode_record,
+    parse_log,
+    plan,
+    ready,
+    summary,
+    topological_order,
+)
+from soong_store.errors import InvalidArgument, NotFound, StorageError
 
 __all__ = ["Task", "TaskDag", "TaskStatus", "WalState", "task_file_name", "task_wal_path"]
 
 log = logging.getLogger(__name__)
 
 WAL_SUFFIX: Final = ".wal.jsonl"
-FORMAT_VERSION: Final = 1
 MAX_TASK_NAME: Final = 1000
-MAX_TASK_ID: Final = 128
-MAX_TITLE: Final = 2000
 MAX_RECORD_BYTES: Final = 1 << 20
 _READABLE_CHARS: Final = 64
 _READABLE_BYTES: Final = 128
 _UNSAFE_RUN = re.compile(r"\W+|_+")
-_CRC_TAIL = re.compile(rb',"crc":"([0-9a-f]{8})"\}\n')
-_CRC_TAIL_LEN: Final = 19
 
 Listener = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -91,42 +96,6 @@ else:
     def _unlock(fd: int) -> None:
         """Release the lock taken by :func:`_lock`, keeping ``fd`` open."""
         fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-class TaskStatus(StrEnum):
-    """Where a sub-task is; only ``completed`` releases the tasks that depend on it."""
-
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """One sub-task of the DAG; ``depends_on`` lists the tasks that must complete first.
-
-    ``metadata`` is the JSON value as decoded from the log (tuples come back as lists); it is
-    shared with the DAG, so treat it as read-only.
-    """
-
-    task_id: str
-    title: str
-    status: TaskStatus
-    depends_on: tuple[str, ...]
-    metadata: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class WalState:
-    """What a replay found: the header's name, the tasks, the last seq and the good byte size."""
-
-    task_name: str | None
-    tasks: dict[str, Task] = field(default_factory=dict)
-    seq: int = 0
-    size: int = 0
-    torn_bytes: int = 0
 
 
 def task_file_name(task_name: str) -> str:
@@ -158,230 +127,6 @@ def task_root(cwd: str | os.PathLike[str], session_id: str) -> Path:
 def task_wal_path(task_root: Path, task_name: str) -> Path:
     """Return the WAL file of ``task_name`` inside ``task_root`` (the session's task folder)."""
     return Path(task_root) / f"{task_file_name(task_name)}{WAL_SUFFIX}"
-
-
-def _encode_record(seq: int, op: str, args: dict[str, Any]) -> bytes:
-    body = _json.dumps({"seq": seq, "op": op, "args": args}, what=f"task {op} record")
-    return b'%s,"crc":"%08x"}\n' % (body[:-1], zlib.crc32(body))
-
-
-def _decodes_to_itself(args: dict[str, Any]) -> bool:
-    """Whether ``args`` holds only ``str``, ``None`` and lists of ``str`` (exact types).
-
-    Such a value comes back from its JSON equal and of the same types, keys in the same order,
-    so it is what a replay will see without decoding the record just written.
-    """
-    for value in args.values():
-        if type(value) is list:
-            for item in value:
-                if type(item) is not str:
-                    return False
-        elif type(value) is not str and value is not None:
-            return False
-    return True
-
-
-def _decode_line(line: bytes, path: Path, lineno: int) -> tuple[str, dict[str, Any]]:
-    def fail(reason: str) -> TaskDagUnavailable:
-        return TaskDagUnavailable(
-            "task WAL cannot be replayed", path=path, line=lineno, reason=reason
-        )
-
-    tail = _CRC_TAIL.fullmatch(line, len(line) - _CRC_TAIL_LEN)
-    if tail is None:
-        raise fail("line does not end with a checksum")
-    body = line[: tail.start()] + b"}"
-    if int(tail.group(1), 16) != zlib.crc32(body):
-        raise fail("checksum mismatch")
-    try:
-        record = _json.loads(body)
-    except ValueError as exc:
-        raise fail(f"invalid JSON: {exc}") from exc
-    if not isinstance(record, dict) or set(record) != {"seq", "op", "args"}:
-        raise fail("record must hold exactly seq, op and args")
-    seq, op, args = record["seq"], record["op"], record["args"]
-    if type(seq) is not int or seq != lineno:
-        kind = "repeat" if type(seq) is int and seq < lineno else "gap"
-        raise fail(f"sequence {kind}: seq {seq!r} on line {lineno}")
-    if not isinstance(op, str) or not isinstance(args, dict):
-        raise fail("op must be a string and args an object")
-    return op, args
-
-
-def _parse(data: bytes, path: Path, task_name: str | None = None) -> WalState:
-    end = data.rfind(b"\n") + 1
-    lines = data[:end].split(b"\n")[:-1] if end else []
-    tasks: dict[str, Task] = {}
-    header: str | None = None
-    for lineno, raw in enumerate(lines, 1):
-        op, args = _decode_line(raw + b"\n", path, lineno)
-        try:
-            if lineno == 1:
-                header = _check_header(op, args, task_name)
-            elif op == "header":
-                raise InvalidArgument("header record after line 1")
-            else:
-                _commit(tasks, *_plan(tasks, op, args))
-        except (InvalidArgument, NotFound) as exc:
-            raise TaskDagUnavailable(
-                "task WAL cannot be replayed", path=path, line=lineno, reason=str(exc)
-            ) from exc
-    return WalState(header, tasks, len(lines), end, len(data) - end)
-
-
-def _check_header(op: str, args: dict[str, Any], task_name: str | None) -> str:
-    if op != "header" or set(args) != {"version", "task_name"}:
-        raise InvalidArgument("first record is not a header")
-    if args["version"] != FORMAT_VERSION:
-        raise InvalidArgument(f"unsupported task WAL version {args['version']!r}")
-    name = args["task_name"]
-    if not isinstance(name, str):
-        raise InvalidArgument("header task_name is not a string")
-    if task_name is not None and name != task_name:
-        raise InvalidArgument(f"file belongs to task {name!r}, not {task_name!r}")
-    return name
-
-
-def _check_id(value: Any, what: str = "task id") -> str:
-    if (
-        not isinstance(value, str)
-        or not 0 < len(value) <= MAX_TASK_ID
-        or not value.isprintable()
-        or value.strip() != value
-    ):
-        raise InvalidArgument(
-            f"invalid {what} {value!r}: expected 1-{MAX_TASK_ID} printable characters "
-            "without surrounding spaces"
-        )
-    return value
-
-
-def _check_title(value: Any) -> str:
-    if not isinstance(value, str) or len(value) > MAX_TITLE:
-        raise InvalidArgument(f"task title must be a string of at most {MAX_TITLE} characters")
-    return value
-
-
-def _require(tasks: dict[str, Task], task_id: Any) -> Task:
-    """The task ``task_id``: InvalidArgument for a malformed id, NotFound for a missing one.
-
-    Every key of ``tasks`` passed :func:`_check_id` when it was added, so a hit needs no check.
-    """
-    task = tasks.get(task_id) if isinstance(task_id, str) else None
-    if task is None:
-        raise NotFound(f"no task {_check_id(task_id)!r}", task_id=task_id)
-    return task
-
-
-def _reaches(tasks: dict[str, Task], start: str, target: str) -> bool:
-    seen: set[str] = set()
-    stack = [start]
-    while stack:
-        current = stack.pop()
-        if current == target:
-            return True
-        if current not in seen:
-            seen.add(current)
-            stack.extend(tasks[current].depends_on)
-    return False
-
-
-def _plan_add(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
-    task_id = _check_id(args["task_id"])
-    if task_id in tasks:
-        raise InvalidArgument(f"task {task_id!r} already exists", task_id=task_id)
-    deps = args["depends_on"]
-    if not isinstance(deps, list):
-        raise InvalidArgument("depends_on must be a list of task ids")
-    for dep in deps:
-        if _check_id(dep, "dependency id") == task_id:
-            raise InvalidArgument(f"task {task_id!r} cannot depend on itself", task_id=task_id)
-        _require(tasks, dep)
-    if len(set(deps)) != len(deps):
-        raise InvalidArgument(f"depends_on of {task_id!r} repeats a task id", task_id=task_id)
-    title = _check_title(args["title"])
-    return Task(task_id, title, TaskStatus.PENDING, tuple(deps), args["metadata"])
-
-
-def _plan_status(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
-    task = _require(tasks, args["task_id"])
-    status = args["status"]
-    new = _STATUSES.get(status) if isinstance(status, str) else None
-    if new is None:
-        raise InvalidArgument(f"invalid status {status!r}: expected one of {', '.join(TaskStatus)}")
-    return Task(task.task_id, task.title, new, task.depends_on, task.metadata)
-
-
-def _plan_link(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
-    task = _require(tasks, args["task_id"])
-    dep = _check_id(args["depends_on"], "dependency id")
-    if dep == task.task_id:
-        raise InvalidArgument(f"task {dep!r} cannot depend on itself", task_id=dep)
-    _require(tasks, dep)
-    if dep in task.depends_on:
-        raise InvalidArgument(f"task {task.task_id!r} already depends on {dep!r}")
-    if _reaches(tasks, dep, task.task_id):
-        raise InvalidArgument(f"{task.task_id!r} depending on {dep!r} would close a cycle")
-    return Task(task.task_id, task.title, task.status, (*task.depends_on, dep), task.metadata)
-
-
-def _plan_unlink(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
-    task = _require(tasks, args["task_id"])
-    dep = _check_id(args["depends_on"], "dependency id")
-    if dep not in task.depends_on:
-        raise NotFound(f"task {task.task_id!r} does not depend on {dep!r}", task_id=task.task_id)
-    deps = tuple(d for d in task.depends_on if d != dep)
-    return Task(task.task_id, task.title, task.status, deps, task.metadata)
-
-
-def _plan_update(tasks: dict[str, Task], args: dict[str, Any]) -> Task:
-    task = _require(tasks, args["task_id"])
-    title = _check_title(args["title"]) if "title" in args else task.title
-    metadata = args.get("metadata", task.metadata)
-    return Task(task.task_id, title, task.status, task.depends_on, metadata)
-
-
-def _plan_remove(tasks: dict[str, Task], args: dict[str, Any]) -> None:
-    task = _require(tasks, args["task_id"])
-    dependents = [t.task_id for t in tasks.values() if task.task_id in t.depends_on]
-    if dependents:
-        raise InvalidArgument(
-            f"task {task.task_id!r} is a dependency of {', '.join(map(repr, dependents))}",
-            task_id=task.task_id,
-        )
-
-
-_STATUSES: Final = {str(status): status for status in TaskStatus}
-_Planner = Callable[[dict[str, Task], dict[str, Any]], Task | None]
-_OPERATIONS: Final[dict[str, tuple[frozenset[str], _Planner]]] = {
-    "add": (frozenset({"task_id", "title", "depends_on", "metadata"}), _plan_add),
-    "set_status": (frozenset({"task_id", "status"}), _plan_status),
-    "add_dependency": (frozenset({"task_id", "depends_on"}), _plan_link),
-    "remove_dependency": (frozenset({"task_id", "depends_on"}), _plan_unlink),
-    "update": (frozenset({"task_id", "title", "metadata"}), _plan_update),
-    "remove": (frozenset({"task_id"}), _plan_remove),
-}
-
-
-def _plan(tasks: dict[str, Task], op: str, args: dict[str, Any]) -> tuple[str, Task | None]:
-    """Validate ``op`` against ``tasks``; return the task id and its new value (None: removed)."""
-    if op not in _OPERATIONS:
-        raise InvalidArgument(f"unknown operation {op!r}")
-    allowed, planner = _OPERATIONS[op]
-    keys = set(args)
-    partial_update = op == "update" and "task_id" in keys and len(keys) > 1 and keys <= allowed
-    if keys != allowed and not partial_update:
-        raise InvalidArgument(
-            f"{op} takes {', '.join(sorted(allowed))}, not {', '.join(sorted(keys))}"
-        )
-    return args["task_id"], planner(tasks, args)
-
-
-def _commit(tasks: dict[str, Task], task_id: str, task: Task | None) -> None:
-    if task is None:
-        del tasks[task_id]
-    else:
-        tasks[task_id] = task
 
 
 def _sync_data(fd: int) -> None:
@@ -485,7 +230,7 @@ def _load(path: Path, task_name: str) -> WalState:
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
-        state = _parse(b"".join(chunks), path, task_name)
+        state = parse_log(b"".join(chunks), path, task_name)
         if state.torn_bytes:
             log.warning(
                 "dropping a torn record (%d bytes) at the end of %s", state.torn_bytes, path
@@ -599,7 +344,7 @@ class TaskDag:
             return WalState(None)
         except OSError as exc:
             raise StorageError(f"cannot read task WAL {path}: {exc}", path=path) from exc
-        return _parse(data, path, task_name)
+        return parse_log(data, path, task_name)
 
     @property
     def seq(self) -> int:
@@ -663,33 +408,11 @@ class TaskDag:
 
     def ready(self) -> list[Task]:
         """Return the pending tasks whose dependencies are all completed, in insertion order."""
-        done = TaskStatus.COMPLETED
-        return [
-            t
-            for t in self._tasks.values()
-            if t.status is TaskStatus.PENDING
-            and all(self._tasks[d].status is done for d in t.depends_on)
-        ]
+        return ready(self._tasks)
 
     def topological_order(self) -> list[Task]:
         """Return the tasks dependencies first, ties broken by insertion order."""
-        order = list(self._tasks.values())
-        index = {t.task_id: i for i, t in enumerate(order)}
-        waiting = {t.task_id: len(t.depends_on) for t in order}
-        dependents: dict[str, list[str]] = {t.task_id: [] for t in order}
-        for t in order:
-            for dep in t.depends_on:
-                dependents[dep].append(t.task_id)
-        heap = [index[tid] for tid, n in waiting.items() if n == 0]
-        result: list[Task] = []
-        while heap:
-            task = order[heapq.heappop(heap)]
-            result.append(task)
-            for child in dependents[task.task_id]:
-                waiting[child] -= 1
-                if not waiting[child]:
-                    heapq.heappush(heap, index[child])
-        return result
+        return topological_order(self._tasks)
 
     def summary(self, *, max_tasks: int = 40, max_width: int = 160) -> str:
         """Render counts per status, one line per task and the ready set, for a ``task_board``.
@@ -697,25 +420,7 @@ class TaskDag:
         At most ``max_tasks`` task lines (the rest are counted) and ``max_width`` characters per
         line, so the text stays bounded whatever the DAG holds.
         """
-
-        def clip(text: str) -> str:
-            text = " ".join(text.split())
-            return text if len(text) <= max_width else text[: max_width - 1] + "…"
-
-        tasks = list(self._tasks.values())
-        counts = {s: 0 for s in TaskStatus}
-        for t in tasks:
-            counts[t.status] += 1
-        head = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "empty"
-        lines = [clip(f"task {self.task_name!r}: {len(tasks)} tasks ({head})")]
-        for t in tasks[:max_tasks]:
-            deps = f" <- {', '.join(t.depends_on)}" if t.depends_on else ""
-            lines.append(clip(f"[{t.status}] {t.task_id}: {t.title}{deps}"))
-        if len(tasks) > max_tasks:
-            lines.append(f"... {len(tasks) - max_tasks} more tasks")
-        ready = [t.task_id for t in self.ready()]
-        lines.append(clip(f"ready: {', '.join(ready) if ready else '(none)'}"))
-        return "\n".join(lines)
+        return summary(self.task_name, self._tasks, max_tasks=max_tasks, max_width=max_width)
 
     async def _append(self, op: str, args: dict[str, Any]) -> Task | None:
         """Validate, write, fsync and apply one operation; return the task's new value."""
@@ -725,16 +430,16 @@ class TaskDag:
                 raise StorageError(self._broken, path=self.path)
             first = self._size == 0
             seq = self._seq + 1 + first
-            record = _encode_record(seq, op, args)
+            record = encode_record(seq, op, args)
             if len(record) > MAX_RECORD_BYTES:
                 raise InvalidArgument(f"task {op} record exceeds {MAX_RECORD_BYTES} bytes")
-            if not _decodes_to_itself(args):
+            if not decodes_to_itself(args):
                 args = _json.loads(record)["args"]  # exactly what a replay will see
-            task_id, task = _plan(self._tasks, op, args)
+            task_id, task = plan(self._tasks, op, args)
             data = record
             if first:
                 header = {"version": FORMAT_VERSION, "task_name": self.task_name}
-                data = _encode_record(1, "header", header) + record
+                data = encode_record(1, "header", header) + record
             try:
                 if self._worker is not None:
                     interrupted = await self._io(self._worker, data)
@@ -745,7 +450,7 @@ class TaskDag:
                 raise StorageError(
                     f"cannot append to task WAL {self.path}: {exc}", path=self.path
                 ) from exc
-            _commit(self._tasks, task_id, task)
+            apply(self._tasks, task_id, task)
             self._seq, self._size = seq, self._size + len(data)
             if interrupted:
                 raise asyncio.CancelledError

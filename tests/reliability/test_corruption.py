@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError, TaskDagUnavailable
+from soong_store._task_model import encode_record
 from soong_store.check import check_store
-from soong_store.task_wal import _encode_record
 from tests.conftest import db_path, text
 from tests.reliability.conftest import Child, assert_dense, integrity, raw
 
@@ -287,7 +287,7 @@ def damage_task_wal(path: Path, how: str) -> int:
         bad = 4
     elif how == "cycle":
         lines.append(
-            _encode_record(len(lines) + 1, "add_dependency", {"task_id": "a", "depends_on": "c"})
+            encode_record(len(lines) + 1, "add_dependency", {"task_id": "a", "depends_on": "c"})
         )
         bad = len(lines)
     elif how == "binary file":
