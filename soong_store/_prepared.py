@@ -37,11 +37,9 @@ class Prepared:
     """The names of the result columns (empty for DML)."""
 
     @classmethod
-    def compile(
-        cls, statement: ClauseElement, dialect: Dialect, column_keys: list[str] | None = None
-    ) -> Prepared:
-        """Compile ``statement`` for ``dialect`` once (an insert for exactly ``column_keys``)."""
-        compiled = statement.compile(dialect=dialect, column_keys=column_keys)
+    def compile(cls, statement: ClauseElement, dialect: Dialect) -> Prepared:
+        """Compile ``statement`` for ``dialect`` (an insert takes every column of its table)."""
+        compiled = statement.compile(dialect=dialect)
         fixed = {name: value for name, value in compiled.params.items() if value is not None}
         selected = statement.selected_columns if isinstance(statement, Select) else ()
         positions = getattr(compiled, "positiontup", None)
