@@ -15,13 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, inspect, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -30,6 +25,16 @@ from soong_store._dberrors import translate
 from soong_store._engine import foreign_key_violations, is_busy, is_sqlite, make_engine
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.ids import check_session_id
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+HEAD_REVISION: Final = "0001"
+"""The newest revision in ``migrations/`` (a test keeps the two equal).
+
+Knowing it without Alembic lets a store open a database that is already at head without
+importing Alembic (a fifth of the package's import time); Alembic is loaded only to upgrade.
+"""
 
 _ALEMBIC_LOCK = threading.Lock()  # Alembic keeps module-level state (alembic.context, alembic.op).
 _LOCK_WAIT_S = 120.0
@@ -45,6 +50,8 @@ def script_location() -> str:
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """An Alembic config that needs no ini file; ``connection`` is used by ``env.py`` if given."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", script_location())
     if connection is not None:
@@ -53,7 +60,9 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
-    """The newest revision this code knows."""
+    """The newest revision this code knows, as Alembic finds it in ``migrations/``."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "the migrations folder has no revision"
     return head
@@ -79,6 +88,8 @@ def current_revision(url_or_engine: str | URL | Engine) -> str | None:
         url = make_url(url_or_engine)
         if is_sqlite(url) and url.database and not Path(url.database).exists():
             return None
+    from alembic.runtime.migration import MigrationContext
+
     with _admin(url_or_engine) as engine, engine.connect() as connection:
         revision = MigrationContext.configure(connection).get_current_revision()
         connection.rollback()
@@ -87,7 +98,22 @@ def current_revision(url_or_engine: str | URL | Engine) -> str | None:
 
 def ensure_schema(engine: Engine) -> None:
     """Bring a database to head when a store opens; refuse one this code does not know."""
-    _upgrade_locked(engine, "head")
+    if _stored_revision(engine) != HEAD_REVISION:
+        _upgrade_locked(engine, "head")
+
+
+def _stored_revision(engine: Engine) -> str | None:
+    """The revision recorded in the database, read without Alembic (``None``: not known here).
+
+    A database found at head needs nothing; anything else (empty, older, unknown, unreadable)
+    takes the locked path, which also reports errors properly.
+    """
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    except SQLAlchemyError:
+        return None
+    return str(rows[0][0]) if len(rows) == 1 else None
 
 
 def session_ids(connection: Connection) -> list[str]:
@@ -139,6 +165,11 @@ def _upgrade_locked(engine: Engine, revision: str) -> None:
 
 
 def _upgrade_in_transaction(connection: Connection, revision: str) -> None:
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from alembic.util.exc import CommandError
+
     config = alembic_config(connection)
     script = ScriptDirectory.from_config(config)
     current = MigrationContext.configure(connection).get_current_revision()

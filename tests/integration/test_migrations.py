@@ -22,6 +22,7 @@ import soong_store
 from soong_store import InvalidIdentifier, SchemaVersionError, SessionStore
 from soong_store._engine import make_engine
 from soong_store.migrate import (
+    HEAD_REVISION,
     alembic_config,
     current_revision,
     head_revision,
@@ -432,6 +433,27 @@ async def test_reopening_a_database_at_head_does_not_run_alembic(
     async with SessionStore(home=home) as store:
         assert (await store.get_session(sid)).session_id == sid
     assert snapshot(home) == before
+
+
+def test_head_revision_constant_is_the_migrations_folders_head() -> None:
+    assert head_revision() == HEAD_REVISION
+
+
+async def test_opening_a_database_at_head_does_not_import_alembic(home: Path) -> None:
+    await fill(home, 1)
+    code = (
+        "import asyncio, sys\n"
+        "from soong_store import SessionStore\n"
+        "async def main():\n"
+        "    async with SessionStore(home=sys.argv[1]) as store:\n"
+        "        assert len(await store.list_sessions()) == 1\n"
+        "asyncio.run(main())\n"
+        "print('alembic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(home)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"
 
 
 def test_processes_opening_an_empty_database_upgrade_it_once(home: Path, tmp_path: Path) -> None:
