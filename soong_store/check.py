@@ -5,7 +5,8 @@ snapshot per session and reports every problem it finds as a :class:`Problem` na
 session and the ids involved, so that a person can find each one. It never changes anything.
 
 Kinds of problem: ``quick_check`` (SQLite's ``PRAGMA quick_check``), ``invalid_session_id``,
-``missing_table``, ``orphan_table``, ``node_without_event``, ``missing_parent``,
+``missing_table``, ``unreadable_session`` (a damaged page; the other sessions are still
+checked), ``orphan_table``, ``node_without_event``, ``missing_parent``,
 ``parent_cycle``, ``event_missing_node``, ``node_seq``, ``seq``, ``run_seq``, ``unknown_agent``,
 ``unknown_run``, ``missing_root_agent``, ``missing_active_node``, ``missing_run_node``,
 ``missing_fork_node``, ``invalid_content``, ``dangling_artifact_ref``,
@@ -27,7 +28,7 @@ from sqlalchemy import Connection
 
 from soong_store.artifacts import ArtifactFiles
 from soong_store.content import artifact_refs, content_from_json
-from soong_store.errors import SoongStoreError
+from soong_store.errors import SoongStoreError, StorageError
 from soong_store.ids import SESSION_ID_RE
 from soong_store.store import SessionStore
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
@@ -88,9 +89,12 @@ def _rows(connection: Connection, sql: str, *params: Any) -> list[dict[str, Any]
     return [dict(row) for row in connection.exec_driver_sql(sql, params).mappings()]
 
 
+def _quick_check(connection: Connection) -> list[str]:
+    return [str(row[0]) for row in connection.exec_driver_sql("PRAGMA quick_check")]
+
+
 def _database_facts(connection: Connection, session_id: str | None) -> dict[str, Any]:
-    """quick_check, the session ids to check, every table name and every artifact path."""
-    lines = [str(row[0]) for row in connection.exec_driver_sql("PRAGMA quick_check")]
+    """The session ids to check, every table name and every artifact path."""
     where, params = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
     sessions = [
         str(r["session_id"])
@@ -100,7 +104,7 @@ def _database_facts(connection: Connection, session_id: str | None) -> dict[str,
         r["name"] for r in _rows(connection, "SELECT name FROM sqlite_master WHERE type = 'table'")
     ]
     paths = {r["path"] for r in _rows(connection, "SELECT DISTINCT path FROM artifacts")}
-    return {"quick_check": lines, "sessions": sessions, "tables": tables, "paths": paths}
+    return {"sessions": sessions, "tables": tables, "paths": paths}
 
 
 def _session_facts(connection: Connection, session_id: str, tables: set[str]) -> _Facts:
@@ -314,9 +318,13 @@ async def check_store(
     """
     if session_id is not None:
         await store.get_session(session_id)
+    try:
+        lines = await store._read(_quick_check)
+    except StorageError as exc:  # damage that stops SQLite's own check: say so and go on
+        lines = [str(exc)]
     facts = await store._read(partial(_database_facts, session_id=session_id))
     report = Report(sessions=list(facts["sessions"]))
-    for line in facts["quick_check"]:
+    for line in lines:
         if line != "ok":
             report.problems.append(Problem("quick_check", None, (), " ".join(line.split())))
     tables = {name.lower() for name in facts["tables"]}
@@ -358,7 +366,10 @@ async def _check_session(
         for name in (f"nodes_{sid}", f"events_{sid}")
         if name.lower() not in tables
     ]
-    facts = await store._read(partial(_session_facts, session_id=sid, tables=tables))
+    try:
+        facts = await store._read(partial(_session_facts, session_id=sid, tables=tables))
+    except StorageError as exc:  # a damaged page of this session's tables: go on with the rest
+        return [*out, Problem("unreadable_session", sid, (sid,), str(exc))]
     out += _check_rows(facts, sid)
     out += await asyncio.to_thread(_check_files, facts, sid, files)
     return out

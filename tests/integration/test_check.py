@@ -191,3 +191,39 @@ def test_quick_check_finds_a_damaged_page(damaged: dict[str, Any]) -> None:
     # and from 3.46 an extra index-entry count).
     assert done.stdout.startswith("quick_check: ") and f"page {root}:" in done.stdout.lower()
     assert re.search(r"checked 1 session\(s\): [1-9][0-9]* problems?$", done.stdout.rstrip())
+
+
+def test_a_session_with_a_damaged_table_is_reported_and_the_others_checked(
+    damaged: dict[str, Any],
+) -> None:
+    home, sid, con = damaged["home"], damaged["sid"], damaged["con"]
+    con.close()
+
+    async def add_session() -> str:
+        async with SessionStore(home=home) as store:
+            other = (await store.create_session(cwd=str(home))).session_id
+            await store.append_node(other, "user", "message", [{"type": "text", "text": "hi"}])
+            return other
+
+    other = asyncio.run(add_session())
+    con = connect_raw(db_path(home))
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = con.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name = ?", (f"nodes_{sid}",)
+    ).fetchone()
+    con.close()
+    with db_path(home).open("r+b") as db:
+        db.seek((root - 1) * page_size)
+        db.write(b"\xff" * page_size)
+    done = subprocess.run(
+        [sys.executable, "-m", "soong_store", "--home", str(home), "check", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and done.stderr == ""
+    report = json.loads(done.stdout)
+    assert report["sessions_checked"] == 2
+    unreadable = [p for p in report["problems"] if p["kind"] == "unreadable_session"]
+    assert [p["session_id"] for p in unreadable] == [sid]
+    assert "damaged" in unreadable[0]["message"]
+    assert not [p for p in report["problems"] if p["session_id"] == other]
