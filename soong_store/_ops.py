@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from soong_store import _json
 from soong_store.artifacts import ArtifactOp, SpillPolicy, spill_large_json
-from soong_store.content import artifact_refs, content_to_json, validate_content
+from soong_store.content import ContentBlock, artifact_refs, encode_content, validate_content
 from soong_store.enums import EventLevel, NodeType, Role
 from soong_store.errors import InvalidArgument
 from soong_store.ids import check_optional_id, new_id
@@ -96,6 +96,8 @@ class NodeOp:
     role: Role
     node_type: NodeType
     content_json: str
+    content: list[ContentBlock]
+    """The blocks read back from ``content_json``: what the node's record holds."""
     agent_id: str | None
     run_id: str | None
     parent_id: str | None
@@ -128,11 +130,13 @@ class NodeOp:
         role_value = enum_value(Role, role, "role")
         type_value = enum_value(NodeType, node_type, "node type")
         blocks, spilled = spill_large_json(session_id, validate_content(content), policy)
+        content_json, stored = encode_content(blocks)
         op = cls(
             node_id=new_id("node"),
             role=role_value,
             node_type=type_value,
-            content_json=content_to_json(blocks),
+            content_json=content_json,
+            content=stored,
             agent_id=check_optional_id(agent_id, "agent"),
             run_id=check_optional_id(run_id, "run"),
             parent_id=check_optional_id(parent_id, "node"),

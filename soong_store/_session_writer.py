@@ -445,7 +445,7 @@ def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committ
             row = writer.add_node(op)
             for artifact in op.artifacts:
                 out.artifacts.append(artifact_record(writer.add_artifact(artifact, node=row)))
-            out.nodes.append(node_record(session_id, row))
+            out.nodes.append(node_record(session_id, row, op.content))
             event = op.event
             if event is None and op.node_id not in named:
                 event = EventOp.build(NODE_CREATED, node_id=op.node_id)

@@ -127,18 +127,25 @@ def validate_content(content: object) -> list[ContentBlock]:
         raise InvalidContent(f"invalid content at {where or 'top'}: {first['msg']}") from exc
 
 
-def content_to_json(blocks: list[ContentBlock]) -> str:
-    """Encode validated blocks for ``content_json`` (NaN, Infinity and lone surrogates refused).
+def encode_content(blocks: list[ContentBlock]) -> tuple[str, list[ContentBlock]]:
+    """Encode validated blocks for ``content_json``, and return the blocks read back from it.
 
-    The text is parsed back once: JSON nested deeper than the reader accepts (pydantic-core stops
-    at about 200 levels, orjson writes up to 254) is refused here, not found unreadable later.
+    NaN, Infinity and lone surrogates are refused. The text is parsed back once: JSON nested
+    deeper than the reader accepts (pydantic-core stops at about 200 levels, orjson writes up to
+    254) is refused here, not found unreadable later; and the blocks read back are exactly what
+    every later read returns (tuples become lists), so a write can hand them out as they are.
     """
     text = _json.dumps_text(_CONTENT.dump_python(blocks), what="content")
     try:
-        _CONTENT.validate_json(text)
+        stored = _CONTENT.validate_json(text)
     except ValidationError as exc:
         raise InvalidContent(f"content cannot be read back: {exc.errors()[0]['msg']}") from exc
-    return text
+    return text, stored
+
+
+def content_to_json(blocks: list[ContentBlock]) -> str:
+    """The ``content_json`` text of validated blocks (see :func:`encode_content`)."""
+    return encode_content(blocks)[0]
 
 
 def content_from_json(text: str | bytes) -> list[ContentBlock]:

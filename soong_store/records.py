@@ -215,8 +215,13 @@ def run_record(row: Mapping[Any, Any]) -> RunRecord:
     )
 
 
-def node_record(session_id: str, row: Mapping[Any, Any]) -> NodeRecord:
-    """Build a :class:`NodeRecord` from a row of ``nodes_<sid>``."""
+def node_record(
+    session_id: str, row: Mapping[Any, Any], content: list[ContentBlock] | None = None
+) -> NodeRecord:
+    """Build a :class:`NodeRecord` from a row of ``nodes_<sid>``.
+
+    ``content``, when the caller has it, is the row's ``content_json`` already read back.
+    """
     return NodeRecord.model_construct(
         session_id=session_id,
         node_id=row["node_id"],
@@ -226,7 +231,7 @@ def node_record(session_id: str, row: Mapping[Any, Any]) -> NodeRecord:
         run_id=row["run_id"],
         role=Role(row["role"]),
         node_type=NodeType(row["node_type"]),
-        content=_stored_content(session_id, row),
+        content=_stored_content(session_id, row) if content is None else content,
         metadata=_stored(row, "metadata_json"),
         token_count=row["token_count"],
         created_at=_ts(row["created_at"]),

@@ -188,6 +188,18 @@ async def test_content_blocks_round_trip(store: SessionStore):
     assert stored.role == Role.TOOL and stored.node_type == NodeType.MESSAGE
 
 
+async def test_returned_node_record_is_what_a_read_returns(store: SessionStore):
+    sid = (await store.create_session(cwd=".")).session_id
+    content = [
+        {"type": "json", "data": {"t": (1, 2), "nested": [{"x": (None,)}]}},
+        {"type": "tool_call", "tool_call_id": "c", "name": "f", "arguments": ("a", 1.5)},
+    ]
+    written = await store.append_node(sid, "assistant", "message", content, metadata=(1,))
+    read = await store.get_node(sid, written.node_id)
+    assert written == read
+    assert written.content[0] == JsonBlock(data={"t": [1, 2], "nested": [{"x": [None]}]})
+
+
 async def test_runs_serial_for_main_agent(store: SessionStore):
     s = await store.create_session(cwd=".")
     sid = s.session_id
