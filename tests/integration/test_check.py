@@ -171,21 +171,28 @@ def test_a_missing_artifact_file_and_a_young_orphan(damaged: dict[str, Any]) -> 
     ]
 
 
-def test_quick_check_finds_a_damaged_page(damaged: dict[str, Any]) -> None:
-    home, sid, con = damaged["home"], damaged["sid"], damaged["con"]
+def overwrite_root_page(home: Path, name: str) -> int:
+    """Fill the root page of table or index ``name`` with 0xff; return its page number."""
+    con = connect_raw(db_path(home))
     page_size = con.execute("PRAGMA page_size").fetchone()[0]
-    (root,) = con.execute(
-        "SELECT rootpage FROM sqlite_master WHERE name = ?", (f"nodes_{sid}_parent_id_ix",)
-    ).fetchone()
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)).fetchone()
     con.close()
     with db_path(home).open("r+b") as db:
         db.seek((root - 1) * page_size)
         db.write(b"\xff" * page_size)
-    done = subprocess.run(
-        [sys.executable, "-m", "soong_store", "--home", str(home), "check"],
-        capture_output=True,
-        text=True,
-    )
+    return int(root)
+
+
+def check_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "soong_store", "--home", str(home), "check", *args]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def test_quick_check_finds_a_damaged_page(damaged: dict[str, Any]) -> None:
+    home, sid = damaged["home"], damaged["sid"]
+    damaged["con"].close()
+    root = overwrite_root_page(home, f"nodes_{sid}_parent_id_ix")
+    done = check_cli(home)
     assert done.returncode == 1 and done.stderr == ""
     # SQLite words its report differently across versions ("Page 24:" / "Tree 24 page 24:",
     # and from 3.46 an extra index-entry count).
@@ -196,8 +203,8 @@ def test_quick_check_finds_a_damaged_page(damaged: dict[str, Any]) -> None:
 def test_a_session_with_a_damaged_table_is_reported_and_the_others_checked(
     damaged: dict[str, Any],
 ) -> None:
-    home, sid, con = damaged["home"], damaged["sid"], damaged["con"]
-    con.close()
+    home, sid = damaged["home"], damaged["sid"]
+    damaged["con"].close()
 
     async def add_session() -> str:
         async with SessionStore(home=home) as store:
@@ -206,20 +213,8 @@ def test_a_session_with_a_damaged_table_is_reported_and_the_others_checked(
             return other
 
     other = asyncio.run(add_session())
-    con = connect_raw(db_path(home))
-    page_size = con.execute("PRAGMA page_size").fetchone()[0]
-    (root,) = con.execute(
-        "SELECT rootpage FROM sqlite_master WHERE name = ?", (f"nodes_{sid}",)
-    ).fetchone()
-    con.close()
-    with db_path(home).open("r+b") as db:
-        db.seek((root - 1) * page_size)
-        db.write(b"\xff" * page_size)
-    done = subprocess.run(
-        [sys.executable, "-m", "soong_store", "--home", str(home), "check", "--json"],
-        capture_output=True,
-        text=True,
-    )
+    overwrite_root_page(home, f"nodes_{sid}")
+    done = check_cli(home, "--json")
     assert done.returncode == 1 and done.stderr == ""
     report = json.loads(done.stdout)
     assert report["sessions_checked"] == 2
