@@ -73,6 +73,27 @@ async def test_failure_midway_rolls_back_earlier_ops(store: SessionStore, home: 
     assert snapshot(home) == before
 
 
+async def test_branch_rule_sees_the_units_own_nodes_and_the_active_nodes_children(
+    store: SessionStore,
+):
+    sid = (await store.create_session(cwd=".")).session_id
+    first = await store.append_node(sid, "user", "message", text("q"))
+    with pytest.raises(BranchError):  # the first node of the unit gave `first` a child
+        async with store.transaction(sid) as tx:
+            tx.add_node("assistant", "message", text("a"))
+            tx.add_node("assistant", "message", text("again"), parent_id=first.node_id)
+    async with store.transaction(sid) as tx:  # a new node has no child yet: it takes one
+        a = tx.add_node("assistant", "message", text("a"))
+        tx.add_node("tool", "message", text("t"), parent_id=a)
+        tx.add_node("user", "message", text("a branch"), parent_id=first.node_id)
+    await store.switch_node(sid, first.node_id)  # the active node now has children
+    with pytest.raises(BranchError):
+        await store.append_node(sid, "assistant", "message", text("b"))
+    branch = await store.append_node(sid, "user", "message", text("another branch"))
+    assert branch.parent_id == first.node_id
+    assert [n.node_seq for n in await store.list_nodes(sid)] == [1, 2, 3, 4, 5]
+
+
 async def test_failure_at_commit_leaves_nothing(store: SessionStore, home: Path):
     sid = (await store.create_session(cwd=".")).session_id
     await store.append_node(sid, "user", "message", text("q"))
