@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from soong_store.errors import InvalidArgument, StorageError
@@ -146,7 +147,14 @@ def _install_sqlite_hooks(engine: Engine, role: Role, durability: Durability) ->
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        connection.exec_driver_sql(begin)
+        # Straight to the driver: a statement through SQLAlchemy costs several times SQLite's
+        # own work for a BEGIN. Its error still reaches callers as SQLAlchemy's class.
+        driver = connection.connection.driver_connection
+        error: type[Exception] = connection.dialect.loaded_dbapi.Error
+        try:
+            driver.execute(begin)  # type: ignore[union-attr]
+        except error as exc:
+            raise DBAPIError.instance(begin, (), exc, error, dialect=connection.dialect) from exc
 
 
 def _ensure_wal(cursor: Any) -> None:

@@ -14,13 +14,15 @@ from soong_store._engine import make_engine
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.migrate import upgrade
 from soong_store.writer import Writer
+from tests.conftest import connect_raw
 from tests.conftest import text as blocks
 
 pytestmark = pytest.mark.asyncio
 
 
 @pytest.fixture
-def engine(tmp_path: Path):
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("soong_store._engine.BUSY_TIMEOUT_MS", 50)  # a lock is seen at once
     url = f"sqlite:///{tmp_path / 'w.sqlite'}"
     upgrade(url)
     engine = make_engine(url, "write")
@@ -171,3 +173,36 @@ async def test_cancelled_caller_of_a_preparing_job_still_commits(engine):
         await submitted
     await writer.close()
     assert logged(engine) == [6]
+
+
+async def test_lock_held_by_another_connection_is_waited_out(engine, tmp_path: Path):
+    holder = connect_raw(tmp_path / "w.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    writer = Writer(engine)
+    writer.start()
+    try:
+        job = asyncio.ensure_future(writer.submit(insert(1)))
+        await asyncio.sleep(0.3)
+        assert not job.done()  # BEGIN IMMEDIATE answered "busy": the writer retries
+        holder.execute("COMMIT")
+        assert await asyncio.wait_for(job, 10) == 1
+    finally:
+        holder.close()
+        await writer.close()
+    assert logged(engine) == [1]
+
+
+async def test_lock_held_past_lock_wait_fails_the_write_cleanly(engine, tmp_path: Path):
+    holder = connect_raw(tmp_path / "w.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    writer = Writer(engine, lock_wait=0.3)
+    writer.start()
+    try:
+        with pytest.raises(StorageError, match="stayed locked"):
+            await asyncio.wait_for(writer.submit(insert(1)), 10)
+        holder.execute("COMMIT")
+        assert await writer.submit(insert(2)) == 2  # the writer goes on once the lock is free
+    finally:
+        holder.close()
+        await writer.close()
+    assert logged(engine) == [2]
