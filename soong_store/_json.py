@@ -26,10 +26,21 @@ def dumps(value: Any, *, what: str = "value") -> bytes:
         InvalidContent: the value holds NaN, Infinity, a lone surrogate, a non-string key or a type
             JSON cannot hold. ``what`` names the value in the message.
     """
+    out = encode(value, what=what)
+    check_finite(out, value, what=what)
+    return out
+
+
+def encode(value: Any, *, what: str = "value") -> bytes:
+    """The first half of :func:`dumps`: orjson's output, *not yet* checked for NaN."""
     try:
-        out = orjson.dumps(value)
+        return orjson.dumps(value)
     except (orjson.JSONEncodeError, TypeError) as exc:
         raise InvalidContent(f"{what} is not storable as JSON: {exc}", what=what) from exc
+
+
+def check_finite(out: bytes, value: Any, *, what: str = "value") -> None:
+    """The second half of :func:`dumps`: ``InvalidContent`` if ``out`` hides NaN or Infinity."""
     if _NULL.search(out) is not None:
         bad = _non_finite_at(value)
         if bad is not None:
@@ -37,7 +48,6 @@ def dumps(value: Any, *, what: str = "value") -> bytes:
                 f"{what} holds a non-finite number at {bad}; NaN and Infinity are refused",
                 what=what,
             )
-    return out
 
 
 def dumps_text(value: Any, *, what: str = "value") -> str:

@@ -13,7 +13,13 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from soong_store import _json
-from soong_store.artifacts import ArtifactOp, SpillPolicy, spill_large_json
+from soong_store.artifacts import (
+    ArtifactOp,
+    SpillPolicy,
+    StartFile,
+    drop_files,
+    spill_large_json,
+)
 from soong_store.content import ContentBlock, artifact_refs, encode_content, validate_content
 from soong_store.enums import EventLevel, NodeType, Role
 from soong_store.errors import InvalidArgument
@@ -116,6 +122,7 @@ class NodeOp:
         content: object,
         *,
         policy: SpillPolicy,
+        start_file: StartFile | None = None,
         agent_id: object = None,
         run_id: object = None,
         parent_id: object = None,
@@ -125,36 +132,54 @@ class NodeOp:
     ) -> NodeOp:
         """Validate caller input into a node operation (raises before anything is queued).
 
-        Large JSON blocks are moved to artifacts here, so the node's stored content is final.
+        Large JSON blocks are moved to artifacts here, so the node's stored content is final;
+        their files start with ``start_file``. Everything else is checked first, so that only
+        the content itself can fail once a file is on its way (and then the files are dropped).
         """
+        node_id = new_id("node")
         role_value = enum_value(Role, role, "role")
         type_value = enum_value(NodeType, node_type, "node type")
-        blocks, spilled = spill_large_json(session_id, validate_content(content), policy)
-        content_json, stored = encode_content(blocks)
-        op = cls(
-            node_id=new_id("node"),
+        agent = check_optional_id(agent_id, "agent")
+        run = check_optional_id(run_id, "run")
+        parent = check_optional_id(parent_id, "node")
+        metadata_json = _json.dumps_optional(metadata, what="node metadata")
+        tokens = check_token_count(token_count)
+        own_event = None if event is None else _node_event(event, node_id)
+        blocks, spilled = spill_large_json(
+            session_id, validate_content(content), policy, start_file
+        )
+        try:
+            content_json, stored = encode_content(blocks)
+        except BaseException:
+            drop_files(spilled)
+            raise
+        for artifact in spilled:
+            artifact.node_id = node_id
+        return cls(
+            node_id=node_id,
             role=role_value,
             node_type=type_value,
             content_json=content_json,
             content=stored,
-            agent_id=check_optional_id(agent_id, "agent"),
-            run_id=check_optional_id(run_id, "run"),
-            parent_id=check_optional_id(parent_id, "node"),
-            metadata_json=_json.dumps_optional(metadata, what="node metadata"),
-            token_count=check_token_count(token_count),
+            agent_id=agent,
+            run_id=run,
+            parent_id=parent,
+            metadata_json=metadata_json,
+            token_count=tokens,
+            event=own_event,
             artifacts=spilled,
             artifact_refs=artifact_refs(blocks),
         )
-        for artifact in spilled:
-            artifact.node_id = op.node_id
-        if event is not None:
-            spec: dict[str, Any] = {"event_type": event} if isinstance(event, str) else dict(event)
-            if "node_id" in spec or "agent_id" in spec or "run_id" in spec:
-                raise InvalidArgument("a node's own event takes its node, agent and run ids")
-            if "event_type" not in spec:
-                raise InvalidArgument("a node's event needs an event_type")
-            op.event = EventOp.build(spec.pop("event_type"), **spec, node_id=op.node_id)
-        return op
+
+
+def _node_event(event: str | Mapping[str, Any], node_id: str) -> EventOp:
+    """The event a node asked for instead of ``node_created``."""
+    spec: dict[str, Any] = {"event_type": event} if isinstance(event, str) else dict(event)
+    if "node_id" in spec or "agent_id" in spec or "run_id" in spec:
+        raise InvalidArgument("a node's own event takes its node, agent and run ids")
+    if "event_type" not in spec:
+        raise InvalidArgument("a node's event needs an event_type")
+    return EventOp.build(spec.pop("event_type"), **spec, node_id=node_id)
 
 
 Op = NodeOp | EventOp | ArtifactOp

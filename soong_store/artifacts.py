@@ -20,15 +20,21 @@ import mimetypes
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soong_store import _json
 from soong_store.content import ContentBlock, JsonBlock, ToolResultBlock
 from soong_store.errors import InvalidArgument, NotFound, StorageError
 from soong_store.ids import check_optional_id, new_id
+
+if TYPE_CHECKING:
+    from soong_store._file_pool import FileWrite
+
+StartFile = Callable[[str, bytes], "FileWrite"]
+"""Begins writing an artifact file in the background (``FilePool.start``)."""
 
 MAX_ARTIFACT_BYTES = 1 << 30
 """Default bound of one artifact (1 GiB): larger data is refused before anything is written."""
@@ -38,7 +44,7 @@ SPILL_TOKENS = 4_000
 _SUMMARY_CHARS = 600
 _TEMP_PREFIX = ".tmp-"
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_SYNC | _NOFOLLOW
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,16}")
 _MIME = re.compile(r"[A-Za-z0-9][\w.+-]*/[\w.+-]+(;[ -~]*)?")
@@ -107,6 +113,8 @@ class ArtifactOp:
     tool_call_id: str | None = None
     metadata_json: str | None = None
     event: bool = True
+    write: FileWrite | None = None
+    """The file's write, once started (see :mod:`soong_store._file_pool`)."""
 
     @classmethod
     def build(
@@ -170,11 +178,14 @@ class ArtifactFiles:
             raise StorageError(f"artifact path {rel!r} leaves the artifact folder", path=rel)
         return path
 
-    def write(self, rel: str, data: bytes) -> None:
+    def write(self, rel: str, data: bytes, begun: Callable[[], None] | None = None) -> None:
         """Write ``data`` at ``rel`` (``<session folder>/<file name>``) atomically and durably.
 
         Everything happens relative to the session folder's descriptor, opened without following
-        a symlink, so nothing lands outside it and the folder fsync needs no second open.
+        a symlink, so nothing lands outside it and the folder fsync needs no second open. The
+        temporary file is opened ``O_SYNC``: the data reaches the disk within the write call,
+        which runs without the GIL; the fsync after it finds nothing left to flush but keeps the
+        sequence exact. ``begun`` is called just before the data is written.
         """
         folder_name, name = _split(rel)
         folder = self._open_folder(folder_name)
@@ -182,6 +193,8 @@ class ArtifactFiles:
             temp = _TEMP_PREFIX + name
             fd = os.open(temp, _CREATE_FLAGS, 0o644, dir_fd=folder)
             try:
+                if begun is not None:
+                    begun()
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
@@ -326,9 +339,16 @@ def _clip(text: str, budget: int) -> str:
 
 
 def spill_large_json(
-    session_id: str, blocks: list[ContentBlock], policy: SpillPolicy
+    session_id: str,
+    blocks: list[ContentBlock],
+    policy: SpillPolicy,
+    start_file: StartFile | None = None,
 ) -> tuple[list[ContentBlock], list[ArtifactOp]]:
-    """Move every JSON block over the thresholds (also inside tool results) to an artifact."""
+    """Move every JSON block over the thresholds (also inside tool results) to an artifact.
+
+    With ``start_file``, a spilled block's file starts being written before its bytes are
+    checked for NaN, so the check overlaps the disk; a failure drops every file started here.
+    """
     spilled: list[ArtifactOp] = []
 
     def visit(block: Any, tool_call_id: str | None, where: str) -> Any:
@@ -341,24 +361,41 @@ def spill_large_json(
             return block.model_copy(update={"content": inner}) if changed else block
         if not isinstance(block, JsonBlock) or block.artifact_ref is not None:
             return block
-        data = _json.dumps(block.data, what=f"{where}.data")
+        what = f"{where}.data"
+        data = _json.encode(block.data, what=what)
         if len(data) <= policy.max_bytes and (
             len(data) <= policy.max_tokens or estimate_tokens(data) <= policy.max_tokens
         ):
+            _json.check_finite(data, block.data, what=what)
             return block
         op = ArtifactOp.build(
             session_id,
             data,
             policy=policy,
             mime_type="application/json",
-            summary=summarize_json(block.data, len(data)),
             tool_call_id=tool_call_id,
         )
         op.event = False
         spilled.append(op)
+        if start_file is not None:
+            op.write = start_file(op.path, data)
+        op.summary = summarize_json(block.data, len(data))  # bounded by construction
+        _json.check_finite(data, block.data, what=what)
         return JsonBlock(summary=op.summary, artifact_ref=op.artifact_id)
 
-    return [visit(block, None, f"content[{i}]") for i, block in enumerate(blocks)], spilled
+    try:
+        stored = [visit(block, None, f"content[{i}]") for i, block in enumerate(blocks)]
+    except BaseException:
+        drop_files(spilled)
+        raise
+    return stored, spilled
+
+
+def drop_files(ops: list[ArtifactOp]) -> None:
+    """Give up the files started for ``ops``: each goes once its write is over."""
+    for op in ops:
+        if op.write is not None:
+            op.write.drop()
 
 
 def require_artifact_session(row: Any, artifact_id: str, session_id: str) -> None:

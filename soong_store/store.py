@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
@@ -35,6 +35,7 @@ from soong_store._engine import (
     load_sqlite_module,
     make_engine,
 )
+from soong_store._file_pool import FilePool, FileWrite
 from soong_store._ops import Op, artifacts_of, check_token_count
 from soong_store._ops import enum_value as _enum
 from soong_store._session_writer import Committed, apply_ops
@@ -43,7 +44,6 @@ from soong_store.artifacts import (
     SPILL_BYTES,
     SPILL_TOKENS,
     ArtifactFiles,
-    ArtifactOp,
     SpillPolicy,
 )
 from soong_store.enums import (
@@ -70,7 +70,7 @@ from soong_store.records import (
 )
 from soong_store.task_wal import TaskDag, task_root, task_wal_path
 from soong_store.uow import UnitOfWork
-from soong_store.writer import Writer
+from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -130,6 +130,7 @@ class SessionStore:
         self._task_dags: dict[tuple[str, str], TaskDag] = {}
         self._task_lock = asyncio.Lock()
         self._writer: Writer | None = None
+        self._file_pool: FilePool | None = None
         self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
         self._readers: ThreadPoolExecutor | None = None
@@ -169,6 +170,7 @@ class SessionStore:
             pass  # the first write connection switches the file to WAL before any reader opens
         self._read_engine = make_engine(self.url, "read", **options)
         self._readers = ThreadPoolExecutor(READ_POOL_SIZE, thread_name_prefix="soong-store-read")
+        self._file_pool = FilePool(self._files)
         self._writer = Writer(self._write_engine)
         self._writer.start()
 
@@ -178,6 +180,8 @@ class SessionStore:
         if writer is None:
             return
         await writer.close()
+        if self._file_pool is not None:  # after the writer: its waiting jobs need their files
+            await asyncio.to_thread(self._file_pool.close)
         for dag in self._task_dags.values():
             dag.close()
         self._task_dags.clear()
@@ -193,11 +197,11 @@ class SessionStore:
         self,
         job: Callable[[Connection], T],
         on_abort: Callable[[], None] | None = None,
-        prepare: Callable[[], None] | None = None,
+        after: Sequence[Prerequisite] = (),
     ) -> T:
         if self._writer is None:
             raise StoreClosed("the store is not open")
-        return await self._writer.submit(job, on_abort=on_abort, prepare=prepare)
+        return await self._writer.submit(job, on_abort=on_abort, after=after)
 
     async def _read(self, query: Callable[[Connection], T]) -> T:
         if self._readers is None or self._read_engine is None or self._writer is None:
@@ -409,7 +413,7 @@ class SessionStore:
         sid = check_session_id(session_id)
         if self._writer is None:
             raise StoreClosed("the store is not open")
-        tx = UnitOfWork(sid, partial(self._submit_ops, sid), self._policy)
+        tx = UnitOfWork(sid, partial(self._submit_ops, sid), self._policy, self._start_file)
         try:
             yield tx
         except BaseException:
@@ -425,21 +429,20 @@ class SessionStore:
         # Files first, row second: a crash in between leaves an orphan file for gc, never a row
         # without its file. A unit that does not commit takes its files away again. Once
         # submitted, the unit goes on even if the caller is cancelled, so nothing strands.
-        return await self._write(
-            job,
-            on_abort=partial(self._remove_files, [f.path for f in files]),
-            prepare=partial(self._write_files, files),
-        )
-
-    def _write_files(self, files: list[ArtifactOp]) -> None:
-        written: list[str] = []
+        writes = [f.write or self._start_file(f.path, f.data) for f in files]
         try:
-            for artifact in files:
-                self._files.write(artifact.path, artifact.data)
-                written.append(artifact.path)
-        except OSError as exc:
-            self._remove_files(written)
-            raise translate(exc) from exc
+            return await self._write(
+                job, on_abort=partial(self._remove_files, [f.path for f in files]), after=writes
+            )
+        except StoreClosed:
+            for write in writes:
+                write.drop()
+            raise
+
+    def _start_file(self, path: str, data: bytes) -> FileWrite:
+        if self._file_pool is None:
+            raise StoreClosed("the store is not open")
+        return self._file_pool.start(path, data)
 
     def _remove_files(self, paths: list[str]) -> None:
         for path in paths:

@@ -4,7 +4,9 @@
 validate their input at once (bad input raises there, before anything is queued) and return the
 new id; nothing touches the database until the block ends without an error, when the whole unit
 goes to the writer as one job (:func:`soong_store._session_writer.apply_ops`). Leaving the block
-by an exception discards it.
+by an exception discards it. Artifact files are the exception to "nothing happens before the
+end": each starts being written when it is added (:mod:`soong_store._file_pool`), and a
+discarded unit removes them again.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from soong_store._ops import EventOp, NodeOp, Op
+from soong_store._ops import EventOp, NodeOp, Op, artifacts_of
 from soong_store._session_writer import Committed
-from soong_store.artifacts import ArtifactOp, SpillPolicy
+from soong_store.artifacts import ArtifactOp, SpillPolicy, StartFile, drop_files
 from soong_store.enums import EventLevel, NodeType, Role
 from soong_store.errors import InvalidArgument
 from soong_store.records import ArtifactRecord, EventRecord, NodeRecord
@@ -33,7 +35,8 @@ class UnitOfWork:
     ``add_node``/``add_event``/``add_artifact`` validate at once and return the new id; the
     sequence numbers are known only after the commit. Every node gets a ``node_created`` event
     unless an event of the same unit names it (or ``event=`` says which event it gets).
-    Artifact files are written just before the commit and removed again if it fails.
+    Artifact files are written from the moment they are added; the commit waits for them,
+    and a unit that does not commit removes them.
     """
 
     def __init__(
@@ -41,10 +44,12 @@ class UnitOfWork:
         session_id: str,
         submit: Callable[[list[Op]], Awaitable[Committed]],
         policy: SpillPolicy,
+        start_file: StartFile,
     ) -> None:
         self.session_id = session_id
         self._submit = submit
         self._policy = policy
+        self._start_file = start_file
         self._ops: list[Op] = []
         self._done = False
         self.nodes: list[NodeRecord] = []
@@ -72,6 +77,7 @@ class UnitOfWork:
             node_type,
             content,
             policy=self._policy,
+            start_file=self._start_file,
             agent_id=agent_id,
             run_id=run_id,
             parent_id=parent_id,
@@ -135,6 +141,7 @@ class UnitOfWork:
             tool_call_id=tool_call_id,
             metadata=metadata,
         )
+        op.write = self._start_file(op.path, op.data)
         self._ops.append(op)
         return op.artifact_id
 
@@ -148,8 +155,9 @@ class UnitOfWork:
             self.artifacts = committed.artifacts
 
     def discard(self) -> None:
-        """Drop everything gathered (the block raised)."""
+        """Drop everything gathered (the block raised), the files already started too."""
         self._done = True
+        drop_files(artifacts_of(self._ops))
         self._ops = []
 
     def _check_open(self) -> None:

@@ -15,10 +15,9 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
@@ -33,7 +32,16 @@ Job = Callable[[Connection], T]
 log = logging.getLogger(__name__)
 
 _STOP = object()
-_PREPARERS = 4
+
+
+class Prerequisite(Protocol):
+    """Something a job waits for before it is queued (an artifact file being written)."""
+
+    def when_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once it is over, in whatever thread finishes it."""
+
+    def error(self) -> BaseException | None:
+        """Why it failed, once over (``None`` if it succeeded)."""
 
 
 @dataclass(slots=True)
@@ -68,17 +76,17 @@ class Writer:
     - **Submitting.** :meth:`submit` is a coroutine: it enqueues the job and awaits its outcome.
       Jobs run in FIFO order. A job's exception is raised in its own caller only (translated to
       a :class:`~soong_store.errors.SoongStoreError`); other jobs of the same batch still commit.
-    - **Preparing.** A job may come with a ``prepare`` step (writing artifact files) that must
-      finish before the job is queued. It runs in a small pool of the writer's, which then
-      queues the job itself: no round trip through the event loop between the two. If it
-      raises, the job is not run and the caller gets that error.
+    - **Prerequisites.** A job may wait for others' work (artifact files being written) before
+      it is queued: the thread that finishes the last one queues it, with no round trip through
+      the event loop. If one failed, the job is not run, ``on_abort`` runs and the caller gets
+      that error.
     - **Cancellation.** Once submitted, a job runs and commits (or fails) as a whole whatever
       happens to the awaiting task: cancelling the caller only stops the waiting, never half a
       unit of work.
     - **Contention.** Another process holding the lock makes the writer wait (busy timeout) and
       then retry the whole batch with jittered backoff, up to ``lock_wait`` seconds; only then
       does the caller get a :class:`~soong_store.errors.StorageError`.
-    - **Closing.** :meth:`close` lets every job already submitted (prepared or queued) finish,
+    - **Closing.** :meth:`close` lets every job already submitted (waiting or queued) finish,
       then stops the thread and closes the connection. Submitting after that raises
       :class:`~soong_store.errors.StoreClosed`.
     - **Jobs must be re-runnable**: a batch retried after a busy error runs its jobs again, so a
@@ -94,7 +102,8 @@ class Writer:
         self._closed = False
         self._thread = threading.Thread(target=self._main, name="soong-store-writer", daemon=True)
         self._connection: Connection | None = None
-        self._preparers = ThreadPoolExecutor(_PREPARERS, thread_name_prefix="soong-store-files")
+        self._waiting = 0
+        self._waiting_done = threading.Condition()
 
     def start(self) -> None:
         """Start the writer thread."""
@@ -110,39 +119,60 @@ class Writer:
         job: Job[T],
         *,
         on_abort: Callable[[], None] | None = None,
-        prepare: Callable[[], None] | None = None,
+        after: Sequence[Prerequisite] = (),
     ) -> T:
         """Run ``job`` in the writer and return its result (or raise its error).
 
-        ``prepare``, when given, runs first in a worker thread; the job is queued only once it
-        returned. ``on_abort`` runs when the job's work did not commit.
+        The job is queued once everything in ``after`` is over. ``on_abort`` runs when the
+        job's work did not commit.
         """
         if self._closed:
             raise StoreClosed("the store is closed: no more writes")
         loop = asyncio.get_running_loop()
         pending = _Pending(job, loop.create_future(), loop, on_abort)
-        if prepare is None:
-            self._queue.put(pending)
+        if after:
+            self._queue_after(pending, after)
         else:
-            self._preparers.submit(self._prepare_then_queue, pending, prepare)
+            self._queue.put(pending)
         result: T = await pending.future
         return result
 
-    def _prepare_then_queue(self, pending: _Pending, prepare: Callable[[], None]) -> None:
-        try:
-            prepare()
-        except Exception as exc:
-            pending.outcome = (False, translate(exc))
-            self._deliver(pending)
-        else:
-            self._queue.put(pending)
+    def _queue_after(self, pending: _Pending, after: Sequence[Prerequisite]) -> None:
+        remaining = len(after)
+        lock = threading.Lock()
+        with self._waiting_done:
+            self._waiting += 1
+
+        def one_over() -> None:
+            nonlocal remaining
+            with lock:
+                remaining -= 1
+                if remaining:
+                    return
+            failed = next((e for p in after if (e := p.error()) is not None), None)
+            if failed is None:
+                self._queue.put(pending)
+            else:
+                pending.outcome = (False, translate(failed))
+                self._abort(pending)
+                self._deliver(pending)
+            with self._waiting_done:
+                self._waiting -= 1
+                self._waiting_done.notify_all()
+
+        for prerequisite in after:
+            prerequisite.when_done(one_over)
+
+    def _wait_for_waiting(self) -> None:
+        with self._waiting_done:
+            self._waiting_done.wait_for(lambda: self._waiting == 0)
 
     async def close(self) -> None:
         """Finish every submitted job, then stop the thread and release the connection."""
         if self._closed:
             return
         self._closed = True
-        await asyncio.to_thread(self._preparers.shutdown)
+        await asyncio.to_thread(self._wait_for_waiting)
         self._queue.put(_STOP)
         if self._thread.is_alive():
             await asyncio.to_thread(self._thread.join)
@@ -239,12 +269,17 @@ class Writer:
                 self._fail_all(pending, translate(exc))
                 break
         for item in batch:
-            if not item.outcome[0] and item.on_abort is not None:
-                try:
-                    item.on_abort()
-                except Exception:
-                    log.exception("on_abort hook of a failed write raised")
+            if not item.outcome[0]:
+                self._abort(item)
             self._deliver(item)
+
+    @staticmethod
+    def _abort(item: _Pending) -> None:
+        if item.on_abort is not None:
+            try:
+                item.on_abort()
+            except Exception:
+                log.exception("on_abort hook of a failed write raised")
 
     def _attempt(self, batch: list[_Pending]) -> None:
         connection = self._conn()

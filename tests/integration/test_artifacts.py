@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -17,11 +18,13 @@ from sqlalchemy import event
 from soong_store import (
     ArtifactRefBlock,
     InvalidArgument,
+    InvalidContent,
     JsonBlock,
     NotFound,
     SessionArchived,
     SessionStore,
     StorageError,
+    StoreClosed,
     ToolResultBlock,
 )
 from soong_store.artifacts import ArtifactFiles, estimate_tokens, summarize_json
@@ -222,6 +225,40 @@ async def test_failure_at_commit_leaves_no_row_and_no_file(store: SessionStore, 
     assert artifact_files(home) == []
     assert await store.gc(min_age=0) == []
     assert (await store.put_artifact(sid, b"fine")).size_bytes == 4
+
+
+async def test_files_of_units_that_do_not_commit_are_removed(store: SessionStore, home: Path):
+    """Files start as they are added, so every way of not committing must take them away."""
+    sid = (await store.create_session(cwd=".")).session_id
+    big = [{"type": "json", "data": "z" * 20_000}]
+    before = snapshot(home)
+    with pytest.raises(RuntimeError):
+        async with store.transaction(sid) as tx:
+            tx.add_node("tool", "message", big)
+            tx.add_artifact(b"attached")
+            raise RuntimeError("the caller changed its mind")
+    with pytest.raises(InvalidContent, match="non-finite"):  # found while its file is written
+        async with store.transaction(sid) as tx:
+            tx.add_node("tool", "message", [{"type": "json", "data": [["x" * 20_000, math.nan]]}])
+    with pytest.raises(InvalidContent):  # a later block fails after the JSON spilled
+        await store.append_node(sid, "tool", "message", [*big, {"type": "text", "text": "\ud800"}])
+    await store.close()  # every write started is over once the store is closed
+    assert snapshot(home) == before
+    assert artifact_files(home) == []
+
+
+async def test_unit_committing_after_close_drops_its_files(home: Path):
+    store = SessionStore(home=home)
+    await store.open()
+    sid = (await store.create_session(cwd=".")).session_id
+    with pytest.raises(StoreClosed):
+        async with store.transaction(sid) as tx:
+            tx.add_node("tool", "message", [{"type": "json", "data": "z" * 20_000}])
+            await store.close()
+    assert artifact_files(home) == []
+    with pytest.raises(StoreClosed):
+        async with store.transaction(sid) as tx:
+            tx.add_artifact(b"too late")
 
 
 async def test_full_disk_while_writing_the_file(store: SessionStore, home: Path, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -114,61 +115,93 @@ async def test_writer_survives_many_failures(store: SessionStore):
     assert [o.seq for o in outcomes[30:]] == list(range(2, 32))  # type: ignore[union-attr]
 
 
-async def test_prepare_runs_before_its_job_off_the_event_loop(engine):
+class Gate:
+    """A prerequisite the test finishes, from another thread, when it chooses."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[], None]] = []
+        self._error: BaseException | None = None
+        self._over = False
+
+    def when_done(self, callback: Callable[[], None]) -> None:
+        if self._over:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def finish(self, error: BaseException | None = None) -> None:
+        def run() -> None:
+            self._error, self._over = error, True
+            for callback in self._callbacks:
+                callback()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+
+
+async def test_job_is_queued_only_once_its_prerequisites_are_over(engine):
     writer = Writer(engine)
     writer.start()
-    seen: list[tuple[str, int]] = []
-    loop_thread = threading.get_ident()
-
-    def prepare() -> None:
-        assert threading.get_ident() != loop_thread
-        seen.append(("prepare", len(logged(engine))))
-
-    assert await writer.submit(insert(1), prepare=prepare) == 1
+    first, second = Gate(), Gate()
+    submitted = asyncio.ensure_future(writer.submit(insert(1), after=[first, second]))
+    assert await writer.submit(insert(2)) == 2  # a later job without prerequisites goes first
+    first.finish()
+    await asyncio.sleep(0.05)
+    assert not submitted.done()
+    second.finish()
+    assert await submitted == 1
+    done_already = Gate()
+    done_already.finish()
+    assert await writer.submit(insert(3), after=[done_already]) == 3
     await writer.close()
-    assert seen == [("prepare", 0)]
-    assert logged(engine) == [1]
+    assert logged(engine) == [2, 1, 3]
 
 
-async def test_failed_prepare_skips_its_job_and_raises_translated(engine):
+async def test_failed_prerequisite_skips_its_job_aborts_and_raises_translated(engine):
     writer = Writer(engine)
     writer.start()
     aborted: list[bool] = []
-
-    def prepare() -> None:
-        raise OSError(28, "No space left on device")
-
+    ok, full = Gate(), Gate()
+    submitted = asyncio.ensure_future(
+        writer.submit(insert(1), after=[ok, full], on_abort=lambda: aborted.append(True))
+    )
+    ok.finish()
+    full.finish(OSError(28, "No space left on device"))
     with pytest.raises(StorageError, match="No space left"):
-        await writer.submit(insert(1), prepare=prepare, on_abort=lambda: aborted.append(True))
+        await submitted
+    assert aborted == [True]  # the files that did get written are removed by on_abort
     assert await writer.submit(insert(2)) == 2
     await writer.close()
     assert logged(engine) == [2]
-    assert aborted == []  # nothing was done that needs undoing: prepare cleans up after itself
 
 
-async def test_close_waits_for_jobs_still_preparing(engine):
+async def test_close_waits_for_jobs_still_waiting_for_prerequisites(engine):
     writer = Writer(engine)
     writer.start()
-    release = threading.Event()
-    submitted = asyncio.ensure_future(writer.submit(insert(5), prepare=release.wait))
+    gate = Gate()
+    submitted = asyncio.ensure_future(writer.submit(insert(5), after=[gate]))
     await asyncio.sleep(0.01)
     closing = asyncio.ensure_future(writer.close())
     await asyncio.sleep(0.05)
     assert not closing.done()
-    release.set()
+    gate.finish()
     await closing
     assert await submitted == 5
     assert logged(engine) == [5]
 
 
-async def test_cancelled_caller_of_a_preparing_job_still_commits(engine):
+async def test_cancelled_caller_of_a_waiting_job_still_commits(engine):
     writer = Writer(engine)
     writer.start()
-    release = threading.Event()
-    submitted = asyncio.ensure_future(writer.submit(insert(6), prepare=release.wait))
+    gate = Gate()
+    submitted = asyncio.ensure_future(writer.submit(insert(6), after=[gate]))
     await asyncio.sleep(0.01)
     submitted.cancel()
-    release.set()
+    gate.finish()
     with pytest.raises(asyncio.CancelledError):
         await submitted
     await writer.close()
