@@ -110,6 +110,10 @@ class NodeOp:
     metadata_json: str | None
     token_count: int | None
     event: EventOp | None = None
+    """The event the caller asked for instead of ``node_created``."""
+    created: EventOp | None = None
+    """Its ``node_created`` event, built ahead: used unless ``event`` or another event of the
+    unit names the node."""
     artifacts: list[ArtifactOp] = field(default_factory=list)
     artifact_refs: list[str] = field(default_factory=list)
 
@@ -145,6 +149,7 @@ class NodeOp:
         metadata_json = _json.dumps_optional(metadata, what="node metadata")
         tokens = check_token_count(token_count)
         own_event = None if event is None else _node_event(event, node_id)
+        created = EventOp.build(NODE_CREATED, node_id=node_id) if own_event is None else None
         blocks, spilled = spill_large_json(
             session_id, validate_content(content), policy, start_file
         )
@@ -167,6 +172,7 @@ class NodeOp:
             metadata_json=metadata_json,
             token_count=tokens,
             event=own_event,
+            created=created,
             artifacts=spilled,
             artifact_refs=artifact_refs(blocks),
         )

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, bindparam, exists, func, select, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ClauseElement
 
-from soong_store._ops import NODE_CREATED, EventOp, NodeOp, Op
+from soong_store._ops import EventOp, NodeOp, Op
 from soong_store._prepared import Prepared, Runner
 from soong_store.artifacts import ArtifactOp
 from soong_store.enums import TERMINAL_RUN_STATUSES, AgentType, NodeType, Role, SessionStatus
@@ -470,7 +470,7 @@ def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committ
             out.nodes.append(node_record(session_id, row, op.content))
             event = op.event
             if event is None and op.node_id not in named:
-                event = EventOp.build(NODE_CREATED, node_id=op.node_id)
+                event = op.created
             if event is not None:
                 event.agent_id, event.run_id = row["agent_id"], row["run_id"]
                 out.events.append(event_record(session_id, writer.add_event(event)))
