@@ -75,7 +75,10 @@ class FileWrite:
         if dropped:
             self._remove()
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception:  # the pool thread must live on
+                log.exception("a callback of the write of %s raised", self.path)
 
     def _remove(self) -> None:
         if self._error is not None:

@@ -45,6 +45,7 @@ from soong_store.artifacts import (
     SPILL_TOKENS,
     ArtifactFiles,
     SpillPolicy,
+    drop_files,
 )
 from soong_store.enums import (
     AgentStatus,
@@ -429,14 +430,16 @@ class SessionStore:
         # Files first, row second: a crash in between leaves an orphan file for gc, never a row
         # without its file. A unit that does not commit takes its files away again. Once
         # submitted, the unit goes on even if the caller is cancelled, so nothing strands.
-        writes = [f.write or self._start_file(f.path, f.data) for f in files]
         try:
+            for f in files:
+                if f.write is None:  # a unit of work starts them as they are added
+                    f.write = self._start_file(f.path, f.data)
+            writes = [w for f in files if (w := f.write) is not None]
             return await self._write(
                 job, on_abort=partial(self._remove_files, [f.path for f in files]), after=writes
             )
-        except StoreClosed:
-            for write in writes:
-                write.drop()
+        except StoreClosed:  # the job never ran: its files go
+            drop_files(files)
             raise
 
     def _start_file(self, path: str, data: bytes) -> FileWrite:
