@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import io
+import marshal
 import math
-import pickle
 import re
 from typing import Any
 
@@ -67,39 +66,28 @@ def loads(data: str | bytes | None) -> Any:
     return orjson.loads(data)
 
 
-class _PlainPickler(pickle.Pickler):
-    """A pickler for values made only of the builtins pickle writes itself (dict, list, str ...).
-
-    Every other object would be written by a reduce that may hide its floats, so it is refused.
-    """
-
-    def reducer_override(self, obj: Any) -> Any:
-        raise _NotPlain
-
-
-class _NotPlain(Exception):
-    pass
-
-
-# A pickled float is BINFLOAT: b"G" and the 8 big-endian bytes of the double. NaN and infinities
-# are the doubles whose 11 exponent bits are all set.
-_NON_FINITE_FLOAT = re.compile(rb"G[\x7f\xff][\xf0-\xff]")
+# marshal writes a float as TYPE_BINARY_FLOAT, b"g" (b"\xe7" when flagged as shared), then the
+# 8 little-endian bytes of the double. NaN and infinities are the doubles whose 11 exponent bits
+# are all set: the last two bytes are [\xf0-\xff][\x7f\xff]. Two searches with a literal first
+# byte each run several times faster than one with a class of two.
+_NON_FINITE = re.compile(rb"g.{6}[\xf0-\xff][\x7f\xff]", re.DOTALL)
+_SHARED_NON_FINITE = re.compile(rb"\xe7.{6}[\xf0-\xff][\x7f\xff]", re.DOTALL)
 
 
 def _non_finite_at(value: Any) -> str | None:
     """Where ``value`` holds NaN or an infinity (a JSON path), or ``None``.
 
-    A walk in Python costs ~50x orjson's encoding of the same value. Pickling it (in C) exposes
-    every float of a plain value as its eight bytes, which one search checks at ~1x. The walk runs
-    only to confirm a hit (text can look like one) and name its place, or for a value that is not
-    plain (a dataclass, an enum ...).
+    A walk in Python costs ~50x orjson's encoding of the same value. ``marshal`` (C, ~0.6x
+    orjson's time) writes every float of a plain value as its eight bytes, which two searches
+    check; it refuses anything but exact builtins (an enum, a float subclass, a dataclass ...),
+    which therefore never hides a float from it. The walk runs only to confirm a hit (other
+    bytes can look like one) and name its place, or for a value marshal refuses.
     """
-    buffer = io.BytesIO()
     try:
-        _PlainPickler(buffer, protocol=5).dump(value)
-    except Exception:  # not plain (or too deep for pickle): the walk decides
+        flat = marshal.dumps(value)
+    except ValueError:  # not plain builtins, or nested too deep: the walk decides
         return _find_non_finite(value, "$")
-    if _NON_FINITE_FLOAT.search(buffer.getbuffer()) is None:
+    if _NON_FINITE.search(flat) is None and _SHARED_NON_FINITE.search(flat) is None:
         return None
     return _find_non_finite(value, "$")
 

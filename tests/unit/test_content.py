@@ -1,7 +1,7 @@
 import datetime
 import enum
+import marshal
 import math
-import pickle
 import struct
 
 import orjson
@@ -122,7 +122,7 @@ class _FloatEnum(float, enum.Enum):
     [
         [None, struct.unpack(">d", bytes.fromhex("7ff0000000000001"))[0]],  # a NaN of other bits
         [None, struct.unpack(">d", bytes.fromhex("fff8000000000000"))[0]],  # negative NaN
-        {"e": _FloatEnum.BAD, "x": None},  # orjson writes an enum's value; pickle would not
+        {"e": _FloatEnum.BAD, "x": None},  # orjson writes an enum's value; marshal refuses it
         [None, [[{"deep": [math.inf]}]]],
     ],
 )
@@ -151,7 +151,43 @@ def test_lone_surrogates_and_big_ints_refused():
         _json.dumps({1: "x"})
 
 
-def test_text_that_looks_like_a_pickled_nan_is_cleared_by_the_walk():
-    value = {"note": "G\x7f\U0001f600", "x": None}  # UTF-8: G 7f f0 9f ...
-    assert _json._NON_FINITE_FLOAT.search(pickle.dumps(value, protocol=5)) is not None
+def test_bytes_that_look_like_a_marshalled_nan_are_cleared_by_the_walk():
+    value = ["g", "ab", -2, None]  # ... g \xda \x02 a b \xe9 \xfe \xff \xff: a "g" and a NaN's tail
+    assert _json._NON_FINITE.search(marshal.dumps(value)) is not None
     assert _json.dumps(value) == orjson.dumps(value)
+
+
+def test_non_finite_found_whether_marshal_writes_the_float_once_or_shared():
+    once = [None, struct.unpack(">d", bytes.fromhex("7ff8000000000000"))[0]]  # only the list has it
+    shared = [None, math.inf]  # the math module holds it too: marshal flags it as shared
+    assert _json._NON_FINITE.search(marshal.dumps(once)) is not None
+    assert _json._SHARED_NON_FINITE.search(marshal.dumps(shared)) is not None
+    for value in (once, shared):
+        with pytest.raises(InvalidContent, match=r"at \$\[1\]"):
+            _json.dumps(value)
+
+
+@given(
+    json_values,
+    st.sampled_from([math.nan, math.inf, -math.inf, float("nan"), -float("nan")]),
+    st.integers(0, 30),
+)
+@settings(max_examples=300)
+def test_a_non_finite_float_is_found_anywhere_and_finite_values_pass(value, bad, where):
+    assert _json.dumps([value, None]) == orjson.dumps([value, None])  # finite: orjson's output
+    containers = [value]
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | dict):
+            containers.append(item)
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    target = containers[where % len(containers)]
+    if isinstance(target, list):
+        target.append(bad)
+    elif isinstance(target, dict):
+        target["\x00nan"] = bad
+    else:
+        value = [value, bad]
+    with pytest.raises(InvalidContent, match="non-finite"):
+        _json.dumps([value, None])
