@@ -81,12 +81,8 @@ class FileWrite:
                 log.exception("a callback of the write of %s raised", self.path)
 
     def _remove(self) -> None:
-        if self._error is not None:
-            return  # a failed write removed its temporary file itself
-        try:
-            self._files.remove(self.path)
-        except OSError:
-            log.warning("could not remove artifact file %s; gc will", self.path, exc_info=True)
+        if self._error is None:  # a failed write removed its temporary file itself
+            self._files.discard([self.path])
 
 
 _Item = tuple[FileWrite, bytes, threading.Event]

@@ -126,7 +126,7 @@ class NodeOp:
         content: object,
         *,
         policy: SpillPolicy,
-        start_file: StartFile | None = None,
+        start_file: StartFile,
         agent_id: object = None,
         run_id: object = None,
         parent_id: object = None,

@@ -15,6 +15,7 @@ shape and the reference.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import mimetypes
 import os
@@ -32,6 +33,8 @@ from soong_store.ids import check_optional_id, new_id
 
 if TYPE_CHECKING:
     from soong_store._file_pool import FileWrite
+
+log = logging.getLogger(__name__)
 
 StartFile = Callable[[str, bytes], "FileWrite"]
 """Begins writing an artifact file in the background (``FilePool.start``)."""
@@ -245,6 +248,14 @@ class ArtifactFiles:
         with contextlib.suppress(OSError):  # not empty, or already gone
             path.parent.rmdir()
 
+    def discard(self, paths: list[str]) -> None:
+        """Remove files, logging a failure instead of raising: a file left is an orphan for gc."""
+        for rel in paths:
+            try:
+                self.remove(rel)
+            except OSError:
+                log.warning("could not remove artifact file %s; gc will", rel, exc_info=True)
+
     def files(self) -> Iterator[tuple[str, float]]:
         """Every file under the folder, as (relative path, modification time)."""
         if not self.root.is_dir():
@@ -342,12 +353,12 @@ def spill_large_json(
     session_id: str,
     blocks: list[ContentBlock],
     policy: SpillPolicy,
-    start_file: StartFile | None = None,
+    start_file: StartFile,
 ) -> tuple[list[ContentBlock], list[ArtifactOp]]:
     """Move every JSON block over the thresholds (also inside tool results) to an artifact.
 
-    With ``start_file``, a spilled block's file starts being written before its bytes are
-    checked for NaN, so the check overlaps the disk; a failure drops every file started here.
+    A spilled block's file starts (``start_file``) before its bytes are checked for NaN, so the
+    check overlaps the disk; a failure drops every file started here.
     """
     spilled: list[ArtifactOp] = []
 
@@ -377,8 +388,7 @@ def spill_large_json(
         )
         op.event = False
         spilled.append(op)
-        if start_file is not None:
-            op.write = start_file(op.path, data)
+        op.write = start_file(op.path, data)
         op.summary = summarize_json(block.data, len(data))  # bounded by construction
         _json.check_finite(data, block.data, what=what)
         return JsonBlock(summary=op.summary, artifact_ref=op.artifact_id)

@@ -10,7 +10,6 @@ writer and releases every connection.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -74,7 +73,6 @@ from soong_store.uow import UnitOfWork
 from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 _READ_RETRY_S = 30.0
 
 
@@ -279,7 +277,7 @@ class SessionStore:
         """Remove a session's rows, tables and artifact files (shared files stay while named)."""
         sid = check_session_id(session_id)
         unreferenced = await self._write(partial(_writes.delete_session, session_id=sid))
-        await asyncio.to_thread(self._remove_files, unreferenced)
+        await asyncio.to_thread(self._files.discard, unreferenced)
         for key in [key for key in self._task_dags if key[0] == sid]:
             self._task_dags.pop(key).close()
 
@@ -430,13 +428,13 @@ class SessionStore:
         # Files first, row second: a crash in between leaves an orphan file for gc, never a row
         # without its file. A unit that does not commit takes its files away again. Once
         # submitted, the unit goes on even if the caller is cancelled, so nothing strands.
+        writes: list[FileWrite] = []
+        for f in files:
+            assert f.write is not None, "a unit of work starts each file as it is added"
+            writes.append(f.write)
         try:
-            for f in files:
-                if f.write is None:  # a unit of work starts them as they are added
-                    f.write = self._start_file(f.path, f.data)
-            writes = [w for f in files if (w := f.write) is not None]
             return await self._write(
-                job, on_abort=partial(self._remove_files, [f.path for f in files]), after=writes
+                job, on_abort=partial(self._files.discard, [f.path for f in files]), after=writes
             )
         except StoreClosed:  # the job never ran: its files go
             drop_files(files)
@@ -446,13 +444,6 @@ class SessionStore:
         if self._file_pool is None:
             raise StoreClosed("the store is not open")
         return self._file_pool.start(path, data)
-
-    def _remove_files(self, paths: list[str]) -> None:
-        for path in paths:
-            try:
-                self._files.remove(path)
-            except OSError:
-                log.warning("could not remove artifact file %s; gc will", path, exc_info=True)
 
     async def append_node(
         self,
@@ -621,7 +612,7 @@ class SessionStore:
         referenced = await self._read(_reads.artifact_paths)
         orphans = await asyncio.to_thread(self._files.orphans, referenced, float(min_age))
         if not dry_run:
-            await asyncio.to_thread(self._remove_files, orphans)
+            await asyncio.to_thread(self._files.discard, orphans)
         return orphans
 
     # -- task DAGs --------------------------------------------------------------------------
