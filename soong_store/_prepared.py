@@ -82,10 +82,19 @@ class Runner:
         self, prepared: Prepared, params: Mapping[str, Any] | None = None
     ) -> dict[str, Any] | None:
         """The first row as a dict of column name to value, or ``None``."""
-        row = self.execute(prepared, params).fetchone()
+        row = self._one(prepared, params)
         return None if row is None else dict(zip(prepared.columns, row, strict=True))
 
     def scalar(self, prepared: Prepared, params: Mapping[str, Any] | None = None) -> Any:
         """The first column of the first row, or ``None``."""
-        row = self.execute(prepared, params).fetchone()
+        row = self._one(prepared, params)
         return None if row is None else row[0]
+
+    def _one(self, prepared: Prepared, params: Mapping[str, Any] | None) -> Any:
+        # Every row is fetched (the hot queries return one at most), so the driver finishes the
+        # statement and lets go of it now. A statement left on its first row stays tied to this
+        # cursor; older pysqlite3 releases statements at rollback and hands them to the next
+        # cursor, and this cursor's late deallocation (a traceback keeps it alive) then resets
+        # the statement under that cursor, which reads an empty row.
+        rows = self.execute(prepared, params).fetchall()
+        return rows[0] if rows else None

@@ -19,6 +19,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from soong_store._engine import make_engine
 from soong_store._prepared import Prepared, Runner
 
 metadata = MetaData()
@@ -76,3 +77,22 @@ def test_a_missing_parameter_is_an_error_not_a_null(engine):
     insert = Prepared.compile(items.insert(), engine.dialect)
     with engine.begin() as connection, pytest.raises(KeyError):
         Runner(connection).execute(insert, {"item_id": "a", "n": 1})
+
+
+def test_first_and_scalar_leave_no_statement_running(tmp_path: Path):
+    """A statement left on its first row can be reset under a later cursor by some drivers."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.sqlite'}", "write")  # the store's driver
+    metadata.create_all(engine)
+    insert = Prepared.compile(items.insert(), engine.dialect)
+    every = Prepared.compile(select(items).order_by(items.c.n), engine.dialect)
+    try:
+        with engine.begin() as connection:
+            db = Runner(connection)
+            for n in range(3):
+                db.execute(insert, {"item_id": f"i{n}", "n": n, "note": None})
+            assert db.first(every) == {"item_id": "i0", "n": 0, "note": None}
+            assert db.scalar(every) == "i0"
+            # SQLite refuses to drop a table while a statement of the connection still runs.
+            connection.exec_driver_sql("DROP TABLE items")
+    finally:
+        engine.dispose()
