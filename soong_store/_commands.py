@@ -318,29 +318,45 @@ async def cmd_check(args: argparse.Namespace) -> int:
 async def cmd_export(args: argparse.Namespace) -> int:
     """Write one session as JSON Lines (or its active path as Markdown)."""
     sid = check_session_id(args.session_id)
-    target = Path(args.output) if args.output else None
-    # A file is written beside its target and renamed at the end: never half an export there.
-    staging = target.with_name(f".{target.name}.partial") if target else None
     async with _open_store(args) as store:
         await store.get_session(sid)
-        out: TextIO = open(staging, "w", encoding="utf-8") if staging else sys.stdout  # noqa: SIM115
-        progress = _Progress("export")
-        try:
-            if args.format == "markdown":
-                await _render.export_markdown(store, sid, out)
-            else:
-                await export_session(
-                    store, sid, out, with_artifacts=args.with_artifacts, progress=progress
-                )
-            if staging is not None and target is not None:
-                out.close()
-                os.replace(staging, target)
-        finally:
-            progress.close()
-            if staging is not None:
-                out.close()
-                staging.unlink(missing_ok=True)
+        if args.output is None:
+            await _export(store, sid, args, sys.stdout)
+        else:
+            await _export_to_file(store, sid, args, Path(args.output))
     return 0
+
+
+async def _export(store: SessionStore, sid: str, args: argparse.Namespace, out: TextIO) -> None:
+    progress = _Progress("export")
+    try:
+        if args.format == "markdown":
+            await _render.export_markdown(store, sid, out)
+        else:
+            await export_session(
+                store, sid, out, with_artifacts=not args.no_artifacts, progress=progress
+            )
+    finally:
+        progress.close()
+
+
+async def _export_to_file(
+    store: SessionStore, sid: str, args: argparse.Namespace, target: Path
+) -> None:
+    """Write beside the target under a name of this call's own, then rename it into place.
+
+    Whoever renames last wins whole: no reader ever sees half an export, or two mixed.
+    """
+    fd, staging = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    try:
+        with open(fd, "w", encoding="utf-8") as out:
+            await _export(store, sid, args, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(staging, target)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
 
 
 async def cmd_import(args: argparse.Namespace) -> int:
@@ -356,11 +372,21 @@ async def cmd_import(args: argparse.Namespace) -> int:
             source.close()
     sid, old, counts = result.session_id, result.source_session_id, result.counts
     if args.json:
-        _emit({"session_id": sid, "source_session_id": old, "counts": counts})
-    else:
-        spread = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+        _emit(
+            {
+                "session_id": sid,
+                "source_session_id": old,
+                "counts": counts,
+                "missing_files": result.missing_files,
+            }
+        )
+        return 0
+    spread = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    _out(f"imported session {sid}" + (f" (copy of {old})" if sid != old else "") + f": {spread}")
+    if result.missing_files:
         _out(
-            f"imported session {sid}" + (f" (copy of {old})" if sid != old else "") + f": {spread}"
+            f"{result.missing_files} artifact file(s) missing: the export was made without "
+            "artifacts (export again without --no-artifacts to carry them)"
         )
     return 0
 

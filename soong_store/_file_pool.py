@@ -20,8 +20,8 @@ import queue
 import threading
 from collections.abc import Callable
 
+from soong_store._artifact_files import ArtifactFiles
 from soong_store._dberrors import translate
-from soong_store.artifacts import ArtifactFiles
 from soong_store.errors import SoongStoreError, StoreClosed
 
 log = logging.getLogger(__name__)

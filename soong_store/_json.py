@@ -66,6 +66,23 @@ def loads(data: str | bytes | None) -> Any:
     return orjson.loads(data)
 
 
+def loads_stored(text: str) -> Any:
+    """Decode JSON text that must be exactly what :func:`dumps_text` writes for its value.
+
+    What the store writes always passes. Text from elsewhere (an import file, a damaged row) that
+    decodes to something else — NaN or Infinity, a number beyond a double, an integer beyond 64
+    bits (which would come back as a float), a repeated key, other spacing — raises
+    ``ValueError``: it cannot have come from the store, and accepting it would change data.
+    """
+    value = orjson.loads(text)  # refuses NaN, Infinity, 1e400, lone surrogates
+    if orjson.dumps(value) != text.encode():
+        raise ValueError(
+            f"{text[:60]!r} is not the store's JSON encoding of its value (numbers beyond 64 "
+            "bits or a double, repeated keys or other spacing)"
+        )
+    return value
+
+
 # marshal writes a float as TYPE_BINARY_FLOAT, b"g" (b"\xe7" when flagged as shared), then the
 # 8 little-endian bytes of the double. NaN and infinities are the doubles whose 11 exponent bits
 # are all set: the last two bytes are [\xf0-\xff][\x7f\xff]. Two searches with a literal first

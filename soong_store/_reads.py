@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, RowMapping, Table, literal, select
 
 from soong_store.enums import NodeType, SessionStatus
-from soong_store.errors import NotFound
+from soong_store.errors import NotFound, StorageError
 from soong_store.records import (
     AgentRecord,
     ArtifactRecord,
@@ -28,8 +28,6 @@ from soong_store.records import (
 )
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.schema.session_tables import session_tables
-
-_MAX_DEPTH = 10_000_000  # a guard against a damaged parent chain, far beyond any real tree
 
 
 def session_row(connection: Connection, session_id: str) -> RowMapping:
@@ -136,20 +134,27 @@ def children(connection: Connection, session_id: str, node_id: str) -> list[Node
 def active_path_rows(
     connection: Connection, session_id: str, node_id: str | None
 ) -> list[RowMapping]:
-    """Raw node rows from the root down to ``node_id`` (default: the active node)."""
+    """Raw node rows from the root down to ``node_id`` (default: the active node).
+
+    Each step up must reach a node numbered before the one below it, as every parent is, so the
+    walk ends after at most as many steps as the session has nodes, even in a damaged table
+    whose parent chain loops; a path that then does not end at a root raises ``StorageError``.
+    """
     session = session_row(connection, session_id)
     target = node_id if node_id is not None else session["active_node_id"]
     if target is None:
         return []
     nodes = session_tables(session_id).nodes
-    start = select(nodes.c.node_id, nodes.c.parent_id, literal(0).label("depth")).where(
-        nodes.c.node_id == target
-    )
+    start = select(
+        nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, literal(0).label("depth")
+    ).where(nodes.c.node_id == target)
     path = start.cte("path", recursive=True)
     step = (
-        select(nodes.c.node_id, nodes.c.parent_id, (path.c.depth + 1).label("depth"))
+        select(
+            nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, (path.c.depth + 1).label("depth")
+        )
         .join(path, nodes.c.node_id == path.c.parent_id)
-        .where(path.c.depth < _MAX_DEPTH)
+        .where(nodes.c.node_seq < path.c.node_seq)
     )
     path = path.union_all(step)
     rows = list(
@@ -161,6 +166,15 @@ def active_path_rows(
     )
     if not rows:
         raise NotFound(f"no node {target!r} in session {session_id!r}", node_id=target)
+    if rows[0]["parent_id"] is not None:
+        top = rows[0]
+        raise StorageError(
+            f"the parent chain of node {target!r} in session {session_id!r} is damaged: node "
+            f"{top['node_id']!r} names parent {top['parent_id']!r}, which is missing or not "
+            "numbered before it (a cycle?); run check",
+            session_id=session_id,
+            node_id=top["node_id"],
+        )
     return rows
 
 

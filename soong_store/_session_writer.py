@@ -310,11 +310,7 @@ class SessionWriter:
             "token_count": op.token_count,
             "created_at": utc_now(),
         }
-        self._db.execute(self._sql.insert_node, row)
-        self._written.add(op.node_id)
-        self._has_child[op.node_id] = False
-        if parent_id is not None:
-            self._has_child[parent_id] = True
+        self._put_node(row)
         if agent_id == self.session["root_agent_id"]:
             self.session["active_node_id"] = op.node_id
         self._session_dirty = True
@@ -330,13 +326,8 @@ class SessionWriter:
         agent_id = op.agent_id
         run_seq = None
         if op.run_id is not None:
-            state = self._run_state(op.run_id)
-            agent_id = agent_id or state.row["agent_id"]
-            if state.next_run_seq is None:
-                current = self._db.scalar(self._sql.max_run_seq, {"p_run": op.run_id})
-                state.next_run_seq = (current or 0) + 1
-            run_seq = state.next_run_seq
-            state.next_run_seq += 1
+            agent_id = agent_id or self._run_state(op.run_id).row["agent_id"]
+            run_seq = self._next_run_seq(op.run_id)
         if agent_id is not None and not self._is_root(agent_id):
             self.agent(agent_id)
         if op.node_id is not None:
@@ -356,6 +347,15 @@ class SessionWriter:
         }
         self._db.execute(self._sql.insert_event, row)
         return row
+
+    def _next_run_seq(self, run_id: str) -> int:
+        state = self._run_state(run_id)
+        if state.next_run_seq is None:
+            current = self._db.scalar(self._sql.max_run_seq, {"p_run": run_id})
+            state.next_run_seq = (current or 0) + 1
+        seq = state.next_run_seq
+        state.next_run_seq += 1
+        return seq
 
     def require_artifact(self, artifact_id: str) -> None:
         """Raise ``NotFound`` unless the artifact exists in this session."""
@@ -430,6 +430,38 @@ class SessionWriter:
                 values = {f"p_{name}": state.row[name] for name in _RUN_FIELDS}
                 self._db.execute(self._sql.update_run, {**values, "p_run": run_id})
                 state.dirty = False
+
+    # -- recorded history: import and fork ------------------------------------------------
+
+    def restore_node(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Insert a node of recorded history as it is (ids, parent, agent, time), numbered here.
+
+        Import and fork write through this: their rows passed the one rule set (or are the
+        store's own), so the rules of a live append (default parent, branch rule) do not apply,
+        but the node takes the session's next ``node_seq`` as every node does.
+        """
+        stored = {**row, "node_seq": self._take_node_seq()}
+        self._put_node(stored)
+        return stored
+
+    def restore_event(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Insert an event of recorded history with the session's next ``seq`` (and run_seq)."""
+        run_seq = None if row["run_id"] is None else self._next_run_seq(row["run_id"])
+        stored = {**row, "seq": self._take_seq(), "run_seq": run_seq}
+        self._db.execute(self._sql.insert_event, stored)
+        return stored
+
+    def restore_artifact(self, row: dict[str, Any]) -> None:
+        """Insert an artifact row of recorded history as it is (its file is in place)."""
+        self._db.execute(self._sql.insert_artifact, row)
+
+    def _put_node(self, row: dict[str, Any]) -> None:
+        self._db.execute(self._sql.insert_node, row)
+        node_id, parent_id = row["node_id"], row["parent_id"]
+        self._written.add(node_id)
+        self._has_child[node_id] = False
+        if parent_id is not None:
+            self._has_child[parent_id] = True
 
     def _take_node_seq(self) -> int:
         seq = self._next_node_seq

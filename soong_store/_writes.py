@@ -14,12 +14,6 @@ from sqlalchemy import Connection, delete, exists, select, update
 
 from soong_store import _reads
 from soong_store._session_writer import SessionWriter
-from soong_store.content import (
-    artifact_refs,
-    content_from_json,
-    content_to_json,
-    map_artifact_refs,
-)
 from soong_store.enums import (
     TERMINAL_AGENT_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -34,7 +28,7 @@ from soong_store.errors import (
     ConcurrentRunError,
     InvalidArgument,
     InvalidTransition,
-    NotFound,
+    StorageError,
 )
 from soong_store.ids import new_id, new_session_id, utc_now
 from soong_store.records import (
@@ -58,15 +52,23 @@ def create_session(
     root_agent_type: AgentType,
     *,
     parent_session_id: str | None = None,
+    session_id: str | None = None,
 ) -> SessionRecord:
-    """Insert a session, its root agent and its two tables (one transaction)."""
+    """Insert a session, its root agent and its two tables (one transaction).
+
+    ``session_id`` is for a fork, whose id is chosen before its files are linked; it is
+    generated here otherwise (again on a collision).
+    """
     while True:
-        session_id = new_session_id()
+        chosen = session_id or new_session_id()
         taken = connection.execute(
-            select(exists().where(sessions_table.c.session_id == session_id))
+            select(exists().where(sessions_table.c.session_id == chosen))
         ).scalar()
         if not taken:
+            session_id = chosen
             break
+        if session_id is not None:
+            raise StorageError(f"session id {session_id!r} was taken meanwhile: try again")
     now = utc_now()
     agent_id = new_id("agent")
     connection.execute(
@@ -94,34 +96,6 @@ def create_session(
         payload={"cwd": cwd, "parent_session_id": parent_session_id},
     )
     return session_record(writer.session)
-
-
-def _share_artifact(
-    connection: Connection, artifact_id: str, source: str, fork: SessionRecord, node_id: str
-) -> str:
-    """A row of the fork naming the same file as the source's artifact (no copy of the bytes)."""
-    row = (
-        connection.execute(
-            select(artifacts_table).where(artifacts_table.c.artifact_id == artifact_id)
-        )
-        .mappings()
-        .first()
-    )
-    if row is None or row["session_id"] != source:
-        raise NotFound(
-            f"no artifact {artifact_id!r} in session {source!r}", artifact_id=artifact_id
-        )
-    copy = dict(row)
-    copy.update(
-        artifact_id=new_id("art"),
-        session_id=fork.session_id,
-        agent_id=fork.root_agent_id,
-        run_id=None,
-        node_id=node_id,
-        created_at=utc_now(),
-    )
-    connection.execute(artifacts_table.insert(), copy)
-    return str(copy["artifact_id"])
 
 
 def _agent_row(agent_id: str, session_id: str, agent_type: AgentType, now: str) -> dict[str, Any]:
@@ -396,9 +370,10 @@ def archive_session(connection: Connection, session_id: str) -> SessionRecord:
 
 
 def delete_session(connection: Connection, session_id: str) -> list[str]:
-    """Remove a session's rows and tables; return the artifact files no row names any more.
+    """Remove a session's rows and tables; return the artifact paths its rows named.
 
-    A forked session's rows may name its parent's files: those stay until the last row goes.
+    The files go afterwards, in a job of their own (:mod:`soong_store._file_jobs`), and only
+    those no row names any more (a fork made by an earlier version names its parent's files).
     """
     _reads.session_row(connection, session_id)
     paths = list(
@@ -411,61 +386,4 @@ def delete_session(connection: Connection, session_id: str) -> list[str]:
     connection.execute(delete(runs_table).where(runs_table.c.session_id == session_id))
     connection.execute(delete(agents_table).where(agents_table.c.session_id == session_id))
     connection.execute(delete(sessions_table).where(sessions_table.c.session_id == session_id))
-    still = set(
-        connection.execute(
-            select(artifacts_table.c.path).where(artifacts_table.c.path.in_(paths))
-        ).scalars()
-    )
-    return sorted(set(paths) - still)
-
-
-def fork_session(connection: Connection, session_id: str, node_id: str) -> SessionRecord:
-    """A new session holding copies of the active path of ``session_id`` up to ``node_id``."""
-    source = _reads.session_row(connection, session_id)
-    path = _reads.active_path_rows(connection, session_id, node_id)
-    root = _reads.get_agent(connection, source["root_agent_id"])
-    fork = create_session(
-        connection,
-        source["cwd"],
-        source["metadata_json"],
-        root.agent_type,
-        parent_session_id=session_id,
-    )
-    writer = SessionWriter.open(connection, fork.session_id)
-    nodes = writer.tables.nodes
-    copied: dict[str, str] = {}
-    shared: dict[str, str] = {}
-    for row in path:
-        new_node_id = new_id("node")
-        parent = row["parent_id"]
-        copy = dict(row)
-        copy.update(
-            node_id=new_node_id,
-            node_seq=len(copied) + 1,
-            parent_id=None if parent is None else copied[parent],
-            agent_id=fork.root_agent_id,
-            run_id=None,
-        )
-        blocks = content_from_json(row["content_json"])
-        refs = artifact_refs(blocks)
-        for ref in refs:
-            if ref not in shared:
-                shared[ref] = _share_artifact(connection, ref, session_id, fork, new_node_id)
-        if refs:
-            copy["content_json"] = content_to_json(map_artifact_refs(blocks, shared))
-        connection.execute(nodes.insert(), copy)
-        copied[row["node_id"]] = new_node_id
-        writer.lifecycle_event(
-            "node_created",
-            node_id=new_node_id,
-            agent_id=fork.root_agent_id,
-            payload={"copied_from": {"session_id": session_id, "node_id": row["node_id"]}},
-        )
-    writer.set_active(copied.get(node_id))
-    writer.lifecycle_event(
-        "session_forked",
-        node_id=copied.get(node_id),
-        payload={"from_session_id": session_id, "from_node_id": node_id},
-    )
-    writer.finish()
-    return session_record(writer.session)
+    return sorted(set(paths))

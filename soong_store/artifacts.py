@@ -1,11 +1,10 @@
 """Artifacts: large payloads kept as files, and the spill of large JSON blocks into them.
 
 A file lives at ``<home>/artifacts/<session_id>/<artifact_id>[.ext]``; the ``artifacts`` row keeps
-that path relative to ``<home>/artifacts`` so a home can move. Files are written atomically (a
-temporary file in the same folder, fsync, rename, fsync of the folder) *before* the row is
-committed; a unit of work that fails removes them again, and a crash between the two leaves an
-orphan that :meth:`ArtifactFiles.orphans` finds. A file may be named by several rows (a forked
-session shares its parent's files) and is removed only when no row names it.
+that path relative to ``<home>/artifacts`` so a home can move. Files are written atomically
+(:class:`~soong_store._artifact_files.ArtifactFiles`) *before* the row is committed; a unit of
+work that fails removes them again, and a crash between the two leaves an orphan that ``gc``
+removes. A file is removed only when no row names it.
 
 A :class:`~soong_store.content.JsonBlock` whose data is over the byte or token threshold becomes
 an artifact in the node's own unit of work; the stored block keeps a short summary of the data's
@@ -14,21 +13,18 @@ shape and the reference.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import mimetypes
-import os
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soong_store import _json
 from soong_store.content import ContentBlock, JsonBlock, ToolResultBlock
-from soong_store.errors import InvalidArgument, NotFound, StorageError
+from soong_store.errors import InvalidArgument, NotFound
 from soong_store.ids import check_optional_id, new_id
 
 if TYPE_CHECKING:
@@ -45,10 +41,6 @@ MAX_ARTIFACT_BYTES = 1 << 30
 SPILL_BYTES = 16 * 1024
 SPILL_TOKENS = 4_000
 _SUMMARY_CHARS = 600
-_TEMP_PREFIX = ".tmp-"
-_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_SYNC | _NOFOLLOW
-_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,16}")
 _MIME = re.compile(r"[A-Za-z0-9][\w.+-]*/[\w.+-]+(;[ -~]*)?")
 _MAX_TEXT = 4096
@@ -86,6 +78,16 @@ def _check_text(value: object, what: str, pattern: re.Pattern[str] | None = None
     return text
 
 
+def check_mime_type(value: object) -> str | None:
+    """A mime type such as ``application/json`` (parameters allowed), or ``None``."""
+    return _check_text(value, "mime type", _MIME)
+
+
+def check_short_text(value: object, what: str) -> str | None:
+    """A bounded text value of an artifact or event (summary, tool_call_id), or ``None``."""
+    return _check_text(value, what)
+
+
 def extension(filename: str | None, mime_type: str | None) -> str:
     """A safe file extension from the filename, else from the mime type, else none."""
     if filename is not None:
@@ -97,6 +99,21 @@ def extension(filename: str | None, mime_type: str | None) -> str:
         if guessed and _EXT.fullmatch(guessed):
             return guessed
     return ""
+
+
+def artifact_path(session_id: str, artifact_id: str, filename: str | None, mime: str | None) -> str:
+    """The stored path of a new artifact: ``<session_id>/<artifact_id><extension>``."""
+    return f"{session_id}/{artifact_id}{extension(filename, mime)}"
+
+
+def is_artifact_file_name(artifact_id: str, name: str) -> bool:
+    """Whether ``name`` is one the store gives an artifact: its id, then a safe extension or none.
+
+    The extension is not recomputed: a mime type's extension comes from the platform's tables,
+    which differ between machines, and a file keeps the name it was given.
+    """
+    rest = name[len(artifact_id) :] if name.startswith(artifact_id) else None
+    return rest is not None and (rest == "" or _EXT.fullmatch(rest) is not None)
 
 
 @dataclass(slots=True)
@@ -154,7 +171,7 @@ class ArtifactOp:
         return cls(
             artifact_id=artifact_id,
             session_id=session_id,
-            path=f"{session_id}/{artifact_id}{extension(name, mime)}",
+            path=artifact_path(session_id, artifact_id, name, mime),
             data=payload,
             filename=name,
             mime_type=mime,
@@ -165,134 +182,6 @@ class ArtifactOp:
             tool_call_id=_check_text(tool_call_id, "tool_call_id"),
             metadata_json=_json.dumps_optional(metadata, what="artifact metadata"),
         )
-
-
-class ArtifactFiles:
-    """The artifact folder of one home: atomic writes, contained reads, orphan search."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._base = root.resolve()
-
-    def resolve(self, rel: str) -> Path:
-        """The file of a stored relative path; refuses any path that leaves the folder."""
-        path = (self._base / rel).resolve()
-        if self._base not in path.parents:
-            raise StorageError(f"artifact path {rel!r} leaves the artifact folder", path=rel)
-        return path
-
-    def write(self, rel: str, data: bytes, begun: Callable[[], None] | None = None) -> None:
-        """Write ``data`` at ``rel`` (``<session folder>/<file name>``) atomically and durably.
-
-        Everything happens relative to the session folder's descriptor, opened without following
-        a symlink, so nothing lands outside it and the folder fsync needs no second open. The
-        temporary file is opened ``O_SYNC``: the data reaches the disk within the write call,
-        which runs without the GIL; the fsync after it finds nothing left to flush but keeps the
-        sequence exact. ``begun`` is called just before the data is written.
-        """
-        folder_name, name = _split(rel)
-        folder = self._open_folder(folder_name)
-        try:
-            temp = _TEMP_PREFIX + name
-            fd = os.open(temp, _CREATE_FLAGS, 0o644, dir_fd=folder)
-            try:
-                if begun is not None:
-                    begun()
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            except BaseException:
-                os.close(fd)
-                _unlink(temp, folder)
-                raise
-            os.close(fd)
-            try:
-                os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-            except BaseException:
-                _unlink(temp, folder)
-                raise
-            try:
-                os.fsync(folder)
-            except BaseException:
-                # The rename may not be durable: the caller's unit fails, so the file must go too.
-                _unlink(name, folder)
-                raise
-        finally:
-            os.close(folder)
-
-    def _open_folder(self, folder_name: str) -> int:
-        path = self._base / folder_name
-        try:
-            return os.open(path, _FOLDER_FLAGS)
-        except FileNotFoundError:
-            pass
-        self._base.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
-            path.mkdir()
-        _fsync_dir(self._base)
-        return os.open(path, _FOLDER_FLAGS)
-
-    def read(self, rel: str) -> bytes:
-        """The bytes of a stored file (``StorageError`` when the file is missing)."""
-        path = self.resolve(rel)
-        try:
-            return path.read_bytes()
-        except FileNotFoundError as exc:
-            raise StorageError(f"artifact file {rel!r} is missing", path=rel) from exc
-
-    def remove(self, rel: str) -> None:
-        """Delete a file (gone already is fine), and its session folder once empty."""
-        path = self.resolve(rel)
-        path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # not empty, or already gone
-            path.parent.rmdir()
-
-    def discard(self, paths: list[str]) -> None:
-        """Remove files, logging a failure instead of raising: a file left is an orphan for gc."""
-        for rel in paths:
-            try:
-                self.remove(rel)
-            except OSError:
-                log.warning("could not remove artifact file %s; gc will", rel, exc_info=True)
-
-    def files(self) -> Iterator[tuple[str, float]]:
-        """Every file under the folder, as (relative path, modification time)."""
-        if not self.root.is_dir():
-            return
-        for folder in self.root.iterdir():
-            if folder.is_dir():
-                for file in folder.iterdir():
-                    if file.is_file():
-                        yield f"{folder.name}/{file.name}", file.stat().st_mtime
-
-    def orphans(self, referenced: set[str], min_age: float) -> list[str]:
-        """Files no row names (and leftover temporary files), older than ``min_age`` seconds."""
-        cutoff = time.time() - min_age
-        return sorted(
-            rel for rel, mtime in self.files() if rel not in referenced and mtime <= cutoff
-        )
-
-
-def _split(rel: str) -> tuple[str, str]:
-    """``<folder>/<name>`` of a path to write, refused unless it is exactly that."""
-    parts = rel.split("/")
-    if len(parts) != 2 or any(p in ("", ".", "..") or "\0" in p or "\\" in p for p in parts):
-        raise StorageError(f"artifact path {rel!r} is not <session>/<file>", path=rel)
-    return parts[0], parts[1]
-
-
-def _unlink(name: str, folder: int) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(name, dir_fd=folder)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def estimate_tokens(data: bytes) -> int:

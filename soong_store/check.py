@@ -1,61 +1,51 @@
 """Integrity check: the database file, every session's rows, artifact files and task WALs.
 
 The check reads raw rows (never through the record models, which trust what they read) in one
-snapshot per session and reports every problem it finds as a :class:`Problem` naming the
-session and the ids involved, so that a person can find each one. It never changes anything.
+snapshot per session, applies the one rule set of stored data to them (:mod:`soong_store._rules`,
+the same rules an import applies to its file), and reports every problem it finds as a
+:class:`Problem` naming the session and the ids involved, so that a person can find each one. It
+never changes anything.
 
-Kinds of problem: ``quick_check`` (SQLite's ``PRAGMA quick_check``), ``invalid_session_id``,
-``missing_table``, ``unreadable_session`` (a damaged page; the other sessions are still
-checked), ``orphan_table``, ``node_without_event``, ``missing_parent``,
-``parent_cycle``, ``event_missing_node``, ``node_seq``, ``seq``, ``run_seq``, ``unknown_agent``,
-``unknown_run``, ``missing_root_agent``, ``missing_active_node``, ``missing_run_node``,
-``missing_fork_node``, ``invalid_content``, ``dangling_artifact_ref``,
-``missing_artifact_file``, ``artifact_size``, ``orphan_artifact_file``, ``task_wal``.
+Kinds of problem: of the database, ``quick_check`` (SQLite's ``PRAGMA quick_check``),
+``invalid_session_id``, ``missing_table``, ``unreadable_session`` (a damaged page; the other
+sessions are still checked), ``orphan_table``; of a row on its own, ``invalid_row`` (a type,
+range, enum, id, timestamp or JSON text the store would not write), ``invalid_content``; of a
+session's rows together, ``duplicate_id``, ``missing_parent``, ``node_order`` (a parent numbered
+after its child), ``parent_cycle``, ``branch_rule``, ``node_without_event``,
+``event_missing_node``, ``node_seq``, ``seq``, ``run_seq``, ``unknown_agent``, ``unknown_run``,
+``agent_rule``, ``run_rule``, ``missing_root_agent``, ``missing_active_node``,
+``missing_run_node``, ``missing_fork_node``, ``artifact_link``, ``artifact_path``,
+``dangling_artifact_ref``; of files, ``missing_artifact_file``, ``artifact_size``,
+``orphan_artifact_file``, ``task_wal``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from pydantic import ValidationError
-from sqlalchemy import Connection
+from sqlalchemy import Connection, func, select
 
-from soong_store.artifacts import ArtifactFiles
-from soong_store.content import artifact_refs, content_from_json
+from soong_store._artifact_files import ArtifactFiles
+from soong_store._row_rules import KINDS
+from soong_store._rules import Found, Problem, SessionRows, row_problems, session_problems
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.ids import SESSION_ID_RE
+from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.schema.session_tables import session_tables
 from soong_store.store import SessionStore
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
+
+__all__ = ["ORPHAN_GRACE_S", "Problem", "Report", "check_store"]
 
 ORPHAN_GRACE_S = 600.0
 """Files younger than this may belong to a unit of work about to commit (as for ``gc``)."""
 
 _SHOWN = 10
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing found wrong: its kind, the session, the ids involved and a sentence."""
-
-    kind: str
-    session_id: str | None
-    ids: tuple[str, ...]
-    message: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """The problem as a JSON-ready mapping (the ``check --json`` fields)."""
-        return {
-            "kind": self.kind,
-            "session_id": self.session_id,
-            "ids": list(self.ids),
-            "message": self.message,
-        }
 
 
 @dataclass(slots=True)
@@ -69,20 +59,6 @@ class Report:
     def ok(self) -> bool:
         """Whether nothing was found wrong."""
         return not self.problems
-
-
-@dataclass(slots=True)
-class _Facts:
-    """The raw rows of one session that the checks need, read in one snapshot."""
-
-    session: dict[str, Any]
-    tables: set[str]
-    agents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
-    shared_paths: set[str] = field(default_factory=set)
 
 
 def _rows(connection: Connection, sql: str, *params: Any) -> list[dict[str, Any]]:
@@ -107,171 +83,62 @@ def _database_facts(connection: Connection, session_id: str | None) -> dict[str,
     return {"sessions": sessions, "tables": tables, "paths": paths}
 
 
+_GLOBAL = (("agent", agents_table), ("run", runs_table), ("artifact", artifacts_table))
+
+
+@dataclass(slots=True)
+class _Facts:
+    """The raw rows of one session, and the paths of its folder that rows name, in one snapshot."""
+
+    rows: SessionRows
+    folder_paths: set[str]
+
+
 def _session_facts(connection: Connection, session_id: str, tables: set[str]) -> _Facts:
-    session = _rows(connection, "SELECT * FROM sessions WHERE session_id = ?", session_id)[0]
-    facts = _Facts(session, tables)
-    for name, key in (("agents", "agent_id"), ("runs", "run_id")):
-        rows = _rows(connection, f"SELECT * FROM {name} WHERE session_id = ?", session_id)
-        setattr(facts, name, {r[key]: r for r in rows})
-    if f"nodes_{session_id}".lower() in tables:
-        facts.nodes = _rows(
-            connection,
-            "SELECT node_id, node_seq, parent_id, agent_id, run_id, content_json "
-            f'FROM "nodes_{session_id}" ORDER BY node_seq',
-        )
-    if f"events_{session_id}".lower() in tables:
-        facts.events = _rows(
-            connection,
-            f'SELECT event_id, seq, run_id, run_seq, agent_id, node_id FROM "events_{session_id}" '
-            "ORDER BY seq",
-        )
-    facts.artifacts = _rows(
-        connection,
-        "SELECT artifact_id, path, size_bytes FROM artifacts WHERE session_id = ?",
-        session_id,
-    )
+    rows = SessionRows(session_id)
+    session = select(sessions_table).where(sessions_table.c.session_id == session_id)
+    rows.rows["session"] = [dict(r) for r in connection.execute(session).mappings()]
+    for kind, table in _GLOBAL:
+        stmt = select(table).where(table.c.session_id == session_id)
+        rows.rows[kind] = [dict(r) for r in connection.execute(stmt).mappings()]
+    pair = session_tables(session_id)
+    for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
+        if table.name.lower() in tables:
+            found = connection.execute(select(table).order_by(table.c[key])).mappings()
+            rows.rows[kind] = [{str(k): v for k, v in r.items()} for r in found]
+    column = artifacts_table.c.path
     prefix = f"{session_id}/"
-    facts.shared_paths = {
-        r["path"]
-        for r in _rows(
-            connection,
-            "SELECT path FROM artifacts WHERE substr(path, 1, ?) = ?",
-            len(prefix),
-            prefix,
-        )
-    }
-    return facts
+    named = select(column).where(func.substr(column, 1, len(prefix)) == prefix).distinct()
+    return _Facts(rows, set(connection.execute(named).scalars()))
 
 
-class _Found(list[Problem]):
-    """The problems of one session, with a short way to add one."""
-
-    def __init__(self, session_id: str | None) -> None:
-        super().__init__()
-        self.session_id = session_id
-
-    def add(self, kind: str, message: str, *ids: str) -> None:
-        self.append(Problem(kind, self.session_id, ids, message))
-
-    def dense(self, values: list[int], what: str, *ids: str) -> None:
-        """A problem when ``values`` are not exactly 1..n (repeats and gaps named)."""
-        if sorted(values) == list(range(1, len(values) + 1)):
-            return
-        counts: dict[int, int] = defaultdict(int)
-        for value in values:
-            counts[value] += 1
-        repeats = sorted(v for v, n in counts.items() if n > 1)[:_SHOWN]
-        gaps = [v for v in range(1, max(values) + 1) if v not in counts][:_SHOWN]
-        parts = [f"repeated {repeats}" if repeats else "", f"missing {gaps}" if gaps else ""]
-        if min(values) < 1:
-            parts.append(f"smallest is {min(values)}")
-        detail = "; ".join(p for p in parts if p)
-        self.add(what.split()[0], f"{what} are not dense from 1: {detail}", *ids)
-
-
-# (rows, their id column, the column that names something, what it must name, problem kind)
-_LINKS = (
-    ("nodes", "node_id", "parent_id", "nodes", "missing_parent"),
-    ("nodes", "node_id", "agent_id", "agents", "unknown_agent"),
-    ("nodes", "node_id", "run_id", "runs", "unknown_run"),
-    ("events", "event_id", "node_id", "nodes", "event_missing_node"),
-    ("events", "event_id", "agent_id", "agents", "unknown_agent"),
-    ("events", "event_id", "run_id", "runs", "unknown_run"),
-    ("runs", "run_id", "agent_id", "agents", "unknown_agent"),
-    ("runs", "run_id", "start_node_id", "nodes", "missing_run_node"),
-    ("runs", "run_id", "end_node_id", "nodes", "missing_run_node"),
-    ("agents", "agent_id", "fork_from_node_id", "nodes", "missing_fork_node"),
-    ("session", "session_id", "root_agent_id", "agents", "missing_root_agent"),
-    ("session", "session_id", "active_node_id", "nodes", "missing_active_node"),
-)
-
-
-def _check_rows(f: _Facts, sid: str) -> list[Problem]:
-    """Every reference between the session's rows, the events of nodes, and the sequences."""
-    found = _Found(sid)
-    rows: dict[str, list[dict[str, Any]]] = {
-        "nodes": f.nodes,
-        "events": f.events,
-        "runs": list(f.runs.values()),
-        "agents": list(f.agents.values()),
-        "session": [f.session],
-    }
-    known = {kind: {r[key] for r in rows[kind]} for kind, key in _KEYS.items()}
-    for kind, key, column, target, problem in _LINKS:
-        for row in rows[kind]:
-            value = row[column]
-            if value is not None and value not in known[target]:
-                what = target.rstrip("s")
-                found.add(
-                    problem,
-                    f"{kind.rstrip('s')} {row[key]} {column} names {what} {value}, "
-                    f"which is not in the session",
-                    row[key],
-                    value,
-                )
-    named = {e["node_id"] for e in f.events}
-    for n in f.nodes:
-        if n["node_id"] not in named:
-            found.add("node_without_event", f"node {n['node_id']} has no event", n["node_id"])
-    _cycles(found, {n["node_id"]: n["parent_id"] for n in f.nodes})
-    found.dense([n["node_seq"] for n in f.nodes], "node_seq values")
-    found.dense([e["seq"] for e in f.events], "seq values")
-    per_run: dict[str, list[int]] = defaultdict(list)
-    for e in f.events:
-        if e["run_id"] is not None:
-            per_run[e["run_id"]].append(e["run_seq"] if e["run_seq"] is not None else 0)
-    for run_id, values in per_run.items():
-        found.dense(values, f"run_seq values of run {run_id}", run_id)
-    artifacts = {a["artifact_id"] for a in f.artifacts}
-    for n in f.nodes:
-        try:
-            refs = artifact_refs(content_from_json(n["content_json"]))
-        except (ValidationError, ValueError) as exc:
-            first = str(exc).splitlines()[0]
-            found.add("invalid_content", f"node {n['node_id']} content: {first}", n["node_id"])
-            continue
-        for ref in refs:
-            if ref not in artifacts:
-                message = f"node {n['node_id']} refers to artifact {ref}, which has no row"
-                found.add("dangling_artifact_ref", message, n["node_id"], ref)
+def _check_rows(facts: _Facts) -> list[Problem]:
+    """Each row on its own, then the rows of the session together (the one rule set)."""
+    rows = facts.rows
+    found = Found(rows.session_id)
+    for kind in KINDS:
+        for row in rows.rows[kind]:
+            row_problems(found, kind, row)
+    found += session_problems(rows, legacy_shared_paths=True)
     return found
-
-
-_KEYS = {"nodes": "node_id", "events": "event_id", "runs": "run_id", "agents": "agent_id"}
-
-
-def _cycles(found: _Found, parent: dict[str, str | None]) -> None:
-    """Parent chains that loop (walked iteratively; each node is visited once)."""
-    state: dict[str, int] = {}  # 1: on the current walk, 2: done
-    for start in parent:
-        walk: list[str] = []
-        node: str | None = start
-        while node is not None and node in parent and node not in state:
-            state[node] = 1
-            walk.append(node)
-            node = parent[node]
-        if node is not None and state.get(node) == 1:
-            loop = walk[walk.index(node) :]
-            found.add("parent_cycle", f"parent chain loops: {' -> '.join(loop)}", *loop)
-        for item in walk:
-            state[item] = 2
 
 
 def _check_files(f: _Facts, sid: str, files: ArtifactFiles) -> list[Problem]:
     """Artifact rows against their files, and the task WALs of the session's project folder."""
-    found = _Found(sid)
-    for a in f.artifacts:
+    found = Found(sid)
+    for a in f.rows.rows["artifact"]:
         aid, path = a["artifact_id"], a["path"]
-        try:
-            size = files.resolve(path).stat().st_size
-        except (OSError, SoongStoreError):
+        size = files.size(path) if isinstance(path, str) else None
+        if size is None:
             found.add("missing_artifact_file", f"artifact {aid} has no file artifacts/{path}", aid)
-            continue
-        if a["size_bytes"] is not None and size != a["size_bytes"]:
+        elif a["size_bytes"] is not None and size != a["size_bytes"]:
             message = f"artifact {aid} file holds {size} bytes, its row says {a['size_bytes']}"
             found.add("artifact_size", message, aid)
-    found += _orphan_files(files, f.shared_paths, sid, only=f"{sid}/")
-    folder = task_root(f.session["cwd"], sid)
+    found += _orphan_files(files, f.folder_paths, sid, only=f"{sid}/")
+    cwd = f.rows.session["cwd"]
+    if not isinstance(cwd, str) or "\x00" in cwd:
+        return found
+    folder = task_root(cwd, sid)
     for wal in sorted(folder.glob(f"*{WAL_SUFFIX}")) if folder.is_dir() else []:
         try:
             state = TaskDag.replay(wal)
@@ -370,6 +237,8 @@ async def _check_session(
         facts = await store._read(partial(_session_facts, session_id=sid, tables=tables))
     except StorageError as exc:  # a damaged page of this session's tables: go on with the rest
         return [*out, Problem("unreadable_session", sid, (sid,), str(exc))]
-    out += _check_rows(facts, sid)
+    if not facts.rows.rows["session"]:  # deleted meanwhile
+        return out
+    out += _check_rows(facts)
     out += await asyncio.to_thread(_check_files, facts, sid, files)
     return out

@@ -149,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     add = command("export", cmd_export, "write a session as JSON Lines (or Markdown)")
     add("session_id", **_SID)
     add("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
-    add("--with-artifacts", action="store_true", help="embed the artifact files (base64)")
+    add("--no-artifacts", action="store_true",
+        help="leave the artifact files out (default: embedded, base64)")  # fmt: skip
     add("--format", choices=["jsonl", "markdown"], default="jsonl",
         help="jsonl (for import; default) or markdown (the active path, for people)")  # fmt: skip
     add = command("import", cmd_import, "recreate a session from an export (all or nothing)")

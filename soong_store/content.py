@@ -153,6 +153,28 @@ def content_from_json(text: str | bytes) -> list[ContentBlock]:
     return _CONTENT.validate_json(text)
 
 
+def decode_stored_content(text: str) -> list[ContentBlock]:
+    """Decode ``content_json`` that must be exactly what the store writes for its blocks.
+
+    The strict path, for text that is not trusted (an import, ``check``): JSON is decoded by the
+    store's own decoder (NaN, Infinity and numbers beyond 64 bits refused), validated as caller
+    input is, and must be the store's own encoding of the blocks it holds.
+
+    Raises:
+        InvalidContent: the text is not stored content as the store writes it.
+    """
+    try:
+        value = _json.loads_stored(text)
+    except ValueError as exc:
+        raise InvalidContent(f"content is not valid stored JSON: {exc}") from None
+    if not isinstance(value, list):
+        raise InvalidContent(f"content must be a list of blocks, got {type(value).__name__}")
+    blocks = validate_content(value)
+    if _json.dumps_text(_CONTENT.dump_python(blocks), what="content") != text:
+        raise InvalidContent("content is not in the form the store writes (defaults left out?)")
+    return blocks
+
+
 def artifact_refs(blocks: list[ContentBlock]) -> list[str]:
     """The artifact ids the blocks refer to (attachments and spilled JSON), in order."""
     refs: list[str] = []

@@ -24,7 +24,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
-from soong_store import _json, _reads, _writes
+from soong_store import _fork, _json, _reads, _writes
+from soong_store._artifact_files import ArtifactFiles
 from soong_store._dberrors import translate
 from soong_store._engine import (
     READ_POOL_SIZE,
@@ -34,6 +35,7 @@ from soong_store._engine import (
     load_sqlite_module,
     make_engine,
 )
+from soong_store._file_jobs import named_paths, remove_unreferenced
 from soong_store._file_pool import FilePool, FileWrite
 from soong_store._ops import Op, artifacts_of, check_token_count
 from soong_store._ops import enum_value as _enum
@@ -42,7 +44,6 @@ from soong_store.artifacts import (
     MAX_ARTIFACT_BYTES,
     SPILL_BYTES,
     SPILL_TOKENS,
-    ArtifactFiles,
     SpillPolicy,
     drop_files,
 )
@@ -276,8 +277,9 @@ class SessionStore:
     async def delete_session(self, session_id: str) -> None:
         """Remove a session's rows, tables and artifact files (shared files stay while named)."""
         sid = check_session_id(session_id)
-        unreferenced = await self._write(partial(_writes.delete_session, session_id=sid))
-        await asyncio.to_thread(self._files.discard, unreferenced)
+        paths = await self._write(partial(_writes.delete_session, session_id=sid))
+        if paths:
+            await self._write(partial(remove_unreferenced, files=self._files, paths=paths))
         for key in [key for key in self._task_dags if key[0] == sid]:
             self._task_dags.pop(key).close()
 
@@ -285,7 +287,25 @@ class SessionStore:
         """A new session holding copies of the active path up to ``node_id``."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
-        return await self._write(partial(_writes.fork_session, session_id=sid, node_id=nid))
+        plan = await self._read(partial(_fork.plan_fork, session_id=sid, node_id=nid))
+        made = await asyncio.to_thread(self._link_files, plan)
+        job = partial(_fork.fork_session, session_id=sid, node_id=nid, plan=plan)
+        return await self._write(job, on_abort=partial(self._files.discard, made))
+
+    def _link_files(self, plan: _fork.ForkPlan) -> list[str]:
+        """The fork's own links to its source's files; a source file already lost is skipped."""
+        made: list[str] = []
+        try:
+            for shared in plan.files.values():
+                try:
+                    self._files.link(shared.source_path, shared.path)
+                except FileNotFoundError:  # check reports the copy's row as it did the source's
+                    continue
+                made.append(shared.path)
+        except BaseException as exc:
+            self._files.discard(made)
+            raise translate(exc) from exc
+        return made
 
     # -- agents and runs --------------------------------------------------------------------
 
@@ -604,16 +624,21 @@ class SessionStore:
     async def gc(self, dry_run: bool = False, min_age: float = 600.0) -> list[str]:
         """Remove artifact files no row names (left by a crash between file and commit).
 
-        Files younger than ``min_age`` seconds are left alone: they may belong to a unit of work
-        that is about to commit. Returns the orphan paths (relative to ``<home>/artifacts``).
+        Entries younger than ``min_age`` seconds are left alone: they may belong to a unit of
+        work that is about to commit. Links are removed as links, never followed. Returns the
+        orphan paths (relative to ``<home>/artifacts``). The rows are checked and the files
+        unlinked in one writer job, so a file a row names is never removed.
         """
         if isinstance(min_age, bool) or not isinstance(min_age, int | float) or min_age < 0:
             raise InvalidArgument(f"invalid min_age {min_age!r}: expected seconds >= 0")
-        referenced = await self._read(_reads.artifact_paths)
-        orphans = await asyncio.to_thread(self._files.orphans, referenced, float(min_age))
-        if not dry_run:
-            await asyncio.to_thread(self._files.discard, orphans)
-        return orphans
+        cutoff = time.time() - float(min_age)
+        listed = await asyncio.to_thread(lambda: list(self._files.files()))
+        old = [rel for rel, mtime in listed if mtime <= cutoff]
+        if dry_run:
+            named = await self._read(partial(named_paths, paths=old))
+            return [rel for rel in old if rel not in named]
+        job = partial(remove_unreferenced, files=self._files, paths=old, older_than=cutoff)
+        return await self._write(job)
 
     # -- task DAGs --------------------------------------------------------------------------
 

@@ -8,16 +8,17 @@ An export is one JSON object per line. Line 1 is the header::
 
 then ``{"kind": K, "row": {...}}`` lines in this order: one ``session``, its ``agent``s, ``run``s,
 ``node``s (by ``node_seq``), ``event``s (by ``seq``) and ``artifact`` rows; an artifact line holds
-``"data_b64"`` (its bytes, base64) when the export was made with artifacts. Rows are the stored
-columns exactly (``*_json`` columns as their JSON text), so a round trip is lossless. The counts
-make a truncated file detectable.
+``"data_b64"`` (its bytes, base64) unless the export was made without artifacts. Rows are the
+stored columns (``*_json`` columns as their JSON text), so a round trip is lossless; an artifact
+row's path is the session's own (``<session_id>/<artifact_id>[.ext]``) even where a fork made by
+an earlier version names its parent's file. The counts make a truncated file detectable.
 
-An import reads and checks the whole file first (shape, types, enums, ids, content, references
-between the rows; the checks are in :mod:`soong_store._transfer_checks`), then writes the
-artifact files and sends every row to the writer as one job: the session is there completely or
-not at all. A file that is malformed, of an unknown version, or whose session id (compared
-ignoring case, as SQLite compares table names) already exists is refused with
-:class:`~soong_store.errors.InvalidArgument` and nothing is written.
+An import reads and checks the whole file first (:mod:`soong_store._transfer_checks`: the format,
+then the one rule set ``check`` applies), stages the artifact files under names of its own, and
+then writes everything in one writer job: the session's id is checked free under the write lock,
+the files are put in place, and the rows go through the session writer's one insert path. So the
+session is there completely or not at all, and two imports of one file never share a file. A
+refused file writes nothing; an import that fails after staging removes what it staged.
 """
 
 from __future__ import annotations
@@ -25,25 +26,20 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO
 
 from sqlalchemy import Connection, func, select
 
 from soong_store import _json, _reads
-from soong_store._transfer_checks import (
-    FORMAT,
-    FORMAT_VERSION,
-    JSON_COLUMNS,
-    KINDS,
-    Bundle,
-    Progress,
-    kind_tables,
-    read_export,
-)
-from soong_store.artifacts import ArtifactFiles
-from soong_store.errors import InvalidArgument
+from soong_store._artifact_files import ArtifactFiles
+from soong_store._file_jobs import named_paths, remove_unreferenced
+from soong_store._row_rules import KINDS
+from soong_store._session_writer import SessionWriter
+from soong_store._transfer_checks import FORMAT, FORMAT_VERSION, Bundle, Progress, read_export
+from soong_store.content import content_to_json, decode_stored_content, map_artifact_refs
+from soong_store.errors import InvalidArgument, StorageError
 from soong_store.ids import check_session_id, new_id, new_session_id, utc_now
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.schema.session_tables import session_tables
@@ -62,6 +58,10 @@ __all__ = [
     "session_rows",
 ]
 
+_GLOBAL = {"agent": agents_table, "run": runs_table, "artifact": artifacts_table}
+_ORDER = {"agent": ("created_at", "agent_id"), "run": ("created_at", "run_id")}
+_ORDER.update(artifact=("created_at", "artifact_id"))
+
 
 # -- export ---------------------------------------------------------------------------------
 
@@ -71,36 +71,36 @@ def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict
     session = _reads.session_row(connection, session_id)
     # Column names of the factory's tables are ``quoted_name``s, which orjson refuses.
     rows = {"session": [{str(k): v for k, v in session.items()}]}
-    tables = kind_tables(session_id)
-    order = {
-        "agent": (agents_table.c.created_at, agents_table.c.agent_id),
-        "run": (runs_table.c.created_at, runs_table.c.run_id),
-        "node": (tables["node"].c.node_seq,),
-        "event": (tables["event"].c.seq,),
-        "artifact": (artifacts_table.c.created_at, artifacts_table.c.artifact_id),
-    }
-    for kind, keys in order.items():
-        stmt = select(tables[kind]).order_by(*keys)
-        if "session_id" in tables[kind].c:
-            stmt = stmt.where(tables[kind].c.session_id == session_id)
-        rows[kind] = [
-            {str(k): v for k, v in row.items()} for row in connection.execute(stmt).mappings()
-        ]
+    pair = session_tables(session_id)
+    for kind, table in _GLOBAL.items():
+        stmt = select(table).where(table.c.session_id == session_id)
+        stmt = stmt.order_by(*(table.c[name] for name in _ORDER[kind]))
+        rows[kind] = [dict(row) for row in connection.execute(stmt).mappings()]
+    for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
+        found = connection.execute(select(table).order_by(table.c[key])).mappings()
+        rows[kind] = [{str(k): v for k, v in row.items()} for row in found]
     return rows
 
 
 def session_counts(connection: Connection, session_id: str) -> dict[str, int]:
     """How many agents, runs, nodes, events and artifacts a session has."""
     _reads.session_row(connection, session_id)
+    pair = session_tables(session_id)
     counts: dict[str, int] = {}
-    for kind, table in kind_tables(session_id).items():
-        if kind == "session":
-            continue
-        stmt = select(func.count()).select_from(table)
-        if "session_id" in table.c:
-            stmt = stmt.where(table.c.session_id == session_id)
+    for kind, table in _GLOBAL.items():
+        stmt = select(func.count()).select_from(table).where(table.c.session_id == session_id)
         counts[f"{kind}s"] = int(connection.execute(stmt).scalar() or 0)
-    return counts
+    for kind, table in (("node", pair.nodes), ("event", pair.events)):
+        stmt = select(func.count()).select_from(table)
+        counts[f"{kind}s"] = int(connection.execute(stmt).scalar() or 0)
+    return {f"{kind}s": counts[f"{kind}s"] for kind in KINDS[1:]}
+
+
+def own_path(session_id: str, artifact_id: str, stored_path: str) -> str:
+    """``<session_id>/<artifact_id>[.ext]``, keeping the extension of the stored file's name."""
+    name = stored_path.partition("/")[2]
+    dot = name.find(".")
+    return f"{session_id}/{artifact_id}{name[dot:] if dot >= 0 else ''}"
 
 
 async def export_session(
@@ -108,10 +108,13 @@ async def export_session(
     session_id: str,
     out: TextIO,
     *,
-    with_artifacts: bool = False,
+    with_artifacts: bool = True,
     progress: Progress | None = None,
 ) -> dict[str, int]:
-    """Write one session as JSON Lines to ``out``; return the counts of rows written."""
+    """Write one session as JSON Lines to ``out``; return the counts of rows written.
+
+    The artifact files' bytes are embedded unless ``with_artifacts`` is false.
+    """
     sid = check_session_id(session_id)
     rows = await store._read(partial(session_rows, session_id=sid))
     counts = {f"{kind}s": len(rows[kind]) for kind in KINDS[1:]}
@@ -129,9 +132,12 @@ async def export_session(
     for kind in KINDS:
         for row in rows[kind]:
             line: dict[str, Any] = {"kind": kind, "row": row}
-            if kind == "artifact" and with_artifacts:
-                data = await asyncio.to_thread(files.read, row["path"])
-                line["data_b64"] = base64.b64encode(data).decode("ascii")
+            if kind == "artifact":
+                stored = row["path"]
+                line["row"] = {**row, "path": own_path(sid, row["artifact_id"], stored)}
+                if with_artifacts:
+                    data = await asyncio.to_thread(files.read, stored)
+                    line["data_b64"] = base64.b64encode(data).decode("ascii")
             out.write(_json.dumps_text(line, what=f"{kind} row") + "\n")
             done += 1
             if progress is not None and done % 200 == 0:
@@ -141,73 +147,107 @@ async def export_session(
     return counts
 
 
-# -- import ---------------------------------------------------------------------------------
+# -- a copy under fresh ids -----------------------------------------------------------------
+
+_AGENT_COLUMNS = {"root_agent_id", "agent_id", "parent_agent_id"}
+_RUN_COLUMNS = {"run_id", "created_by_run_id"}
+_OWN_EVENTS = {
+    "artifact_created": ("artifact_id", "artifact"),
+    "agent_created": ("parent_agent_id", "agent"),
+}
+"""Payload fields of the store's own events that hold a renamed id: (field, kind)."""
 
 
-def _renamed(bundle: Bundle) -> Bundle:
+def renamed(bundle: Bundle) -> Bundle:
     """The bundle under a fresh session id, with fresh agent, run and artifact ids.
 
-    Those ids are keys of global tables, so a copy next to its original needs new ones; every
-    reference is rewritten: id columns, artifact paths, and JSON strings equal to a renamed id.
+    Those ids are keys of global tables, so a copy beside its original needs new ones. Only
+    fields that hold ids change: id columns, artifact paths, the artifact references of content
+    blocks, and the id fields of the store's own event payloads; free text never does.
     """
-    old_sid = bundle.session_id
-    mapping = {old_sid: new_session_id()}
-    for kind, prefix in (("agent", "agent"), ("run", "run"), ("artifact", "art")):
-        mapping.update({r[f"{kind}_id"]: new_id(prefix) for r in bundle.rows[kind]})
-
-    def swap(value: Any) -> Any:
-        if isinstance(value, str):
-            return mapping.get(value, value)
-        if isinstance(value, list):
-            return [swap(v) for v in value]
-        if isinstance(value, dict):
-            return {k: swap(v) for k, v in value.items()}
-        return value
-
-    out = Bundle(mapping[old_sid], {kind: [] for kind in KINDS})
+    sid = new_session_id()
+    ids: dict[str, dict[str, str]] = {
+        kind: {r[f"{kind}_id"]: new_id(prefix) for r in bundle.rows[kind]}
+        for kind, prefix in (("agent", "agent"), ("run", "run"), ("artifact", "art"))
+    }
+    out = Bundle(sid, {kind: [] for kind in KINDS}, lines=dict(bundle.lines))
     for kind in KINDS:
         for row in bundle.rows[kind]:
-            new = {}
+            new = dict(row)
             for column, value in row.items():
-                if column in JSON_COLUMNS or column == "content_json":
-                    decoded = _json.loads(value)
-                    changed = swap(decoded)
-                    new[column] = value if changed == decoded else _json.dumps_text(changed)
-                elif column == "path":
-                    folder, name = value.split("/")
-                    aid = row["artifact_id"]
-                    name = mapping[aid] + name[len(aid) :] if name.startswith(aid) else name
-                    new[column] = f"{mapping.get(folder, folder)}/{name}"
-                    out.sources[new[column]] = value
-                else:
-                    new[column] = swap(value) if column.endswith("_id") else value
+                if value is None:
+                    continue
+                if column == "session_id":
+                    new[column] = sid
+                elif column in _AGENT_COLUMNS:
+                    new[column] = ids["agent"][value]
+                elif column in _RUN_COLUMNS:
+                    new[column] = ids["run"][value]
+            if kind == "artifact":
+                new["artifact_id"] = ids["artifact"][row["artifact_id"]]
+                new["path"] = own_path(sid, new["artifact_id"], row["path"])
+            elif kind == "node":
+                blocks = decode_stored_content(row["content_json"])
+                new["content_json"] = content_to_json(map_artifact_refs(blocks, ids["artifact"]))
+            elif kind == "event" and row["event_type"] in _OWN_EVENTS:
+                new["payload_json"] = _renamed_payload(row, ids)
             out.rows[kind].append(new)
-    out.data = {mapping[aid]: data for aid, data in bundle.data.items()}
+    out.data = {ids["artifact"][aid]: data for aid, data in bundle.data.items()}
     return out
 
 
-def _insert_bundle(connection: Connection, bundle: Bundle) -> None:
-    """The writer job of an import: refuse a taken id, else insert everything."""
+def _renamed_payload(row: dict[str, Any], ids: dict[str, dict[str, str]]) -> str | None:
+    payload = _json.loads(row["payload_json"])
+    key, kind = _OWN_EVENTS[row["event_type"]]
+    if isinstance(payload, dict) and payload.get(key) in ids[kind]:
+        payload = {**payload, key: ids[kind][payload[key]]}
+        return _json.dumps_text(payload)
+    return row["payload_json"]  # type: ignore[no-any-return]
+
+
+# -- import ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """What an import wrote: the new session's id, the exported one's, and the rows by kind.
+
+    ``missing_files`` counts the artifacts whose bytes the file did not hold (an export made
+    without artifacts): their rows are there, their files are not.
+    """
+
+    session_id: str
+    source_session_id: str
+    counts: dict[str, int]
+    missing_files: int = 0
+
+
+@dataclass(slots=True)
+class _Staged:
+    """The files an import staged (stored path -> temporary name) and those it put in place."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    published: list[str] = field(default_factory=list)
+
+
+def _insert_bundle(
+    connection: Connection, bundle: Bundle, files: ArtifactFiles, staged: _Staged
+) -> None:
+    """The writer job of an import: refuse a taken id, put the files in place, insert the rows."""
     sid = bundle.session_id
     taken = connection.execute(
         select(sessions_table.c.session_id).where(
             func.lower(sessions_table.c.session_id) == sid.lower()
         )
     ).scalar()
-    names = [f"nodes_{sid}".lower(), f"events_{sid}".lower()]
-    table = connection.exec_driver_sql(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND lower(name) IN (?, ?)",
-        tuple(names),
-    ).scalar()
-    if taken is not None or table is not None:
+    if taken is not None or session_tables(sid).exist(connection):
         raise InvalidArgument(
             f"session {taken or sid!r} already exists (ids are compared ignoring case); "
             "import with --new-id for a copy",
             session_id=sid,
         )
-    tables = kind_tables(sid)
-    for kind in ("agent", "run", "artifact"):
-        key = tables[kind].c[f"{kind}_id"]
+    for kind, table in _GLOBAL.items():
+        key = table.c[f"{kind}_id"]
         wanted = [r[f"{kind}_id"] for r in bundle.rows[kind]]
         clash = connection.execute(select(key).where(key.in_(wanted)).limit(1)).scalar()
         if clash is not None:
@@ -215,36 +255,48 @@ def _insert_bundle(connection: Connection, bundle: Bundle) -> None:
                 f"{kind} {clash!r} already exists in this database; import with --new-id",
                 **{f"{kind}_id": clash},
             )
+    _publish(connection, files, staged)
+    connection.execute(sessions_table.insert(), bundle.rows["session"])
+    for agent in _parents_first(bundle.rows["agent"]):
+        connection.execute(agents_table.insert(), agent)
+    if bundle.rows["run"]:
+        connection.execute(runs_table.insert(), bundle.rows["run"])
     session_tables(sid).create(connection)
-    for kind in KINDS:
-        rows = bundle.rows[kind]
-        if kind == "agent":
-            rows = _parents_first(rows)
-        if rows:
-            connection.execute(tables[kind].insert(), rows)
+    writer = SessionWriter.open(connection, sid)
+    for node in sorted(bundle.rows["node"], key=lambda r: r["node_seq"]):
+        _same(writer.restore_node(node), node, ("node_seq",))
+    for event in sorted(bundle.rows["event"], key=lambda r: r["seq"]):
+        _same(writer.restore_event(event), event, ("seq", "run_seq"))
+    for artifact in bundle.rows["artifact"]:
+        writer.restore_artifact(artifact)
+
+
+def _publish(connection: Connection, files: ArtifactFiles, staged: _Staged) -> None:
+    """Put the staged files in place, under the write lock, unless a row names the path."""
+    named = named_paths(connection, staged.names)
+    for rel, name in staged.names.items():
+        if rel in named:  # a file of another session (a fork made by an earlier version)
+            raise InvalidArgument(f"artifact file {rel!r} belongs to another session's row")
+        files.publish(rel, name)
+        staged.published.append(rel)
+
+
+def _same(stored: dict[str, Any], row: dict[str, Any], columns: tuple[str, ...]) -> None:
+    if any(stored[c] != row[c] for c in columns):
+        raise StorageError(f"import numbered a row differently from its file: {row}")
 
 
 def _parents_first(agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Agents ordered so that each comes after its parent (the rules refused cycles)."""
     by_id = {a["agent_id"]: a for a in agents}
     placed: dict[str, dict[str, Any]] = {}
     for agent in agents:
         chain = [agent]
         while (parent := chain[-1]["parent_agent_id"]) is not None and parent not in placed:
-            if any(a["agent_id"] == parent for a in chain):
-                raise InvalidArgument("bad export file: agents' parents form a cycle")
             chain.append(by_id[parent])
         for item in reversed(chain):
             placed.setdefault(item["agent_id"], item)
     return list(placed.values())
-
-
-@dataclass(frozen=True, slots=True)
-class Imported:
-    """What an import wrote: the new session's id, the exported one's, and the rows by kind."""
-
-    session_id: str
-    source_session_id: str
-    counts: dict[str, int]
 
 
 async def import_session(
@@ -257,46 +309,39 @@ async def import_session(
     """Recreate an exported session (same ids, or fresh ones with ``new_id``).
 
     Raises:
-        InvalidArgument: the file is refused (malformed, unknown version, or the session, one of
-            its agents, runs or artifacts exists already); nothing was written.
+        InvalidArgument: the file is refused (malformed, unknown version, anything the store
+            would refuse or ``check`` would report, or the session, one of its agents, runs or
+            artifacts exists already); nothing was written.
     """
-    bundle = read_export(lines, progress)
+    bundle = await asyncio.to_thread(read_export, lines, progress)
     source = bundle.session_id
     if new_id:
-        bundle = _renamed(bundle)
+        bundle = renamed(bundle)
     files = ArtifactFiles(store.home / "artifacts")
-    written: list[str] = []
+    staged = _Staged()
 
-    def write_files() -> None:
+    def stage() -> None:
         try:
             for row in bundle.rows["artifact"]:
                 data = bundle.data.get(row["artifact_id"])
-                target = files.resolve(row["path"])
-                source = bundle.sources.get(row["path"])
-                if data is None and source is not None and files.resolve(source).is_file():
-                    data = files.read(source)
-                if data is None:
-                    continue
-                if target.exists():
-                    if target.read_bytes() != data:
-                        raise InvalidArgument(
-                            f"artifact file {row['path']!r} exists with other bytes",
-                            artifact_id=row["artifact_id"],
-                        )
-                    continue
-                files.write(row["path"], data)
-                written.append(row["path"])
+                if data is not None:
+                    staged.names[row["path"]] = files.stage(row["path"], data)
         except BaseException:
-            remove_files()
+            drop()
             raise
 
-    def remove_files() -> None:
-        for path in written:
-            files.remove(path)
+    def drop() -> None:
+        files.discard([f"{rel.partition('/')[0]}/{name}" for rel, name in staged.names.items()])
 
-    # Files first, rows second (as the store does): a crash in between leaves orphan files for
-    # gc, never a row without its file; a job that does not commit removes them (on_abort).
-    await asyncio.to_thread(write_files)
-    await store._write(partial(_insert_bundle, bundle=bundle), on_abort=remove_files)
+    await asyncio.to_thread(stage)
+    job = partial(_insert_bundle, bundle=bundle, files=files, staged=staged)
+    try:
+        await store._write(job, on_abort=drop)
+    except BaseException:
+        if staged.published:  # in place but not committed: gone again, under the write lock
+            cleanup = partial(remove_unreferenced, files=files, paths=staged.published)
+            await store._write(cleanup)
+        raise
     counts = {f"{k}s": len(bundle.rows[k]) for k in KINDS[1:]}
-    return Imported(bundle.session_id, source, counts)
+    missing = sum(1 for r in bundle.rows["artifact"] if r["artifact_id"] not in bundle.data)
+    return Imported(bundle.session_id, source, counts, missing)

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    inspect,
 )
 
 from soong_store.enums import EventLevel, NodeType, Role
@@ -55,6 +56,11 @@ class SessionTables:
         """Drop both tables (events first: they refer to nodes)."""
         self.events.drop(connection)
         self.nodes.drop(connection)
+
+    def exist(self, connection: Connection) -> bool:
+        """Whether either table exists (names compared as the database compares them)."""
+        found = inspect(connection)
+        return any(found.has_table(t.name, schema=t.schema) for t in (self.nodes, self.events))
 
 
 def session_tables(session_id: str, schema: str | None = None) -> SessionTables:

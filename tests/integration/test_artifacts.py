@@ -27,7 +27,9 @@ from soong_store import (
     StoreClosed,
     ToolResultBlock,
 )
-from soong_store.artifacts import ArtifactFiles, estimate_tokens, summarize_json
+from soong_store._artifact_files import ArtifactFiles
+from soong_store.artifacts import estimate_tokens, summarize_json
+from soong_store.check import check_store
 from tests.conftest import connect_raw, db_path, snapshot, text
 
 pytestmark = pytest.mark.asyncio
@@ -320,7 +322,11 @@ async def test_kill_between_file_and_commit_leaves_orphan_for_gc(home: Path):
         await store.put_artifact(sid, b"after the crash")
 
 
-async def test_fork_shares_files_and_delete_keeps_them_until_last_reference(
+def inodes(home: Path) -> set[int]:
+    return {(home / "artifacts" / rel).stat().st_ino for rel in artifact_files(home)}
+
+
+async def test_fork_links_files_of_its_own_and_delete_keeps_the_other_whole(
     store: SessionStore, home: Path
 ):
     s = await store.create_session(cwd=".")
@@ -332,9 +338,12 @@ async def test_fork_shares_files_and_delete_keeps_them_until_last_reference(
     n2 = await store.append_node(sid, "tool", "message", [{"type": "json", "data": "b" * 20_000}])
     lonely = await store.put_artifact(sid, b"only in the parent")
     fork = await store.fork_session(sid, n2.node_id)
-    assert len(artifact_files(home)) == 3  # no copies
+    assert len(artifact_files(home)) == 5 and len(inodes(home)) == 3  # links, no copies
     fork_arts = await store.list_artifacts(fork.session_id)
     assert len(fork_arts) == 2
+    assert all(
+        a.path == f"{fork.session_id}/{a.artifact_id}{Path(a.path).suffix}" for a in fork_arts
+    )
     path = await store.active_path(fork.session_id)
     ref = path[0].content[0]
     assert isinstance(ref, ArtifactRefBlock) and ref.artifact_id != attachment.artifact_id
@@ -346,11 +355,38 @@ async def test_fork_shares_files_and_delete_keeps_them_until_last_reference(
 
     await store.delete_session(sid)
     remaining = artifact_files(home)
-    assert len(remaining) == 2 and not any(lonely.artifact_id in p for p in remaining)
+    assert len(remaining) == 2 and all(p.startswith(fork.session_id) for p in remaining)
+    assert not any(lonely.artifact_id in p for p in remaining)
     assert await store.read_artifact(ref.artifact_id) == b"shared bytes"
     await store.delete_session(fork.session_id)
     assert artifact_files(home) == []
     assert rows(home, "SELECT count(*) FROM artifacts") == [(0,)]
+
+
+async def test_a_file_an_old_style_fork_names_stays_until_its_last_row_goes(
+    store: SessionStore, home: Path
+):
+    """Forks made by earlier versions name their parent's file instead of a link of their own."""
+    parent = (await store.create_session(cwd=".")).session_id
+    art = await store.put_artifact(parent, b"old fork", filename="a.txt")
+    await store.append_node(
+        parent, "user", "message", [{"type": "artifact_ref", "artifact_id": art.artifact_id}]
+    )
+    fork = await store.fork_session(parent, (await store.active_path(parent))[-1].node_id)
+    (copy,) = await store.list_artifacts(fork.session_id)
+    con = connect_raw(db_path(home))
+    with con:
+        con.execute(
+            "UPDATE artifacts SET path = ? WHERE artifact_id = ?", (art.path, copy.artifact_id)
+        )
+    con.close()
+    (home / "artifacts" / copy.path).unlink()
+    assert (await check_store(store)).ok
+    await store.delete_session(parent)
+    assert artifact_files(home) == [art.path]
+    assert await store.read_artifact(copy.artifact_id) == b"old fork"
+    await store.delete_session(fork.session_id)
+    assert artifact_files(home) == []
 
 
 HOSTILE_NAMES = [
@@ -440,7 +476,7 @@ async def test_tampered_path_cannot_escape(store: SessionStore, home: Path):
     )
     con.commit()
     con.close()
-    with pytest.raises(StorageError, match="leaves the artifact folder"):
+    with pytest.raises(StorageError, match="is not <session>/<file>"):
         await store.read_artifact(art.artifact_id)
 
 

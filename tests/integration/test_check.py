@@ -85,6 +85,7 @@ def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> No
     switched = con.execute(
         f"SELECT event_id FROM {events} WHERE event_type = 'node_switched'"
     ).fetchone()[0]
+    nodes_run = dict(con.execute(f"SELECT node_seq, run_id FROM {nodes}").fetchall())
     now = "2026-01-01T00:00:00.000000+00:00"
     with con:
         con.execute(f"UPDATE {events} SET node_id = NULL WHERE node_id = ?", (n[2],))
@@ -140,6 +141,11 @@ def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> No
         ("missing_table", ("nodes_sess_no_tables",)),
         ("missing_table", ("events_sess_no_tables",)),
         ("missing_root_agent", ("sess_no_tables", "agent_none")),
+        # what the damage above breaks besides, found by the same rules an import applies
+        ("invalid_row", ("sess_no_tables",)),  # its cwd "." is not an absolute path
+        ("node_order", (n[16], n[17])),  # #16's parent is now #17, numbered after it
+        ("run_rule", (n[5], nodes_run[5])),  # #5 (now agent_ghost's) is in a run of another
+        ("run_rule", (runs[0],)),  # its end node is not its last node any more
     }
     found = set(problems(home))
     assert expected - found == set()

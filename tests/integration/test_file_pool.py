@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from soong_store._artifact_files import ArtifactFiles
 from soong_store._file_pool import FilePool, FileWrite
-from soong_store.artifacts import ArtifactFiles
 from soong_store.errors import StorageError, StoreClosed
 
 

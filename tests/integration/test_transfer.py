@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -14,8 +16,9 @@ from typing import Any
 import orjson
 import pytest
 
-from soong_store import InvalidArgument, SessionStore
+from soong_store import InvalidArgument, SessionStore, TextBlock
 from soong_store._render import export_markdown
+from soong_store._session_writer import SessionWriter
 from soong_store.check import check_store
 from soong_store.demo import write_demo
 from soong_store.transfer import export_session, import_session
@@ -77,7 +80,7 @@ def test_round_trip_through_the_cli_is_equal(demo: tuple[Path, str], tmp_path: P
     dump = tmp_path / "session.jsonl"
     command = [sys.executable, "-m", "soong_store", "--home"]
     done = subprocess.run(
-        [*command, str(home), "export", sid, "--with-artifacts", "-o", str(dump)],
+        [*command, str(home), "export", sid, "-o", str(dump)],
         capture_output=True,
         text=True,
     )
@@ -95,7 +98,7 @@ def test_round_trip_through_the_cli_is_equal(demo: tuple[Path, str], tmp_path: P
 async def test_new_id_copies_next_to_the_original(copy: tuple[Path, str]) -> None:
     home, sid = copy
     before = rows_of(home, sid)
-    lines = await exported(home, sid, with_artifacts=False)
+    lines = await exported(home, sid)
     async with SessionStore(home=home) as store:
         result = await import_session(store, encode(lines), new_id=True)
         new = result.session_id
@@ -136,6 +139,63 @@ def set_row(column: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return lambda line: line["row"].__setitem__(column, value)
 
 
+def rows(lines: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [line["row"] for line in lines[1:] if line["kind"] == kind]
+
+
+def change(edit: Callable[[list[dict[str, Any]]], None]) -> Any:
+    def apply(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        edit(lines)
+        return lines
+
+    return apply
+
+
+def _cycle(lines: list[dict[str, Any]]) -> None:
+    first, second = rows(lines, "node")[:2]
+    first["parent_id"] = second["node_id"]
+
+
+def _unnamed_node(lines: list[dict[str, Any]]) -> None:
+    node = rows(lines, "node")[0]["node_id"]
+    for event in rows(lines, "event"):
+        if event["node_id"] == node:
+            event["node_id"] = None
+
+
+def _two_running_main_runs(lines: list[dict[str, Any]]) -> None:
+    root = rows(lines, "session")[0]["root_agent_id"]
+    for run in [r for r in rows(lines, "run") if r["agent_id"] == root][:2]:
+        run.update(status="running", end_reason=None)
+
+
+def _assistant_branch(lines: list[dict[str, Any]]) -> None:
+    nodes = rows(lines, "node")
+    node = next(n for n in nodes[2:] if n["role"] == "assistant")
+    node["parent_id"] = nodes[0]["node_id"]
+
+
+def _foreign_path(folder: str) -> Any:
+    def edit(lines: list[dict[str, Any]]) -> None:
+        row = rows(lines, "artifact")[0]
+        name = row["path"].split("/")[-1]
+        row["path"] = folder.format(sid=row["session_id"], name=name)
+
+    return change(edit)
+
+
+def _last(kind: str, column: str, step: int) -> Any:
+    def edit(lines: list[dict[str, Any]]) -> None:
+        rows(lines, kind)[-1][column] += step
+
+    return change(edit)
+
+
+def _run_seq_gap(lines: list[dict[str, Any]]) -> None:
+    event = next(e for e in rows(lines, "event") if e["run_id"] is not None)
+    event["run_seq"] += 10
+
+
 REFUSALS: dict[str, Callable[[list[dict[str, Any]]], Any]] = {
     "empty file": lambda lines: [],
     "no header": lambda lines: lines[1:],
@@ -168,6 +228,44 @@ REFUSALS: dict[str, Callable[[list[dict[str, Any]]], Any]] = {
     "artifact path hidden": mutate("artifact", set_row("path", "sess_x/.tmp-evil")),
     "bad base64": mutate("artifact", lambda line: line.__setitem__("data_b64", "!!not base64")),
     "wrong artifact size": mutate("artifact", set_row("size_bytes", 1)),
+    # what the API refuses or check reports is refused too
+    "parent cycle": change(_cycle),
+    "NaN in content": mutate("node", set_row("content_json", '[{"type":"json","data":NaN}]')),
+    "Infinity in metadata": mutate("node", set_row("metadata_json", '{"x":Infinity}')),
+    "1e400 in a payload": mutate("event", set_row("payload_json", "[1e400]")),
+    "integer beyond 64 bits": mutate(
+        "node", set_row("content_json", '[{"type":"json","data":18446744073709551616}]')
+    ),
+    "repeated key": mutate("event", set_row("payload_json", '{"a":1,"a":2}')),
+    "content not as the store writes it": mutate(
+        "node", set_row("content_json", '[{"type": "text", "text": "spaced"}]')
+    ),
+    "path into another session's folder": _foreign_path("sess_other/{name}"),
+    "path into a folder that is no session": _foreign_path("not-a-session/{name}"),
+    "empty path part": _foreign_path("{sid}//{name}"),
+    "dot path part": _foreign_path("{sid}/./{name}"),
+    "path named for another artifact": _foreign_path("{sid}/art_00000000000000000000000000.txt"),
+    "content refers to an artifact not of the session": mutate(
+        "node",
+        set_row("content_json", '[{"type":"artifact_ref","artifact_id":"art_of_someone_else"}]'),
+    ),
+    "seq gap": _last("event", "seq", 1),
+    "node_seq gap": _last("node", "node_seq", 5),
+    "run_seq gap": change(_run_seq_gap),
+    "node without event": change(_unnamed_node),
+    "two running main runs": change(_two_running_main_runs),
+    "root agent of type sub": mutate("agent", set_row("agent_type", "sub")),
+    "assistant opens a branch": change(_assistant_branch),
+    "artifact names a missing node": mutate("artifact", set_row("node_id", "node_nowhere"), 1),
+    "artifact names a missing agent": mutate("artifact", set_row("agent_id", "agent_nobody"), 1),
+    "cwd holding NUL": mutate("session", set_row("cwd", "/tmp/a\x00b")),
+    "relative cwd": mutate("session", set_row("cwd", "project")),
+    "naive timestamp": mutate("node", set_row("created_at", "2026-01-01T00:00:00.000000")),
+    "timestamp not in UTC": mutate(
+        "event", set_row("created_at", "2026-01-01T01:00:00.000000+01:00")
+    ),
+    "token_count of 2**63": mutate("node", set_row("token_count", 2**63)),
+    "finished run without an end reason": mutate("run", set_row("end_reason", None)),
 }
 
 
@@ -183,6 +281,8 @@ async def test_a_bad_file_is_refused_and_nothing_is_written(
             with pytest.raises(InvalidArgument) as caught:
                 await import_session(store, encode(lines), new_id=new_id)
             assert "\n" not in str(caught.value)
+            if lines:
+                assert re.search(r"^bad export file, line \d+: ", str(caught.value))
     assert snapshot(home) == before
     assert files_of(home) == files
 
@@ -212,21 +312,38 @@ async def test_an_existing_session_is_refused_also_in_another_case(
     assert files_of(home) == files
 
 
-async def test_an_artifact_file_with_other_bytes_is_not_overwritten(
+async def test_an_orphan_file_in_the_way_is_replaced(
     copy: tuple[Path, str], tmp_path: Path
 ) -> None:
     home, sid = copy
     lines = await exported(home, sid)
     target = tmp_path / "target"
-    artifact = next(line for line in lines[1:] if line["kind"] == "artifact")["row"]
-    squatter = target / "artifacts" / artifact["path"]
+    artifact = next(line for line in lines[1:] if line["kind"] == "artifact")
+    squatter = target / "artifacts" / artifact["row"]["path"]
     squatter.parent.mkdir(parents=True)
     squatter.write_bytes(b"someone else's file")
     async with SessionStore(home=target) as store:
-        with pytest.raises(InvalidArgument, match="other bytes"):
-            await import_session(store, encode(lines))
-        assert await store.list_sessions() == []
-    assert files_of(target) == {artifact["path"]: b"someone else's file"}
+        await import_session(store, encode(lines))
+        assert (await check_store(store)).ok
+        data = await store.read_artifact(artifact["row"]["artifact_id"])
+    assert data == base64.b64decode(artifact["data_b64"]) != b"someone else's file"
+
+
+async def test_an_export_without_artifacts_imports_its_rows_and_counts_the_files(
+    copy: tuple[Path, str], tmp_path: Path
+) -> None:
+    home, sid = copy
+    lines = await exported(home, sid, with_artifacts=False)
+    assert lines[0]["with_artifacts"] is False
+    assert all("data_b64" not in line for line in lines[1:])
+    target = tmp_path / "target"
+    async with SessionStore(home=target) as store:
+        result = await import_session(store, encode(lines))
+        assert result.missing_files == lines[0]["counts"]["artifacts"] > 0
+        assert len(await store.list_artifacts(sid)) == result.missing_files
+        report = await check_store(store)
+    assert {p.kind for p in report.problems} == {"missing_artifact_file"}
+    assert not (target / "artifacts").exists()
 
 
 async def test_markdown_renders_the_active_path(demo: tuple[Path, str]) -> None:
@@ -240,3 +357,60 @@ async def test_markdown_renders_the_active_path(demo: tuple[Path, str]) -> None:
     assert text.count("\n## #") == len(path)
     assert "context the model gets starts here" in text
     assert "**tool error**" in text and "**tool call** `edit_file`" in text
+
+
+async def test_new_id_rewrites_ids_only_where_ids_are_held(home: Path, tmp_path: Path) -> None:
+    async with SessionStore(home=home) as store:
+        sid = (await store.create_session(cwd=home)).session_id
+        root = (await store.get_session(sid)).root_agent_id
+        run = await store.start_run(sid, root)
+        art = await store.put_artifact(sid, b"attached", filename="a.txt", run_id=run.run_id)
+        said = [
+            {"type": "text", "text": art.artifact_id},
+            {"type": "json", "data": {"agent": root, "run": run.run_id, "session": sid}},
+            {"type": "artifact_ref", "artifact_id": art.artifact_id},
+        ]
+        await store.append_node(
+            sid, "user", "message", said, run_id=run.run_id, metadata={"about": art.artifact_id}
+        )
+        await store.append_event(sid, "note", payload={"mentions": [root, art.artifact_id]})
+        out = io.StringIO()
+        await export_session(store, sid, out)
+        result = await import_session(store, out.getvalue().splitlines(), new_id=True)
+        copy = result.session_id
+        (node,) = await store.list_nodes(copy)
+        (new_art,) = await store.list_artifacts(copy)
+        new_root = (await store.get_session(copy)).root_agent_id
+        assert new_art.artifact_id != art.artifact_id and new_root != root
+        assert node.content[0] == TextBlock(text=art.artifact_id)
+        assert node.content[1].data == {"agent": root, "run": run.run_id, "session": sid}
+        assert node.content[2].artifact_id == new_art.artifact_id
+        assert node.metadata == {"about": art.artifact_id}
+        assert node.agent_id == new_root and node.run_id not in (None, run.run_id)
+        note = next(e for e in await store.timeline(copy) if e.event_type == "note")
+        assert note.payload == {"mentions": [root, art.artifact_id]}
+        created = next(e for e in await store.timeline(copy) if e.event_type == "artifact_created")
+        assert created.payload["artifact_id"] == new_art.artifact_id
+        assert (await check_store(store)).ok
+
+
+async def test_import_and_fork_write_nodes_through_the_one_insert_path(
+    copy: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, sid = copy
+    lines = await exported(home, sid)
+    written: list[str] = []
+    original = SessionWriter._put_node
+
+    def spy(self: SessionWriter, row: dict[str, Any]) -> None:
+        written.append(self.session_id)
+        original(self, row)
+
+    monkeypatch.setattr(SessionWriter, "_put_node", spy)
+    async with SessionStore(home=home) as store:
+        copied = await import_session(store, encode(lines), new_id=True)
+        assert written.count(copied.session_id) == copied.counts["nodes"]
+        fork = await store.fork_session(sid, (await store.active_path(sid))[-1].node_id)
+        assert written.count(fork.session_id) == len(await store.list_nodes(fork.session_id))
+        await store.append_node(sid, "user", "message", [TextBlock(text="one more")])
+        assert written[-1] == sid
