@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, exists, func, select, update
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.elements import ClauseElement
 
 from soong_store._ops import EventOp, NodeOp, Op
@@ -47,6 +48,9 @@ from soong_store.records import (
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.schema.session_tables import CACHE_SIZE, SessionTables, session_tables
 
+_SESSION_ROW = select(sessions_table.c.session_id).where(
+    sessions_table.c.session_id == bindparam("p_session")
+)
 _AGENT = select(agents_table).where(agents_table.c.agent_id == bindparam("p_agent"))
 _RUN = select(runs_table).where(runs_table.c.run_id == bindparam("p_run"))
 _ARTIFACT_OWNER = select(artifacts_table.c.session_id).where(
@@ -130,6 +134,12 @@ def _statements(session_id: str, dialect: Dialect) -> _Statements:
     )
 
 
+def _session_exists(db: Runner, dialect: Dialect, session_id: str) -> bool:
+    """Whether the ``sessions`` row exists (asked only when the session's tables are missing)."""
+    lookup = Prepared.compile(_SESSION_ROW, dialect)
+    return db.scalar(lookup, {"p_session": session_id}) is not None
+
+
 @dataclass(slots=True)
 class Committed:
     """What one unit of work wrote, as records with their final numbers."""
@@ -171,7 +181,16 @@ class SessionWriter:
         """Load the session (``NotFound``) and, when writing, refuse an archived one."""
         sql = _statements(session_id, connection.dialect)
         db = Runner(connection)
-        row = db.first(sql.session, {"p_session": session_id})
+        try:
+            row = db.first(sql.session, {"p_session": session_id})
+        except OperationalError as exc:
+            # The statement reads the session's own tables, so an unknown session fails here;
+            # only then is the row looked up alone (a known one without its tables is damage).
+            if "no such table" not in str(exc.orig) or _session_exists(
+                db, connection.dialect, session_id
+            ):
+                raise
+            row = None
         if row is None:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         if writable and row["status"] == SessionStatus.ARCHIVED:
