@@ -35,7 +35,7 @@ from soong_store._engine import (
     make_engine,
 )
 from soong_store._file_pool import FilePool, FileWrite
-from soong_store._ops import Op, artifacts_of, check_token_count
+from soong_store._ops import Op, artifacts_of, check_bound, check_integer
 from soong_store._ops import enum_value as _enum
 from soong_store._session_writer import Committed, apply_ops
 from soong_store.artifacts import (
@@ -82,15 +82,6 @@ def default_home() -> Path:
     return Path(env) if env else Path.home() / ".soong-agent"
 
 
-def _positive(value: object, what: str, *, allow_zero: bool = False) -> int | None:
-    if value is None:
-        return None
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidArgument(f"invalid {what} {value!r}: expected an integer >= {low}")
-    return value
-
-
 class SessionStore:
     """The persistence layer of one agent home: sessions, agents, runs, nodes and events.
 
@@ -120,9 +111,9 @@ class SessionStore:
         self.durability: Durability = durability
         self._sqlite_module = load_sqlite_module(sqlite_module)
         self._policy = SpillPolicy(
-            max_bytes=_positive(spill_bytes, "spill_bytes") or SPILL_BYTES,
-            max_tokens=_positive(spill_tokens, "spill_tokens") or SPILL_TOKENS,
-            max_artifact_bytes=_positive(max_artifact_bytes, "max_artifact_bytes")
+            max_bytes=check_bound(spill_bytes, "spill_bytes", low=1) or SPILL_BYTES,
+            max_tokens=check_bound(spill_tokens, "spill_tokens", low=1) or SPILL_TOKENS,
+            max_artifact_bytes=check_bound(max_artifact_bytes, "max_artifact_bytes", low=1)
             or MAX_ARTIFACT_BYTES,
         )
         self._files = ArtifactFiles(self.home / "artifacts")
@@ -265,7 +256,7 @@ class SessionStore:
     ) -> list[SessionRecord]:
         """Sessions, most recently updated first."""
         wanted = None if status is None else _enum(SessionStatus, status, "session status")
-        count = _positive(limit, "limit")
+        count = check_bound(limit, "limit", low=1)
         return await self._read(partial(_reads.list_sessions, status=wanted, limit=count))
 
     async def archive_session(self, session_id: str) -> SessionRecord:
@@ -377,7 +368,7 @@ class SessionStore:
             _writes.update_run,
             run_id=check_id(run_id, "run"),
             status=None if status is None else _enum(RunStatus, status, "run status"),
-            turn_count=check_token_count(turn_count),
+            turn_count=check_integer(turn_count, "turn_count"),
             usage_json=_json.dumps_optional(usage, what="run usage"),
             metadata_json=_json.dumps_optional(metadata, what="run metadata"),
         )
@@ -400,7 +391,7 @@ class SessionStore:
             end_reason=_enum(EndReason, end_reason, "end reason"),
             usage_json=_json.dumps_optional(usage, what="run usage"),
             error_json=_json.dumps_optional(error, what="run error"),
-            turn_count=check_token_count(turn_count),
+            turn_count=check_integer(turn_count, "turn_count"),
         )
         return await self._write(job)
 
@@ -544,8 +535,8 @@ class SessionStore:
             _reads.timeline,
             session_id=check_session_id(session_id),
             run_id=check_optional_id(run_id, "run"),
-            after_seq=_positive(after_seq, "after_seq", allow_zero=True),
-            limit=_positive(limit, "limit"),
+            after_seq=check_bound(after_seq, "after_seq"),
+            limit=check_bound(limit, "limit", low=1),
         )
         return await self._read(query)
 
