@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -74,6 +75,8 @@ from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
 _READ_RETRY_S = 30.0
+_INHERITED: list[object] = []
+"""What a forked child's stores held: kept alive, never closed (the parent still uses it)."""
 
 
 def default_home() -> Path:
@@ -91,6 +94,16 @@ class SessionStore:
             session = await store.create_session(cwd=".")
             await store.append_node(session.session_id, "user", "message", [{"type": "text",
                                     "text": "hello"}])
+
+    Event loops and threads: a store is not tied to the loop that opened it. Any coroutine may be
+    awaited from any event loop, in any thread, also from several loops at once: writes go to
+    the writer's thread and reads to the reader threads, and each result is handed back to the
+    loop of its caller. Opening and closing from several loops at once open and close once.
+
+    Processes: a store belongs to the process that opened it. After ``os.fork()`` every call
+    in the child raises :class:`~soong_store.errors.StorageError` (the writer's thread and the
+    connections stay in the parent); the child opens a store of its own. ``close()`` in the
+    child only lets go of the inherited store, without touching the parent's connections.
     """
 
     def __init__(
@@ -124,6 +137,9 @@ class SessionStore:
         self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
         self._readers: ThreadPoolExecutor | None = None
+        self._pid = os.getpid()
+        self._opening = threading.Lock()  # held in a worker thread while opening, never a loop's
+        self._claim = threading.Lock()  # held only to take the open resources for closing
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -139,9 +155,23 @@ class SessionStore:
 
     async def open(self) -> None:
         """Create the home, bring the schema to head and start the writer."""
+        self._check_process()
         if self._writer is not None:
             return
-        await asyncio.to_thread(self._open_sync)
+        await asyncio.to_thread(self._open_once)
+
+    def _open_once(self) -> None:
+        with self._opening:
+            if self._writer is None:
+                self._open_sync()
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise StorageError(
+                f"this store was opened in process {self._pid}, not in this one "
+                f"({os.getpid()}, a fork of it): open a new store in the child",
+                pid=self._pid,
+            )
 
     def _open_sync(self) -> None:
         # The engine refuses an unusable driver (too old a SQLite) before anything is created.
@@ -166,20 +196,34 @@ class SessionStore:
 
     async def close(self) -> None:
         """Finish queued writes, then release the connections. Closing twice is harmless."""
-        writer, self._writer = self._writer, None
+        if os.getpid() != self._pid:
+            self._let_go_in_child()
+            return
+        with self._claim:
+            writer, self._writer = self._writer, None
+            file_pool, readers = self._file_pool, self._readers
+            engines = (self._write_engine, self._read_engine)
         if writer is None:
             return
         await writer.close()
-        if self._file_pool is not None:  # after the writer: its waiting jobs need their files
-            await asyncio.to_thread(self._file_pool.close)
+        if file_pool is not None:  # after the writer: its waiting jobs need their files
+            await asyncio.to_thread(file_pool.close)
         for dag in self._task_dags.values():
             dag.close()
         self._task_dags.clear()
-        if self._readers is not None:
-            self._readers.shutdown(wait=True)
-        for engine in (self._write_engine, self._read_engine):
+        if readers is not None:
+            readers.shutdown(wait=True)
+        for engine in engines:
             if engine is not None:
                 engine.dispose()
+
+    def _let_go_in_child(self) -> None:
+        """Forget the parent's store without closing its connections or joining its threads."""
+        held = (self._writer, self._file_pool, self._readers, self._write_engine)
+        _INHERITED.append((*held, self._read_engine, self._task_dags))
+        self._writer = self._file_pool = self._readers = None
+        self._write_engine = self._read_engine = None
+        self._task_dags = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -189,11 +233,13 @@ class SessionStore:
         on_abort: Callable[[], None] | None = None,
         after: Sequence[Prerequisite] = (),
     ) -> T:
+        self._check_process()
         if self._writer is None:
             raise StoreClosed("the store is not open")
         return await self._writer.submit(job, on_abort=on_abort, after=after)
 
     async def _read(self, query: Callable[[Connection], T]) -> T:
+        self._check_process()
         if self._readers is None or self._read_engine is None or self._writer is None:
             raise StoreClosed("the store is not open")
         loop = asyncio.get_running_loop()
@@ -401,6 +447,7 @@ class SessionStore:
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
         """A unit of work: the nodes and events added in the block commit together or not at all."""
         sid = check_session_id(session_id)
+        self._check_process()
         if self._writer is None:
             raise StoreClosed("the store is not open")
         tx = UnitOfWork(sid, partial(self._submit_ops, sid), self._policy, self._start_file)
@@ -432,6 +479,7 @@ class SessionStore:
             raise
 
     def _start_file(self, path: str, data: bytes) -> FileWrite:
+        self._check_process()
         if self._file_pool is None:
             raise StoreClosed("the store is not open")
         return self._file_pool.start(path, data)
