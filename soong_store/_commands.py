@@ -21,7 +21,7 @@ from soong_store._engine import make_engine
 from soong_store.check import check_store
 from soong_store.demo import write_demo
 from soong_store.enums import EventLevel
-from soong_store.errors import NotFound, StorageError, TaskDagUnavailable
+from soong_store.errors import InvalidArgument, NotFound, StorageError, TaskDagUnavailable
 from soong_store.ids import check_id, check_session_id
 from soong_store.migrate import current_revision, head_revision, upgrade
 from soong_store.store import SessionStore
@@ -174,8 +174,11 @@ async def cmd_path(args: argparse.Namespace) -> int:
         # The context of the path's own end node: both reads see the same path (nodes never
         # change) even if the active node moves in between.
         context = await store.context(sid, path[-1].node_id if path else node)
+        nodes = 0 if path else (await store._read(lambda c: session_counts(c, sid)))["nodes"]
     if args.json:
         _emit(_render.path_document(sid, path, context))
+    elif not path and nodes:
+        _out(f"session {sid} has no active node (the next message starts a new root)")
     elif not path:
         _out(f"session {sid} has no node yet")
     else:
@@ -218,16 +221,20 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 async def cmd_switch(args: argparse.Namespace) -> int:
-    """Make a node the session's active node."""
+    """Make a node the session's active node, or (``--none``) clear it."""
     sid = check_session_id(args.session_id)
+    if (args.node is None) == (not args.none):
+        raise InvalidArgument("switch takes a NODE or --none (one of the two)")
     async with _open_store(args) as store:
-        node = await _node_arg(store, sid, args.node)
+        node = None if args.none else await _node_arg(store, sid, args.node)
         session = await store.switch_node(sid, node)
-        record = await store.get_node(sid, node)
+        record = None if node is None else await store.get_node(sid, node)
     if args.json:
         _emit(session.model_dump(mode="json"))
+    elif record is None:
+        _out(f"session {sid}: no active node now (the next message starts a new root)")
     else:
-        _out(f"session {sid}: active node is now #{record.node_seq} {node}")
+        _out(f"session {sid}: active node is now #{record.node_seq} {record.node_id}")
     return 0
 
 

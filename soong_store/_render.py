@@ -156,6 +156,8 @@ def tree_lines(doc: dict[str, Any], *, width: int, depth: int | None = None) -> 
     for a in doc["agents"]:
         extra = f", {a['purpose']}" if a["purpose"] else ""
         lines.append(f"  agent {a['label']}: {a['agent_id']} ({a['agent_type']}{extra})")
+    if doc["active_node_id"] is None and by_id:
+        lines.append("  no active node: the next message starts a new root")
     stack: list[tuple[dict[str, Any], str, str, int, bool]] = []
     for index in range(len(roots) - 1, -1, -1):
         root, last = roots[index], index == len(roots) - 1
@@ -269,7 +271,12 @@ def show_lines(
     active = session.active_node_id
     lines = [f"session  {session.session_id} ({session.status})", f"cwd      {session.cwd}"]
     lines.append(f"created  {_when(session)}, updated {session.updated_at:%Y-%m-%d %H:%M:%S}")
-    shown = f"#{active_seq} {active}" if active else "(no node yet)"
+    if active:
+        shown = f"#{active_seq} {active}"
+    elif counts.get("nodes"):
+        shown = "(none: the next message starts a new root)"
+    else:
+        shown = "(no node yet)"
     lines.append(f"active   {shown}")
     if session.parent_session_id:
         lines.append(f"forked   from {session.parent_session_id}")

@@ -133,9 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--interval", type=_seconds, default=0.5, metavar="SECONDS",
         help="pause between polls with --follow (default 0.5)")  # fmt: skip
     add("--width", **_WIDTH)
-    add = command("switch", cmd_switch, "make a node the session's active node")
+    add = command("switch", cmd_switch, "make a node the session's active node, or none")
     add("session_id", **_SID)
-    add("node", metavar="NODE", help="node id or #SEQ")
+    add("node", metavar="NODE", nargs="?", help="node id or #SEQ")
+    add("--none", action="store_true", help="no active node: the next message starts a new root")
     add = command("tasks", cmd_tasks, "show a session's task DAGs, statuses and ready set")
     add("session_id", **_SID)
     add("name", metavar="NAME", nargs="?", help="task name (default: list the session's tasks)")

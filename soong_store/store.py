@@ -536,10 +536,16 @@ class SessionStore:
             )
         return tx.events[0]
 
-    async def switch_node(self, session_id: str, node_id: str) -> SessionRecord:
-        """Make ``node_id`` the session's active node."""
+    async def switch_node(self, session_id: str, node_id: str | None) -> SessionRecord:
+        """Make ``node_id`` the session's active node; ``None`` clears it.
+
+        With no active node the path and context are empty, and the root agent's next node
+        without a ``parent_id`` starts a new root beside the old ones: a branch, so it must be a
+        user message once the root agent has nodes (how a user edits the first message, or an
+        SDK clears a session while keeping its history).
+        """
         sid = check_session_id(session_id)
-        nid = check_id(node_id, "node")
+        nid = check_optional_id(node_id, "node")
         return await self._write(partial(_writes.switch_node, session_id=sid, node_id=nid))
 
     async def get_node(self, session_id: str, node_id: str) -> NodeRecord:
