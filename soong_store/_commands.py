@@ -16,15 +16,17 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
+from sqlalchemy import make_url
+
 from soong_store import _json, _render
-from soong_store._engine import make_engine
+from soong_store._engine import is_sqlite, make_engine
 from soong_store.check import check_store
 from soong_store.demo import write_demo
 from soong_store.enums import EventLevel
 from soong_store.errors import InvalidArgument, NotFound, StorageError, TaskDagUnavailable
 from soong_store.ids import check_id, check_session_id
 from soong_store.migrate import current_revision, head_revision, upgrade
-from soong_store.store import SessionStore
+from soong_store.store import SessionStore, default_home
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 from soong_store.transfer import export_session, import_session, session_counts
 
@@ -79,6 +81,27 @@ def _open_store(args: argparse.Namespace, home: Path | None = None) -> SessionSt
     return SessionStore(home=home or args.home, url=args.url, sqlite_module=args.sqlite_module)
 
 
+def where(args: argparse.Namespace) -> str:
+    """Where the command looks: ``home DIR``, or the database URL given with ``--url``."""
+    if args.url is not None:
+        return make_url(args.url).render_as_string(hide_password=True)
+    return f"home {args.home or default_home()}"
+
+
+def _open_existing(args: argparse.Namespace) -> SessionStore:
+    """The store of a command that reads what is there: ``NotFound`` if there is no database.
+
+    Opening a store creates its home and database; a command that only looks must not leave an
+    empty one behind (nor its folder), so a missing SQLite file is refused first.
+    """
+    store = _open_store(args)
+    url = make_url(store.url)
+    file = url.database if is_sqlite(url) and not url.query.get("uri") else None
+    if file and file != ":memory:" and not Path(file).exists():
+        raise NotFound(f"no database in {where(args)}: {file} does not exist")
+    return store
+
+
 async def _node_arg(store: SessionStore, sid: str, value: str) -> str:
     """A node id, or ``#N``/``N`` for the node with ``node_seq`` N."""
     match = _SEQ.fullmatch(value)
@@ -117,7 +140,7 @@ async def cmd_upgrade(args: argparse.Namespace) -> int:
 
 async def cmd_sessions(args: argparse.Namespace) -> int:
     """List sessions, most recently updated first."""
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         found = await store.list_sessions(status=args.status, limit=args.offset + args.limit + 1)
     page = found[args.offset : args.offset + args.limit]
     more = len(found) > args.offset + args.limit
@@ -132,7 +155,7 @@ async def cmd_sessions(args: argparse.Namespace) -> int:
 async def cmd_show(args: argparse.Namespace) -> int:
     """A session, its agents, runs, artifacts and usage."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         session = await store.get_session(sid)
         agents = await store.list_agents(sid)
         runs = await store.list_runs(sid)
@@ -150,7 +173,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
 async def cmd_tree(args: argparse.Namespace) -> int:
     """The whole tree of a session, the active path marked."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         doc = await _tree(store, sid, args.agent)
     if args.json:
         _emit(doc)
@@ -168,7 +191,7 @@ async def _tree(store: SessionStore, sid: str, agent: str | None = None) -> dict
 async def cmd_path(args: argparse.Namespace) -> int:
     """The context the model gets at a node: the active path from its last compaction on."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         node = None if args.node is None else await _node_arg(store, sid, args.node)
         path = await store.active_path(sid, node)
         # The context of the path's own end node: both reads see the same path (nodes never
@@ -192,7 +215,7 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
     low = LEVELS.index(args.level)
     width = _width(args)
     collected: list[dict[str, Any]] = []
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         await store.get_session(sid)
         if args.run is not None and (await store.get_run(args.run)).session_id != sid:
             raise NotFound(f"no run {args.run!r} in session {sid!r}", run_id=args.run)
@@ -225,7 +248,7 @@ async def cmd_switch(args: argparse.Namespace) -> int:
     sid = check_session_id(args.session_id)
     if (args.node is None) == (not args.none):
         raise InvalidArgument("switch takes a NODE or --none (one of the two)")
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         node = None if args.none else await _node_arg(store, sid, args.node)
         session = await store.switch_node(sid, node)
         record = None if node is None else await store.get_node(sid, node)
@@ -241,7 +264,7 @@ async def cmd_switch(args: argparse.Namespace) -> int:
 async def cmd_tasks(args: argparse.Namespace) -> int:
     """The task DAGs of a session, read from their write-ahead logs (nothing is changed)."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         session = await store.get_session(sid)
     folder = task_root(session.cwd, sid)
     if args.name is None:
@@ -283,7 +306,7 @@ def _task_logs(folder: Path) -> list[dict[str, Any]]:
 
 async def cmd_gc(args: argparse.Namespace) -> int:
     """Remove artifact files that no artifact row names."""
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         paths = await store.gc(dry_run=args.dry_run, min_age=args.min_age)
     if args.json:
         _emit({"dry_run": args.dry_run, "min_age": args.min_age, "paths": paths})
@@ -300,7 +323,7 @@ async def cmd_check(args: argparse.Namespace) -> int:
     sid = None if args.session_id is None else check_session_id(args.session_id)
     progress = _Progress("check")
     try:
-        async with _open_store(args) as store:
+        async with _open_existing(args) as store:
             report = await check_store(store, sid, progress=progress)
     finally:
         progress.close()
@@ -328,7 +351,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     target = Path(args.output) if args.output else None
     # A file is written beside its target and renamed at the end: never half an export there.
     staging = target.with_name(f".{target.name}.partial") if target else None
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         await store.get_session(sid)
         out: TextIO = open(staging, "w", encoding="utf-8") if staging else sys.stdout  # noqa: SIM115
         progress = _Progress("export")

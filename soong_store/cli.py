@@ -37,10 +37,17 @@ from soong_store._commands import (
     cmd_timeline,
     cmd_tree,
     cmd_upgrade,
+    where,
 )
 from soong_store._dberrors import translate
 from soong_store.enums import SessionStatus
-from soong_store.errors import InvalidArgument, SoongStoreError, StorageError, TaskDagUnavailable
+from soong_store.errors import (
+    InvalidArgument,
+    NotFound,
+    SoongStoreError,
+    StorageError,
+    TaskDagUnavailable,
+)
 
 DESCRIPTION = "Look into the sessions of a soong agent home; check, export and import them."
 Command = Callable[[argparse.Namespace], Awaitable[int]]
@@ -196,7 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except SoongStoreError as exc:
-        _fail(str(exc))
+        message = str(exc)
+        if isinstance(exc, NotFound) and message.startswith("no session ") and args is not None:
+            message += f" in {where(args)}"
+        _fail(message)
         return _exit_code(exc)
     except OSError as exc:
         _fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))

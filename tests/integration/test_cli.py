@@ -196,9 +196,11 @@ def test_home_from_environment_url_and_sqlite_module(
 ) -> None:
     home = tmp_path / "env-home"
     monkeypatch.setenv("SOONG_AGENT_HOME", str(home))
+    assert main(["upgrade"]) == 0
+    assert db_path(home).exists()
+    capsys.readouterr()
     assert main(["sessions", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sessions"] == []
-    assert db_path(home).exists()
     url = f"sqlite:///{tmp_path / 'other.sqlite'}"
     run = InProcess(capsys, tmp_path / "h")
     assert run.json("--url", url, "--sqlite-module", "sqlite3", "upgrade")["to"] == head_revision()
