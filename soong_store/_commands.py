@@ -13,10 +13,11 @@ import re
 import shutil
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from sqlalchemy import make_url
+from sqlalchemy import Connection, make_url, select
 
 from soong_store import _json, _render
 from soong_store._engine import is_sqlite, make_engine
@@ -26,6 +27,7 @@ from soong_store.enums import EventLevel
 from soong_store.errors import InvalidArgument, NotFound, StorageError, TaskDagUnavailable
 from soong_store.ids import check_id, check_session_id
 from soong_store.migrate import current_revision, head_revision, upgrade
+from soong_store.schema.session_tables import session_tables
 from soong_store.store import SessionStore, default_home
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 from soong_store.transfer import export_session, import_session, session_counts
@@ -220,8 +222,13 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
         if args.run is not None and (await store.get_run(args.run)).session_id != sid:
             raise NotFound(f"no run {args.run!r} in session {sid!r}", run_id=args.run)
         after = args.after
+        node_seqs: dict[str, int] = {}
+        if not args.json:
+            _out(_render.TIMELINE_HEADER)
         while True:
             batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
+            if not args.json and any(e.node_id not in node_seqs for e in batch if e.node_id):
+                node_seqs = await store._read(partial(_node_seqs, session_id=sid))
             for e in batch:
                 after = max(after, e.seq)
                 if LEVELS.index(e.level) < low or (args.type and e.event_type not in args.type):
@@ -231,7 +238,7 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
                 elif args.json:
                     _emit(e.model_dump(mode="json"))
                 else:
-                    _out(_render.event_line(e, width))
+                    _out(_render.event_line(e, width, node_seqs))
             if len(batch) == 1000:
                 continue
             if not args.follow:
@@ -241,6 +248,13 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
     if args.json and not args.follow:
         _emit({"session_id": sid, "events": collected})
     return 0
+
+
+def _node_seqs(connection: Connection, session_id: str) -> dict[str, int]:
+    """Each node's ``node_seq`` by id (the timeline names nodes as the tree does)."""
+    nodes = session_tables(session_id).nodes
+    rows = connection.execute(select(nodes.c.node_id, nodes.c.node_seq))
+    return {node_id: seq for node_id, seq in rows}
 
 
 async def cmd_switch(args: argparse.Namespace) -> int:

@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("session_id", **_SID)
     add = command("tree", cmd_tree, "print the whole tree of a session, active path marked")
     add("session_id", **_SID)
-    add("--depth", type=_nonnegative, metavar="N", help="fold branches nested deeper than N")
+    add("--depth", type=_nonnegative, metavar="N",
+        help="fold branches nested deeper than N (never the active node's)")  # fmt: skip
     add("--agent", help="only this agent's nodes (agent id, or label: main, sub1, fork1 ...)")
     add("--width", **_WIDTH)
     add = command("path", cmd_path, "print the context the model gets at a node")

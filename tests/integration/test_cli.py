@@ -304,7 +304,7 @@ def test_timeline_filters(demo: dict[str, Any], capsys: pytest.CaptureFixture[st
     later = run.json("timeline", sid, "--after", "50")["events"]
     assert [e["seq"] for e in later] == list(range(51, len(every) + 1))
     typed = run("timeline", sid, "--type", "tool_failed", "--type", "model_response")
-    assert len(typed.splitlines()) == 2
+    assert len(typed.splitlines()) == 1 + 2  # the column names, then the two events
 
 
 async def test_timeline_follow_prints_new_events_until_interrupted(
