@@ -1,7 +1,8 @@
 """The ``soong-store`` command line: look into a home's sessions, check, export and import them.
 
 Every command opens the home given before it (``--home``, ``--url``, else ``$SOONG_AGENT_HOME``,
-else ``~/.soong-agent``). Read commands print text for people, or with ``--json`` one JSON
+else ``~/.soong-agent``); only ``upgrade``, ``import`` and ``demo`` create a database there, the
+others refuse a home without one. Read commands print text for people, or with ``--json`` one JSON
 document of documented fields (``timeline --follow --json``: one event per line). Errors are one
 line on stderr: exit 2 for bad input (a malformed or unknown id, bad arguments, a bad file), 1
 for damage (``check`` found problems, the database or a task log is damaged), else 0.

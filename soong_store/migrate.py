@@ -141,8 +141,8 @@ def _read_revisions(engine: Engine) -> list[str] | None:
 
 
 def _missing_table(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return "no such table" in text or "does not exist" in text
+    detail = str(exc).lower()
+    return "no such table" in detail or "does not exist" in detail
 
 
 def _stored_revision(engine: Engine) -> str | None:
