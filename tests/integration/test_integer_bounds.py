@@ -148,6 +148,6 @@ def test_cli_paging_and_cursors_take_any_integer(
     assert sid in run("sessions", "--limit", huge)
     assert "(no sessions)" in run("sessions", "--offset", huge)
     assert "(no sessions)" in run("sessions", "--offset", huge, "--limit", huge)
-    assert run("timeline", sid, "--after", huge) == ""
+    assert len(run("timeline", sid, "--after", huge).splitlines()) == 1  # the column names
     assert run("timeline", sid, "--after", huge, "--json").count('"events":[]') == 1
     assert "#1 " in run("tree", sid, "--depth", huge, "--width", huge)
