@@ -13,18 +13,22 @@ import re
 import shutil
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
+from sqlalchemy import Connection, make_url, select
+
 from soong_store import _json, _render
-from soong_store._engine import make_engine
+from soong_store._engine import is_sqlite, make_engine
 from soong_store.check import check_store
 from soong_store.demo import write_demo
 from soong_store.enums import EventLevel
-from soong_store.errors import NotFound, StorageError, TaskDagUnavailable
+from soong_store.errors import InvalidArgument, NotFound, StorageError, TaskDagUnavailable
 from soong_store.ids import check_id, check_session_id
 from soong_store.migrate import current_revision, head_revision, upgrade
-from soong_store.store import SessionStore
+from soong_store.schema.session_tables import session_tables
+from soong_store.store import SessionStore, default_home
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 from soong_store.transfer import export_session, import_session, session_counts
 
@@ -79,6 +83,27 @@ def _open_store(args: argparse.Namespace, home: Path | None = None) -> SessionSt
     return SessionStore(home=home or args.home, url=args.url, sqlite_module=args.sqlite_module)
 
 
+def where(args: argparse.Namespace) -> str:
+    """Where the command looks: ``home DIR``, or the database URL given with ``--url``."""
+    if args.url is not None:
+        return make_url(args.url).render_as_string(hide_password=True)
+    return f"home {args.home or default_home()}"
+
+
+def _open_existing(args: argparse.Namespace) -> SessionStore:
+    """The store of a command that reads what is there: ``NotFound`` if there is no database.
+
+    Opening a store creates its home and database; a command that only looks must not leave an
+    empty one behind (nor its folder), so a missing SQLite file is refused first.
+    """
+    store = _open_store(args)
+    url = make_url(store.url)
+    file = url.database if is_sqlite(url) and not url.query.get("uri") else None
+    if file and file != ":memory:" and not Path(file).exists():
+        raise NotFound(f"no database in {where(args)}: {file} does not exist")
+    return store
+
+
 async def _node_arg(store: SessionStore, sid: str, value: str) -> str:
     """A node id, or ``#N``/``N`` for the node with ``node_seq`` N."""
     match = _SEQ.fullmatch(value)
@@ -117,7 +142,7 @@ async def cmd_upgrade(args: argparse.Namespace) -> int:
 
 async def cmd_sessions(args: argparse.Namespace) -> int:
     """List sessions, most recently updated first."""
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         found = await store.list_sessions(status=args.status, limit=args.offset + args.limit + 1)
     page = found[args.offset : args.offset + args.limit]
     more = len(found) > args.offset + args.limit
@@ -132,7 +157,7 @@ async def cmd_sessions(args: argparse.Namespace) -> int:
 async def cmd_show(args: argparse.Namespace) -> int:
     """A session, its agents, runs, artifacts and usage."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         session = await store.get_session(sid)
         agents = await store.list_agents(sid)
         runs = await store.list_runs(sid)
@@ -150,7 +175,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
 async def cmd_tree(args: argparse.Namespace) -> int:
     """The whole tree of a session, the active path marked."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         doc = await _tree(store, sid, args.agent)
     if args.json:
         _emit(doc)
@@ -168,14 +193,17 @@ async def _tree(store: SessionStore, sid: str, agent: str | None = None) -> dict
 async def cmd_path(args: argparse.Namespace) -> int:
     """The context the model gets at a node: the active path from its last compaction on."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         node = None if args.node is None else await _node_arg(store, sid, args.node)
         path = await store.active_path(sid, node)
         # The context of the path's own end node: both reads see the same path (nodes never
         # change) even if the active node moves in between.
         context = await store.context(sid, path[-1].node_id if path else node)
+        nodes = 0 if path else (await store._read(lambda c: session_counts(c, sid)))["nodes"]
     if args.json:
         _emit(_render.path_document(sid, path, context))
+    elif not path and nodes:
+        _out(f"session {sid} has no active node (the next message starts a new root)")
     elif not path:
         _out(f"session {sid} has no node yet")
     else:
@@ -189,13 +217,18 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
     low = LEVELS.index(args.level)
     width = _width(args)
     collected: list[dict[str, Any]] = []
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         await store.get_session(sid)
         if args.run is not None and (await store.get_run(args.run)).session_id != sid:
             raise NotFound(f"no run {args.run!r} in session {sid!r}", run_id=args.run)
         after = args.after
+        node_seqs: dict[str, int] = {}
+        if not args.json:
+            _out(_render.TIMELINE_HEADER)
         while True:
             batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
+            if not args.json and any(e.node_id not in node_seqs for e in batch if e.node_id):
+                node_seqs = await store._read(partial(_node_seqs, session_id=sid))
             for e in batch:
                 after = max(after, e.seq)
                 if LEVELS.index(e.level) < low or (args.type and e.event_type not in args.type):
@@ -205,7 +238,7 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
                 elif args.json:
                     _emit(e.model_dump(mode="json"))
                 else:
-                    _out(_render.event_line(e, width))
+                    _out(_render.event_line(e, width, node_seqs))
             if len(batch) == 1000:
                 continue
             if not args.follow:
@@ -217,24 +250,35 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _node_seqs(connection: Connection, session_id: str) -> dict[str, int]:
+    """Each node's ``node_seq`` by id (the timeline names nodes as the tree does)."""
+    nodes = session_tables(session_id).nodes
+    rows = connection.execute(select(nodes.c.node_id, nodes.c.node_seq))
+    return {node_id: seq for node_id, seq in rows}
+
+
 async def cmd_switch(args: argparse.Namespace) -> int:
-    """Make a node the session's active node."""
+    """Make a node the session's active node, or (``--none``) clear it."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
-        node = await _node_arg(store, sid, args.node)
+    if (args.node is None) == (not args.none):
+        raise InvalidArgument("switch takes a NODE or --none (one of the two)")
+    async with _open_existing(args) as store:
+        node = None if args.none else await _node_arg(store, sid, args.node)
         session = await store.switch_node(sid, node)
-        record = await store.get_node(sid, node)
+        record = None if node is None else await store.get_node(sid, node)
     if args.json:
         _emit(session.model_dump(mode="json"))
+    elif record is None:
+        _out(f"session {sid}: no active node now (the next message starts a new root)")
     else:
-        _out(f"session {sid}: active node is now #{record.node_seq} {node}")
+        _out(f"session {sid}: active node is now #{record.node_seq} {record.node_id}")
     return 0
 
 
 async def cmd_tasks(args: argparse.Namespace) -> int:
     """The task DAGs of a session, read from their write-ahead logs (nothing is changed)."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         session = await store.get_session(sid)
     folder = task_root(session.cwd, sid)
     if args.name is None:
@@ -276,7 +320,7 @@ def _task_logs(folder: Path) -> list[dict[str, Any]]:
 
 async def cmd_gc(args: argparse.Namespace) -> int:
     """Remove artifact files that no artifact row names."""
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         paths = await store.gc(dry_run=args.dry_run, min_age=args.min_age)
     if args.json:
         _emit({"dry_run": args.dry_run, "min_age": args.min_age, "paths": paths})
@@ -293,7 +337,7 @@ async def cmd_check(args: argparse.Namespace) -> int:
     sid = None if args.session_id is None else check_session_id(args.session_id)
     progress = _Progress("check")
     try:
-        async with _open_store(args) as store:
+        async with _open_existing(args) as store:
             report = await check_store(store, sid, progress=progress)
     finally:
         progress.close()
@@ -318,7 +362,7 @@ async def cmd_check(args: argparse.Namespace) -> int:
 async def cmd_export(args: argparse.Namespace) -> int:
     """Write one session as JSON Lines (or its active path as Markdown)."""
     sid = check_session_id(args.session_id)
-    async with _open_store(args) as store:
+    async with _open_existing(args) as store:
         await store.get_session(sid)
         if args.output is None:
             await _export(store, sid, args, sys.stdout)

@@ -45,13 +45,42 @@ def check_event_type(event_type: object) -> str:
     return _json.check_text(event_type, "event type", max_len=_MAX_EVENT_TYPE)
 
 
-def check_token_count(value: object) -> int | None:
-    """``token_count`` is a non-negative integer or ``None``."""
+MAX_INTEGER = 2**63 - 1
+"""The largest integer an ``INTEGER`` column holds: a count or bound beyond it is refused here."""
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, but a huge integer by its size (Python refuses to print one as text)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"<an integer of {value.bit_length()} bits>"
+    return repr(value)
+
+
+def check_integer(value: object, what: str, *, low: int = 0) -> int | None:
+    """An integer from ``low`` to :data:`MAX_INTEGER`, or ``None``."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgument(f"invalid token_count {value!r}: expected an integer >= 0")
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_INTEGER:
+        raise InvalidArgument(
+            f"invalid {what} {_shown(value)}: expected an integer from {low} to {MAX_INTEGER}"
+        )
     return value
+
+
+def check_bound(value: object, what: str, *, low: int = 0) -> int | None:
+    """A bound of a read (a limit, a cursor): an integer >= ``low``, capped at the column's range.
+
+    A bound beyond every stored number means the same as the largest one, so it is taken as that
+    rather than refused.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_INTEGER:
+        return MAX_INTEGER
+    return check_integer(value, what, low=low)
+
+
+def check_token_count(value: object) -> int | None:
+    """``token_count`` is an integer from 0 to :data:`MAX_INTEGER`, or ``None``."""
+    return check_integer(value, "token_count")
 
 
 @dataclass(slots=True)

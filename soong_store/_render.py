@@ -8,7 +8,7 @@ both outputs show the same tree. Nothing here writes; only :func:`export_markdow
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -142,7 +142,8 @@ def tree_lines(doc: dict[str, Any], *, width: int, depth: int | None = None) -> 
     """Lines of the tree: one per node, a chain at one indent, each branch indented once more.
 
     Walked with an explicit stack (no recursion), so a deep tree of thousands of nodes prints.
-    Branches nested deeper than ``depth`` are folded to one line with their node count.
+    Branches nested deeper than ``depth`` are folded to one line with their node count, except
+    the one that leads to the active node.
     """
     fancy = _fancy()
     tee, elbow, pipe = ("├─ ", "└─ ", "│  ") if fancy else ("|- ", "`- ", "|  ")
@@ -156,6 +157,8 @@ def tree_lines(doc: dict[str, Any], *, width: int, depth: int | None = None) -> 
     for a in doc["agents"]:
         extra = f", {a['purpose']}" if a["purpose"] else ""
         lines.append(f"  agent {a['label']}: {a['agent_id']} ({a['agent_type']}{extra})")
+    if doc["active_node_id"] is None and by_id:
+        lines.append("  no active node: the next message starts a new root")
     stack: list[tuple[dict[str, Any], str, str, int, bool]] = []
     for index in range(len(roots) - 1, -1, -1):
         root, last = roots[index], index == len(roots) - 1
@@ -185,7 +188,9 @@ def tree_lines(doc: dict[str, Any], *, width: int, depth: int | None = None) -> 
         for index in range(len(kids) - 1, -1, -1):
             last = index == len(kids) - 1
             branch, below = cont + (elbow if last else tee), cont + ("   " if last else pipe)
-            stack.append((kids[index], branch, below, level + 1, fold))
+            # The branch that holds the active node stays open, however deep.
+            folded_here = fold and not kids[index]["on_active_path"]
+            stack.append((kids[index], branch, below, level + 1, folded_here))
     return lines
 
 
@@ -269,7 +274,12 @@ def show_lines(
     active = session.active_node_id
     lines = [f"session  {session.session_id} ({session.status})", f"cwd      {session.cwd}"]
     lines.append(f"created  {_when(session)}, updated {session.updated_at:%Y-%m-%d %H:%M:%S}")
-    shown = f"#{active_seq} {active}" if active else "(no node yet)"
+    if active:
+        shown = f"#{active_seq} {active}"
+    elif counts.get("nodes"):
+        shown = "(none: the next message starts a new root)"
+    else:
+        shown = "(no node yet)"
     lines.append(f"active   {shown}")
     if session.parent_session_id:
         lines.append(f"forked   from {session.parent_session_id}")
@@ -287,8 +297,8 @@ def show_lines(
     for r in runs:
         spent = " ".join(f"{k}={v}" for k, v in (r.usage or {}).items()) if r.usage else ""
         lines.append(
-            f"  {r.run_id}  {labels.get(r.agent_id, r.agent_id):<6} {r.status:<9} "
-            f"{r.end_reason or '-':<10} turns={r.turn_count or 0} {spent}".rstrip()
+            f"  {r.run_id}  {labels.get(r.agent_id, r.agent_id):<6} status={r.status:<9} "
+            f"end_reason={r.end_reason or '-':<10} turns={r.turn_count or 0} {spent}".rstrip()
         )
     if artifacts:
         lines.append(f"\nartifacts ({len(artifacts)})")
@@ -332,16 +342,23 @@ def path_lines(path: Sequence[NodeRecord], context: ContextView) -> list[str]:
     return lines
 
 
-def event_line(e: EventRecord, width: int) -> str:
-    """One ``timeline`` line: seq, run seq, time, level, type, ids, and the payload clipped."""
+TIMELINE_HEADER = f"{'seq':>5} {'run_seq':<7} {'time':<12} {'level':<7} event"
+"""The first line of the ``timeline`` text: the names of its columns."""
+
+
+def event_line(e: EventRecord, width: int, node_seqs: Mapping[str, int]) -> str:
+    """One ``timeline`` line: seq, run seq, time, level, type, ids, and the payload clipped.
+
+    A node is named ``#SEQ`` as ``tree`` names it (by id if ``node_seqs`` lacks it).
+    """
+    seq = node_seqs.get(e.node_id) if e.node_id else None
+    node = f"#{seq}" if seq is not None else e.node_id
     ids = " ".join(
-        f"{k}={v}"
-        for k, v in (("node", e.node_id), ("run", e.run_id), ("tool", e.tool_call_id))
-        if v
+        f"{k}={v}" for k, v in (("node", node), ("run", e.run_id), ("tool", e.tool_call_id)) if v
     )
-    run_seq = f"r{e.run_seq}" if e.run_seq is not None else ""
+    run_seq = "" if e.run_seq is None else str(e.run_seq)
     when = e.created_at.strftime("%H:%M:%S.%f")[:-3]
-    head = f"{e.seq:>5} {run_seq:<5} {when} {e.level:<7} {e.event_type} {ids}".rstrip()
+    head = f"{e.seq:>5} {run_seq:<7} {when} {e.level:<7} {e.event_type} {ids}".rstrip()
     if e.payload is None:
         return head
     return f"{head} {clip(_json.dumps_text(e.payload), max(width - len(head) - 1, 16))}"

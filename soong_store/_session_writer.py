@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, exists, func, select, update
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.elements import ClauseElement
 
 from soong_store._ops import EventOp, NodeOp, Op
@@ -47,6 +48,9 @@ from soong_store.records import (
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.schema.session_tables import CACHE_SIZE, SessionTables, session_tables
 
+_SESSION_ROW = select(sessions_table.c.session_id).where(
+    sessions_table.c.session_id == bindparam("p_session")
+)
 _AGENT = select(agents_table).where(agents_table.c.agent_id == bindparam("p_agent"))
 _RUN = select(runs_table).where(runs_table.c.run_id == bindparam("p_run"))
 _ARTIFACT_OWNER = select(artifacts_table.c.session_id).where(
@@ -83,6 +87,7 @@ class _Statements:
     insert_artifact: Prepared
     node_exists: Prepared
     has_child: Prepared
+    root_of_agent: Prepared
     latest_of_agent: Prepared
     max_run_seq: Prepared
     insert_node: Prepared
@@ -116,6 +121,11 @@ def _statements(session_id: str, dialect: Dialect) -> _Statements:
         has_child=prepare(
             select(nodes.c.node_id).where(nodes.c.parent_id == bindparam("p_node")).limit(1)
         ),
+        root_of_agent=prepare(
+            select(nodes.c.node_id)
+            .where(nodes.c.parent_id.is_(None), nodes.c.agent_id == bindparam("p_agent"))
+            .limit(1)
+        ),
         latest_of_agent=prepare(
             select(nodes.c.node_id)
             .where(nodes.c.agent_id == bindparam("p_agent"))
@@ -128,6 +138,12 @@ def _statements(session_id: str, dialect: Dialect) -> _Statements:
         insert_node=prepare(nodes.insert()),
         insert_event=prepare(events.insert()),
     )
+
+
+def _session_exists(db: Runner, dialect: Dialect, session_id: str) -> bool:
+    """Whether the ``sessions`` row exists (asked only when the session's tables are missing)."""
+    lookup = Prepared.compile(_SESSION_ROW, dialect)
+    return db.scalar(lookup, {"p_session": session_id}) is not None
 
 
 @dataclass(slots=True)
@@ -159,6 +175,8 @@ class SessionWriter:
     _next_seq: int = 1
     _has_child: dict[str, bool] = field(default_factory=dict)
     """Whether a node has a child, for the nodes this transaction has seen or written."""
+    _has_root: bool | None = None
+    """Whether the root agent has a root node (known once asked or written)."""
     _runs: dict[str, _RunState] = field(default_factory=dict)
     _agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     _session_dirty: bool = False
@@ -171,7 +189,16 @@ class SessionWriter:
         """Load the session (``NotFound``) and, when writing, refuse an archived one."""
         sql = _statements(session_id, connection.dialect)
         db = Runner(connection)
-        row = db.first(sql.session, {"p_session": session_id})
+        try:
+            row = db.first(sql.session, {"p_session": session_id})
+        except OperationalError as exc:
+            # The statement reads the session's own tables, so an unknown session fails here;
+            # only then is the row looked up alone (a known one without its tables is damage).
+            if "no such table" not in str(exc.orig) or _session_exists(
+                db, connection.dialect, session_id
+            ):
+                raise
+            row = None
         if row is None:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         if writable and row["status"] == SessionStatus.ARCHIVED:
@@ -234,6 +261,16 @@ class SessionWriter:
             self._has_child[node_id] = known
         return known
 
+    def _root_agent_has_root(self) -> bool:
+        """Whether the root agent already has a root node (then another root is a branch)."""
+        if self._has_root is None:
+            if self._next_node_seq == 1:
+                self._has_root = False  # no node yet
+            else:
+                params = {"p_agent": self.session["root_agent_id"]}
+                self._has_root = self._db.scalar(self._sql.root_of_agent, params) is not None
+        return self._has_root
+
     def _latest_node_of(self, agent_id: str) -> str | None:
         latest: str | None = self._db.scalar(self._sql.latest_of_agent, {"p_agent": agent_id})
         return latest
@@ -287,16 +324,21 @@ class SessionWriter:
             self.require_node(parent_id)
         else:
             parent_id = self._default_parent(agent_id, run)
-        if (
-            parent_id is not None
-            and self.has_child(parent_id)
-            and (op.role != Role.USER or op.node_type != NodeType.MESSAGE)
-        ):
-            raise BranchError(
-                f"node {parent_id!r} already has a child: only a user message may open a branch, "
-                f"got role={op.role} node_type={op.node_type}",
-                parent_id=parent_id,
-            )
+        root_agent = self._is_root(agent_id)
+        if op.role != Role.USER or op.node_type != NodeType.MESSAGE:
+            if parent_id is not None and self.has_child(parent_id):
+                raise BranchError(
+                    f"node {parent_id!r} already has a child: only a user message may open a "
+                    f"branch, got role={op.role} node_type={op.node_type}",
+                    parent_id=parent_id,
+                )
+            if parent_id is None and root_agent and self._root_agent_has_root():
+                raise BranchError(
+                    f"session {self.session_id!r} has no active node and already has a root: "
+                    f"only a user message may start a new root, got role={op.role} "
+                    f"node_type={op.node_type}",
+                    parent_id=None,
+                )
         row = {
             "node_id": op.node_id,
             "node_seq": self._take_node_seq(),
@@ -311,8 +353,10 @@ class SessionWriter:
             "created_at": utc_now(),
         }
         self._put_node(row)
-        if agent_id == self.session["root_agent_id"]:
+        if root_agent:
             self.session["active_node_id"] = op.node_id
+            if parent_id is None:
+                self._has_root = True
         self._session_dirty = True
         if run is not None and op.run_id is not None:
             if run["start_node_id"] is None:

@@ -341,10 +341,15 @@ def finish_run(
     return run_record(row)
 
 
-def switch_node(connection: Connection, session_id: str, node_id: str) -> SessionRecord:
-    """Make ``node_id`` the session's active node, with a ``node_switched`` event."""
+def switch_node(connection: Connection, session_id: str, node_id: str | None) -> SessionRecord:
+    """Make ``node_id`` the session's active node (``None``: none), with a ``node_switched`` event.
+
+    Without an active node the path is empty, and the root agent's next node without a parent
+    is a new root.
+    """
     writer = SessionWriter.open(connection, session_id)
-    writer.require_node(node_id)
+    if node_id is not None:
+        writer.require_node(node_id)
     previous = writer.session["active_node_id"]
     writer.set_active(node_id)
     writer.lifecycle_event(

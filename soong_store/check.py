@@ -183,13 +183,14 @@ async def check_store(
     Raises:
         NotFound: ``session_id`` names no session.
     """
-    if session_id is not None:
-        await store.get_session(session_id)
     try:
         lines = await store._read(_quick_check)
     except StorageError as exc:  # damage that stops SQLite's own check: say so and go on
         lines = [str(exc)]
     facts = await store._read(partial(_database_facts, session_id=session_id))
+    if session_id is not None and not facts["sessions"]:
+        # Its row is looked up raw: a session whose row is damaged is checked, not refused.
+        await store.get_session(session_id)
     report = Report(sessions=list(facts["sessions"]))
     for line in lines:
         if line != "ok":

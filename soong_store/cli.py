@@ -1,7 +1,8 @@
 """The ``soong-store`` command line: look into a home's sessions, check, export and import them.
 
 Every command opens the home given before it (``--home``, ``--url``, else ``$SOONG_AGENT_HOME``,
-else ``~/.soong-agent``). Read commands print text for people, or with ``--json`` one JSON
+else ``~/.soong-agent``); only ``upgrade``, ``import`` and ``demo`` create a database there, the
+others refuse a home without one. Read commands print text for people, or with ``--json`` one JSON
 document of documented fields (``timeline --follow --json``: one event per line). Errors are one
 line on stderr: exit 2 for bad input (a malformed or unknown id, bad arguments, a bad file), 1
 for damage (``check`` found problems, the database or a task log is damaged), else 0.
@@ -37,10 +38,17 @@ from soong_store._commands import (
     cmd_timeline,
     cmd_tree,
     cmd_upgrade,
+    where,
 )
 from soong_store._dberrors import translate
 from soong_store.enums import SessionStatus
-from soong_store.errors import InvalidArgument, SoongStoreError, StorageError, TaskDagUnavailable
+from soong_store.errors import (
+    InvalidArgument,
+    NotFound,
+    SoongStoreError,
+    StorageError,
+    TaskDagUnavailable,
+)
 
 DESCRIPTION = "Look into the sessions of a soong agent home; check, export and import them."
 Command = Callable[[argparse.Namespace], Awaitable[int]]
@@ -117,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("session_id", **_SID)
     add = command("tree", cmd_tree, "print the whole tree of a session, active path marked")
     add("session_id", **_SID)
-    add("--depth", type=_nonnegative, metavar="N", help="fold branches nested deeper than N")
+    add("--depth", type=_nonnegative, metavar="N",
+        help="fold branches nested deeper than N (never the active node's)")  # fmt: skip
     add("--agent", help="only this agent's nodes (agent id, or label: main, sub1, fork1 ...)")
     add("--width", **_WIDTH)
     add = command("path", cmd_path, "print the context the model gets at a node")
@@ -133,9 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--interval", type=_seconds, default=0.5, metavar="SECONDS",
         help="pause between polls with --follow (default 0.5)")  # fmt: skip
     add("--width", **_WIDTH)
-    add = command("switch", cmd_switch, "make a node the session's active node")
+    add = command("switch", cmd_switch, "make a node the session's active node, or none")
     add("session_id", **_SID)
-    add("node", metavar="NODE", help="node id or #SEQ")
+    add("node", metavar="NODE", nargs="?", help="node id or #SEQ")
+    add("--none", action="store_true", help="no active node: the next message starts a new root")
     add = command("tasks", cmd_tasks, "show a session's task DAGs, statuses and ready set")
     add("session_id", **_SID)
     add("name", metavar="NAME", nargs="?", help="task name (default: list the session's tasks)")
@@ -196,7 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except SoongStoreError as exc:
-        _fail(str(exc))
+        message = str(exc)
+        if isinstance(exc, NotFound) and message.startswith("no session ") and args is not None:
+            message += f" in {where(args)}"
+        _fail(message)
         return _exit_code(exc)
     except OSError as exc:
         _fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))

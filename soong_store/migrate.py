@@ -4,7 +4,9 @@ Revisions live in the top-level ``migrations/`` folder, shipped in the wheel as 
 ``soong_store._migrations``. Every Alembic call here runs on a live connection passed through
 ``config.attributes["connection"]`` inside one ``BEGIN IMMEDIATE`` transaction: several processes
 opening an old database at once upgrade it exactly once (the others wait for the lock, then find
-it at head), and a failed upgrade leaves the database as it was.
+it at head), and a failed upgrade leaves the database as it was. The revision is first read
+without any transaction of the store's own, so a database already at head is opened (and asked
+for its revision) without waiting behind another process's write.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from sqlalchemy import Connection, Engine, inspect, make_url, text
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from soong_store._dberrors import translate
 from soong_store._engine import foreign_key_violations, is_busy, is_sqlite, make_engine
@@ -76,30 +78,71 @@ def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
             tables that are not soong_store's; nothing is changed.
     """
     with _admin(url_or_engine) as engine:
+        if revision == "head" and _stored_revision(engine) == HEAD_REVISION:
+            return
         _upgrade_locked(engine, revision)
 
 
 def current_revision(url_or_engine: str | URL | Engine) -> str | None:
     """The revision a database is at (``None`` for an empty or missing database).
 
-    Asking never creates a database file.
+    Asking never creates a database file and never waits for another process's write.
     """
     if not isinstance(url_or_engine, Engine):
         url = make_url(url_or_engine)
         if is_sqlite(url) and url.database and not Path(url.database).exists():
             return None
-    from alembic.runtime.migration import MigrationContext
-
-    with _admin(url_or_engine) as engine, engine.connect() as connection:
-        revision = MigrationContext.configure(connection).get_current_revision()
-        connection.rollback()
-        return revision
+    with _admin(url_or_engine) as engine:
+        try:
+            rows = _read_revisions(engine)
+        except SQLAlchemyError as exc:
+            raise translate(exc) from exc
+    if not rows:
+        return None
+    if len(rows) > 1:
+        raise SchemaVersionError(
+            f"the database records several schema revisions ({', '.join(sorted(rows))}): "
+            "soong_store keeps exactly one"
+        )
+    return rows[0]
 
 
 def ensure_schema(engine: Engine) -> None:
     """Bring a database to head when a store opens; refuse one this code does not know."""
     if _stored_revision(engine) != HEAD_REVISION:
         _upgrade_locked(engine, "head")
+
+
+_REVISION_QUERY = "SELECT version_num FROM alembic_version"
+
+
+def _read_revisions(engine: Engine) -> list[str] | None:
+    """The rows of ``alembic_version`` (``None`` when there is no such table).
+
+    The query runs on the driver connection outside any transaction the store would begin (the
+    admin engine's is ``BEGIN IMMEDIATE``), so it takes no write lock: in WAL mode it reads the
+    last commit even while another connection writes.
+    """
+    raw = engine.raw_connection()
+    error: type[Exception] = engine.dialect.loaded_dbapi.Error
+    try:
+        cursor = raw.cursor()
+        try:
+            cursor.execute(_REVISION_QUERY)
+            return [str(version) for (version,) in cursor.fetchall()]
+        finally:
+            cursor.close()
+    except error as exc:
+        if _missing_table(exc):
+            return None
+        raise DBAPIError.instance(_REVISION_QUERY, (), exc, error, dialect=engine.dialect) from exc
+    finally:
+        raw.close()
+
+
+def _missing_table(exc: BaseException) -> bool:
+    detail = str(exc).lower()
+    return "no such table" in detail or "does not exist" in detail
 
 
 def _stored_revision(engine: Engine) -> str | None:
@@ -109,11 +152,10 @@ def _stored_revision(engine: Engine) -> str | None:
     takes the locked path, which also reports errors properly.
     """
     try:
-        with engine.connect() as connection:
-            rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+        rows = _read_revisions(engine)
     except SQLAlchemyError:
         return None
-    return str(rows[0][0]) if len(rows) == 1 else None
+    return rows[0] if rows is not None and len(rows) == 1 else None
 
 
 def session_ids(connection: Connection) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +38,7 @@ from soong_store._engine import (
 )
 from soong_store._file_jobs import named_paths, remove_unreferenced
 from soong_store._file_pool import FilePool, FileWrite
-from soong_store._ops import Op, artifacts_of, check_token_count
+from soong_store._ops import Op, artifacts_of, check_bound, check_integer
 from soong_store._ops import enum_value as _enum
 from soong_store._session_writer import Committed, apply_ops
 from soong_store.artifacts import (
@@ -75,21 +76,14 @@ from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
 _READ_RETRY_S = 30.0
+_INHERITED: list[object] = []
+"""What a forked child's stores held: kept alive, never closed (the parent still uses it)."""
 
 
 def default_home() -> Path:
     """``$SOONG_AGENT_HOME``, else ``~/.soong-agent``."""
     env = os.environ.get("SOONG_AGENT_HOME")
     return Path(env) if env else Path.home() / ".soong-agent"
-
-
-def _positive(value: object, what: str, *, allow_zero: bool = False) -> int | None:
-    if value is None:
-        return None
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidArgument(f"invalid {what} {value!r}: expected an integer >= {low}")
-    return value
 
 
 class SessionStore:
@@ -101,6 +95,16 @@ class SessionStore:
             session = await store.create_session(cwd=".")
             await store.append_node(session.session_id, "user", "message", [{"type": "text",
                                     "text": "hello"}])
+
+    Event loops and threads: a store is not tied to the loop that opened it. Any coroutine may be
+    awaited from any event loop, in any thread, also from several loops at once: writes go to
+    the writer's thread and reads to the reader threads, and each result is handed back to the
+    loop of its caller. Opening and closing from several loops at once open and close once.
+
+    Processes: a store belongs to the process that opened it. After ``os.fork()`` every call
+    in the child raises :class:`~soong_store.errors.StorageError` (the writer's thread and the
+    connections stay in the parent); the child opens a store of its own. ``close()`` in the
+    child only lets go of the inherited store, without touching the parent's connections.
     """
 
     def __init__(
@@ -121,9 +125,9 @@ class SessionStore:
         self.durability: Durability = durability
         self._sqlite_module = load_sqlite_module(sqlite_module)
         self._policy = SpillPolicy(
-            max_bytes=_positive(spill_bytes, "spill_bytes") or SPILL_BYTES,
-            max_tokens=_positive(spill_tokens, "spill_tokens") or SPILL_TOKENS,
-            max_artifact_bytes=_positive(max_artifact_bytes, "max_artifact_bytes")
+            max_bytes=check_bound(spill_bytes, "spill_bytes", low=1) or SPILL_BYTES,
+            max_tokens=check_bound(spill_tokens, "spill_tokens", low=1) or SPILL_TOKENS,
+            max_artifact_bytes=check_bound(max_artifact_bytes, "max_artifact_bytes", low=1)
             or MAX_ARTIFACT_BYTES,
         )
         self._files = ArtifactFiles(self.home / "artifacts")
@@ -134,6 +138,9 @@ class SessionStore:
         self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
         self._readers: ThreadPoolExecutor | None = None
+        self._pid = os.getpid()
+        self._opening = threading.Lock()  # held in a worker thread while opening, never a loop's
+        self._claim = threading.Lock()  # held only to take the open resources for closing
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -149,9 +156,23 @@ class SessionStore:
 
     async def open(self) -> None:
         """Create the home, bring the schema to head and start the writer."""
+        self._check_process()
         if self._writer is not None:
             return
-        await asyncio.to_thread(self._open_sync)
+        await asyncio.to_thread(self._open_once)
+
+    def _open_once(self) -> None:
+        with self._opening:
+            if self._writer is None:
+                self._open_sync()
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise StorageError(
+                f"this store was opened in process {self._pid}, not in this one "
+                f"({os.getpid()}, a fork of it): open a new store in the child",
+                pid=self._pid,
+            )
 
     def _open_sync(self) -> None:
         # The engine refuses an unusable driver (too old a SQLite) before anything is created.
@@ -176,20 +197,34 @@ class SessionStore:
 
     async def close(self) -> None:
         """Finish queued writes, then release the connections. Closing twice is harmless."""
-        writer, self._writer = self._writer, None
+        if os.getpid() != self._pid:
+            self._let_go_in_child()
+            return
+        with self._claim:
+            writer, self._writer = self._writer, None
+            file_pool, readers = self._file_pool, self._readers
+            engines = (self._write_engine, self._read_engine)
         if writer is None:
             return
         await writer.close()
-        if self._file_pool is not None:  # after the writer: its waiting jobs need their files
-            await asyncio.to_thread(self._file_pool.close)
+        if file_pool is not None:  # after the writer: its waiting jobs need their files
+            await asyncio.to_thread(file_pool.close)
         for dag in self._task_dags.values():
             dag.close()
         self._task_dags.clear()
-        if self._readers is not None:
-            self._readers.shutdown(wait=True)
-        for engine in (self._write_engine, self._read_engine):
+        if readers is not None:
+            readers.shutdown(wait=True)
+        for engine in engines:
             if engine is not None:
                 engine.dispose()
+
+    def _let_go_in_child(self) -> None:
+        """Forget the parent's store without closing its connections or joining its threads."""
+        held = (self._writer, self._file_pool, self._readers, self._write_engine)
+        _INHERITED.append((*held, self._read_engine, self._task_dags))
+        self._writer = self._file_pool = self._readers = None
+        self._write_engine = self._read_engine = None
+        self._task_dags = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -199,11 +234,13 @@ class SessionStore:
         on_abort: Callable[[], None] | None = None,
         after: Sequence[Prerequisite] = (),
     ) -> T:
+        self._check_process()
         if self._writer is None:
             raise StoreClosed("the store is not open")
         return await self._writer.submit(job, on_abort=on_abort, after=after)
 
     async def _read(self, query: Callable[[Connection], T]) -> T:
+        self._check_process()
         if self._readers is None or self._read_engine is None or self._writer is None:
             raise StoreClosed("the store is not open")
         loop = asyncio.get_running_loop()
@@ -266,7 +303,7 @@ class SessionStore:
     ) -> list[SessionRecord]:
         """Sessions, most recently updated first."""
         wanted = None if status is None else _enum(SessionStatus, status, "session status")
-        count = _positive(limit, "limit")
+        count = check_bound(limit, "limit", low=1)
         return await self._read(partial(_reads.list_sessions, status=wanted, limit=count))
 
     async def archive_session(self, session_id: str) -> SessionRecord:
@@ -397,7 +434,7 @@ class SessionStore:
             _writes.update_run,
             run_id=check_id(run_id, "run"),
             status=None if status is None else _enum(RunStatus, status, "run status"),
-            turn_count=check_token_count(turn_count),
+            turn_count=check_integer(turn_count, "turn_count"),
             usage_json=_json.dumps_optional(usage, what="run usage"),
             metadata_json=_json.dumps_optional(metadata, what="run metadata"),
         )
@@ -420,7 +457,7 @@ class SessionStore:
             end_reason=_enum(EndReason, end_reason, "end reason"),
             usage_json=_json.dumps_optional(usage, what="run usage"),
             error_json=_json.dumps_optional(error, what="run error"),
-            turn_count=check_token_count(turn_count),
+            turn_count=check_integer(turn_count, "turn_count"),
         )
         return await self._write(job)
 
@@ -430,6 +467,7 @@ class SessionStore:
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
         """A unit of work: the nodes and events added in the block commit together or not at all."""
         sid = check_session_id(session_id)
+        self._check_process()
         if self._writer is None:
             raise StoreClosed("the store is not open")
         tx = UnitOfWork(sid, partial(self._submit_ops, sid), self._policy, self._start_file)
@@ -461,6 +499,7 @@ class SessionStore:
             raise
 
     def _start_file(self, path: str, data: bytes) -> FileWrite:
+        self._check_process()
         if self._file_pool is None:
             raise StoreClosed("the store is not open")
         return self._file_pool.start(path, data)
@@ -517,10 +556,16 @@ class SessionStore:
             )
         return tx.events[0]
 
-    async def switch_node(self, session_id: str, node_id: str) -> SessionRecord:
-        """Make ``node_id`` the session's active node."""
+    async def switch_node(self, session_id: str, node_id: str | None) -> SessionRecord:
+        """Make ``node_id`` the session's active node; ``None`` clears it.
+
+        With no active node the path and context are empty, and the root agent's next node
+        without a ``parent_id`` starts a new root beside the old ones: a branch, so it must be a
+        user message once the root agent has nodes (how a user edits the first message, or an
+        SDK clears a session while keeping its history).
+        """
         sid = check_session_id(session_id)
-        nid = check_id(node_id, "node")
+        nid = check_optional_id(node_id, "node")
         return await self._write(partial(_writes.switch_node, session_id=sid, node_id=nid))
 
     async def get_node(self, session_id: str, node_id: str) -> NodeRecord:
@@ -564,8 +609,8 @@ class SessionStore:
             _reads.timeline,
             session_id=check_session_id(session_id),
             run_id=check_optional_id(run_id, "run"),
-            after_seq=_positive(after_seq, "after_seq", allow_zero=True),
-            limit=_positive(limit, "limit"),
+            after_seq=check_bound(after_seq, "after_seq"),
+            limit=check_bound(limit, "limit", low=1),
         )
         return await self._read(query)
 

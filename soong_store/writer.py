@@ -89,6 +89,12 @@ class Writer:
     - **Closing.** :meth:`close` lets every job already submitted (waiting or queued) finish,
       then stops the thread and closes the connection. Submitting after that raises
       :class:`~soong_store.errors.StoreClosed`.
+    - **Event loops.** :meth:`submit` may be awaited from any event loop in any thread, from
+      several at once: each job keeps its caller's loop, and its outcome is handed to that loop
+      (``call_soon_threadsafe``). If that loop has closed meanwhile, the job still runs and
+      nobody is told.
+    - **Processes.** The thread and its connection live in the process that started the
+      writer; a forked child has neither, so the store refuses calls there.
     - **Jobs must be re-runnable**: a batch retried after a busy error runs its jobs again, so a
       job reads what it needs inside its transaction and changes nothing outside the database
       (``on_abort`` is called when a job's work did not commit, to undo side effects).

@@ -196,9 +196,11 @@ def test_home_from_environment_url_and_sqlite_module(
 ) -> None:
     home = tmp_path / "env-home"
     monkeypatch.setenv("SOONG_AGENT_HOME", str(home))
+    assert main(["upgrade"]) == 0
+    assert db_path(home).exists()
+    capsys.readouterr()
     assert main(["sessions", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sessions"] == []
-    assert db_path(home).exists()
     url = f"sqlite:///{tmp_path / 'other.sqlite'}"
     run = InProcess(capsys, tmp_path / "h")
     assert run.json("--url", url, "--sqlite-module", "sqlite3", "upgrade")["to"] == head_revision()
@@ -302,7 +304,7 @@ def test_timeline_filters(demo: dict[str, Any], capsys: pytest.CaptureFixture[st
     later = run.json("timeline", sid, "--after", "50")["events"]
     assert [e["seq"] for e in later] == list(range(51, len(every) + 1))
     typed = run("timeline", sid, "--type", "tool_failed", "--type", "model_response")
-    assert len(typed.splitlines()) == 2
+    assert len(typed.splitlines()) == 1 + 2  # the column names, then the two events
 
 
 async def test_timeline_follow_prints_new_events_until_interrupted(

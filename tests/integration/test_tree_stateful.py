@@ -1,4 +1,4 @@
-"""The tree against an in-memory model: random appends, branches and switches (hypothesis)."""
+"""The tree against an in-memory model: random appends, branches, switches and new roots."""
 
 from __future__ import annotations
 
@@ -51,8 +51,11 @@ class TreeMachine(RuleBasedStateMachine):
         return out[::-1]
 
     def expect_branch_error(self, parent: str | None, role: str, node_type: str) -> bool:
-        has_child = parent is not None and any(p == parent for p in self.parent.values())
-        return has_child and (role, node_type) != ("user", "message")
+        if parent is None:  # a new root beside the first is a branch too
+            opens_branch = bool(self.order)
+        else:
+            opens_branch = any(p == parent for p in self.parent.values())
+        return opens_branch and (role, node_type) != ("user", "message")
 
     @rule(
         role=st.sampled_from(ROLES),
@@ -88,6 +91,11 @@ class TreeMachine(RuleBasedStateMachine):
         target = self.order[pick % len(self.order)]
         self.run(self.store.switch_node(self.sid, target))
         self.active = target
+
+    @rule()
+    def clear(self) -> None:
+        self.run(self.store.switch_node(self.sid, None))
+        self.active = None
 
     @precondition(lambda self: bool(self.order))
     @rule(pick=st.integers(0, 10_000))
