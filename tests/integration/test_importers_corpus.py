@@ -1,0 +1,188 @@
+"""Every file of the corpus imports: its counts, its active leaf, check, and an export round trip.
+
+The counts are read back from the store (an export of the session), not from the import's own
+summary, and compared with what the corpus README says of each file (where the README counts
+differently, the entry says why).
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from soong_store import SessionStore
+from soong_store.check import check_store
+from soong_store.importers import import_report
+from soong_store.transfer import export_session, import_session
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+SUBAGENT = "claude-code/agent-sessions__subagent/0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f"
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one corpus file holds once imported (one session unless ``sessions`` says more)."""
+
+    path: str
+    format: str
+    messages: int
+    leaf: Any
+    roots: int = 1
+    branch_points: int = 0
+    compactions: int = 0
+    sub_agents: int = 0
+    forks: int = 0
+    tool_errors: int = 0
+    skipped: tuple[int, ...] = ()
+    recovered: tuple[int, ...] = ()
+    sessions: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+CASES = [
+    # README: "6 branch points and 4 roots", "2 tool errors" (it counts the is_error of the
+    # toolUseResult copy too: there is one failed tool_result block).
+    Case(
+        "claude-code/agent-sessions__claude-small.jsonl",
+        "claude-code",
+        messages=20,
+        leaf={"line": 87},
+        roots=4,
+        branch_points=6,
+        compactions=2,
+        tool_errors=1,
+    ),
+    Case("claude-code/agent-sessions__claude-schema_drift.jsonl", "claude-code", 5, "u2"),
+    Case(
+        "claude-code/claude-code-log__dag_compact_after_rewind.jsonl",
+        "claude-code",
+        messages=11,
+        leaf="p1a",
+        branch_points=1,
+        compactions=1,
+        extra={"context": ["cb", "cs", "p1u", "p1a"]},
+    ),
+    Case(
+        "claude-code/claude-code-log__edge_cases.jsonl",
+        "claude-code",
+        messages=14,
+        leaf={"line": 18},
+        tool_errors=1,
+        skipped=(13, 15, 16),
+    ),
+    Case(
+        "claude-code/claude-code-log__representative_messages.jsonl", "claude-code", 11, "msg_011"
+    ),
+    # Two dangling parents (lines removed): the first line and a sidechain line are roots.
+    Case(
+        "claude-code/claude-code-log__sidechain_integrated.jsonl",
+        "claude-code",
+        messages=6,
+        leaf="91c82c1c-29b0-4149-a261-e5582d944ac6",
+        roots=3,
+        sub_agents=1,
+    ),
+    Case("claude-code/claude-code-transcripts__sample_session.jsonl", "claude-code", 7, "msg-007"),
+    Case(
+        f"{SUBAGENT}.jsonl",
+        "claude-code",
+        messages=5,
+        leaf="pa1",
+        roots=2,
+        sub_agents=1,
+    ),
+    Case(f"{SUBAGENT}/subagents/agent-a0ad4f44468bdf20d.jsonl", "claude-code", 3, "cu2"),
+    Case(f"{SUBAGENT}/subagents/agent-a0ad4f44468bdf20d.meta.json", "claude-code", 3, "cu2"),
+]
+
+
+def stored_counts(rows: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+    """The counts of one exported session, computed from its rows."""
+    nodes = rows["node"]
+    children = Counter(n["parent_id"] for n in nodes if n["parent_id"] is not None)
+    agents = Counter(a["agent_type"] for a in rows["agent"])
+    return {
+        "messages": sum(n["node_type"] == "message" for n in nodes),
+        "roots": sum(n["parent_id"] is None for n in nodes),
+        "branch_points": sum(count > 1 for count in children.values()),
+        "compactions": sum(n["node_type"] == "compaction" for n in nodes),
+        "sub_agents": agents["sub"],
+        "forks": agents["fork"],
+        "tool_errors": sum(e["event_type"] == "tool_failed" for e in rows["event"]),
+    }
+
+
+async def export_rows(store: SessionStore, session_id: str) -> tuple[str, dict[str, Any]]:
+    out = io.StringIO()
+    await export_session(store, session_id, out, with_artifacts=True)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for line in out.getvalue().splitlines()[1:]:
+        item = orjson.loads(line)
+        rows.setdefault(item["kind"], []).append(item["row"])
+    for kind in ("agent", "node", "event", "artifact"):
+        rows.setdefault(kind, [])
+    return out.getvalue(), rows
+
+
+def matches(node: Any, leaf: Any) -> bool:
+    origin = node.metadata["imported_from"]
+    if isinstance(leaf, dict):
+        return all(origin.get(k) == v for k, v in leaf.items())
+    return bool(origin.get("id") == leaf)
+
+
+def data_files() -> list[str]:
+    return sorted(
+        str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*") if p.is_file() and p.suffix != ".md"
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.path.rsplit("/", 1)[-1] for c in CASES])
+async def test_corpus_file_imports(case: Case, store: SessionStore, tmp_path: Path) -> None:
+    report = await import_report(store, CORPUS / case.path, cwd=tmp_path)
+    assert report.format == case.format
+    assert [i.line for i in report.skipped_lines] == list(case.skipped)
+    assert [i.line for i in report.recovered_lines] == list(case.recovered)
+    assert len(report.sessions) == case.sessions
+    leaves = case.extra.get("leaves", [case.leaf])
+    messages = case.extra.get("messages", [case.messages] * len(leaves))
+    errors = case.extra.get("tool_errors", [case.tool_errors] * len(leaves))
+    for index, session in enumerate(report.sessions[: len(leaves)]):
+        text, rows = await export_rows(store, session.session_id)
+        want = {
+            "messages": messages[index],
+            "roots": case.roots,
+            "branch_points": case.branch_points,
+            "compactions": case.compactions,
+            "sub_agents": case.sub_agents,
+            "forks": case.forks,
+            "tool_errors": errors[index],
+        }
+        assert stored_counts(rows) == want
+        summary = report.summaries[index].counts
+        assert {k: summary[k] for k in want} == want
+        path = await store.active_path(session.session_id)
+        if leaves[index] is None:
+            assert path == []
+        else:
+            assert path and matches(path[-1], leaves[index])
+        if "artifacts" in case.extra:
+            assert len(rows["artifact"]) == case.extra["artifacts"]
+        if "context" in case.extra:
+            context = await store.context(session.session_id)
+            if isinstance(case.extra["context"], int):
+                assert len(context.nodes) == case.extra["context"]
+                assert context.nodes[0].node_type == "compaction"
+            else:
+                ids = [n.metadata["imported_from"]["id"] for n in context.nodes]
+                assert ids == case.extra["context"]
+        copy = await import_session(store, text.splitlines(), new_id=True)
+        _, copied = await export_rows(store, copy.session_id)
+        assert stored_counts(copied) == want
+    assert (await check_store(store)).ok
