@@ -99,6 +99,34 @@ CASES = [
     ),
     Case(f"{SUBAGENT}/subagents/agent-a0ad4f44468bdf20d.jsonl", "claude-code", 3, "cu2"),
     Case(f"{SUBAGENT}/subagents/agent-a0ad4f44468bdf20d.meta.json", "claude-code", 3, "cu2"),
+    Case("codex/agent-sessions__codex-large.jsonl", "codex", 16, {"line": 20}),
+    # README: 6 compacted records, 7 session_meta (2 sub-agent threads, 1 fork; the others
+    # continue the main thread). Messages include the replacement histories' items.
+    Case(
+        "codex/agent-sessions__codex-small.jsonl",
+        "codex",
+        messages=154,
+        leaf={"line": 116},
+        roots=3,
+        compactions=6,
+        sub_agents=2,
+        forks=1,
+    ),
+    Case("codex/agent-sessions__codex_053_rate_limit.jsonl", "codex", 0, None, roots=0),
+    Case(
+        "codex/claude-code-log__rollout-2026-01-02T03-04-05-11111111.jsonl",
+        "codex",
+        9,
+        {"line": 13},
+    ),
+    Case(
+        "codex/claude-code-log__rollout-66666666-malformed.jsonl",
+        "codex",
+        messages=1,
+        leaf={"line": 2},
+        skipped=(3,),
+    ),
+    Case("codex/claude-code-transcripts__sample_codex_session.jsonl", "codex", 3, {"line": 4}),
 ]
 
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from soong_store.importers import _blocks as b
-from soong_store.importers import claude_code
+from soong_store.importers import claude_code, codex
 from soong_store.importers._detect import detect
 from soong_store.importers._model import Entry, SourceSession
 from soong_store.importers._read import parse_time, read_jsonl
@@ -251,6 +251,13 @@ def test_claude_code_tool_result_without_id_answers_the_call_above_it() -> None:
     call = a.blocks[0]["tool_call_id"]
     assert r1.blocks[0]["tool_call_id"] == r2.blocks[0]["tool_call_id"] == call
     assert (r1.role, r2.blocks[0]["is_error"]) == ("tool", True)
+
+
+def test_codex_output_failure() -> None:
+    assert codex._failed({"output": '{"output": "x", "metadata": {"exit_code": 2}}'})
+    assert not codex._failed({"output": '{"output": "x", "metadata": {"exit_code": 0}}'})
+    assert codex._failed({"result": {"exitCode": 1}})
+    assert not codex._failed({"output": "plain text"})
 
 
 @pytest.mark.parametrize(
