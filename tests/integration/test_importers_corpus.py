@@ -127,6 +127,53 @@ CASES = [
         skipped=(3,),
     ),
     Case("codex/claude-code-transcripts__sample_codex_session.jsonl", "codex", 3, {"line": 4}),
+    # README: 453 assistant + 373 toolResult + 88 user messages, 19 tool errors.
+    Case("pi/pi-mono__large-session.jsonl", "pi", 914, {"line": 1019}, tool_errors=19),
+    # The compaction joined to line 1013 keeps nothing (its first kept index is itself).
+    Case(
+        "pi/pi-mono__compact.jsonl",
+        "pi",
+        messages=1011,
+        leaf={"line": 1013, "index": 1013},
+        compactions=2,
+        tool_errors=17,
+        recovered=(1013,),
+        extra={"artifacts": 3, "context": 1},
+    ),
+    # The compaction is the last entry: the path ends at the entry before it, which it keeps.
+    Case(
+        "pi/pi-mono__session.jsonl",
+        "pi",
+        messages=454,
+        leaf={"line": 462},
+        compactions=1,
+        tool_errors=12,
+        recovered=(440,),
+        extra={"context": 109},
+    ),
+    Case(
+        "pi/agent-sessions__pi-small.jsonl",
+        "pi",
+        messages=4,
+        leaf="4a666296",
+        compactions=2,
+        extra={
+            "context": [
+                "2c19d326",
+                "f7c7091e",
+                "3a59c5dd",
+                "30c6a75f",
+                "22a2720e",
+                "ddd2179a",
+                "4a666296",
+            ]
+        },
+    ),
+    # README: 2 branch points, counting the header: entries whose parentId is the session id
+    # are roots here (2 roots), and tool results naming their call's id hang under that call.
+    Case("pi/agent-sessions__openclaw-large.jsonl", "pi", 7, "m6", roots=2, branch_points=1),
+    # README: 1 branch point, the header's two children (2 roots here).
+    Case("pi/agent-sessions__openclaw-schema_drift.jsonl", "pi", 4, "unknown-1", roots=2),
 ]
 
 

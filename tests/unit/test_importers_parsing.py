@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from soong_store.importers import _blocks as b
-from soong_store.importers import claude_code, codex
+from soong_store.importers import claude_code, codex, pi
 from soong_store.importers._detect import detect
 from soong_store.importers._model import Entry, SourceSession
 from soong_store.importers._read import parse_time, read_jsonl
@@ -251,6 +251,18 @@ def test_claude_code_tool_result_without_id_answers_the_call_above_it() -> None:
     call = a.blocks[0]["tool_call_id"]
     assert r1.blocks[0]["tool_call_id"] == r2.blocks[0]["tool_call_id"] == call
     assert (r1.role, r2.blocks[0]["is_error"]) == ("tool", True)
+
+
+def test_pi_v1_compaction_keeps_by_entry_index() -> None:
+    data = jsonl(
+        {"type": "session", "id": "p", "cwd": "/x"},
+        {"type": "message", "message": {"role": "user", "content": "one"}},
+        {"type": "message", "message": {"role": "assistant", "content": []}},
+        {"type": "compaction", "summary": "sum", "firstKeptEntryIndex": 2},
+    )
+    session = pi.parse(Path("p.jsonl"), data).sessions[0]
+    assert [(e.key, e.parent) for e in session.entries] == [("1", None), ("2", "1"), ("3", "2")]
+    assert session.entries[2].keeps_from == "2"
 
 
 def test_codex_output_failure() -> None:
