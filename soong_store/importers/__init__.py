@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from soong_store.errors import InvalidArgument
-from soong_store.importers import claude_code, codex, pi
+from soong_store.importers import chatgpt, claude_code, codex, librechat, openwebui, pi
 from soong_store.importers._detect import detect
 from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._rows import build
@@ -45,6 +45,9 @@ _PARSERS: dict[str, Parser] = {
     "claude-code": claude_code.parse,
     "codex": codex.parse,
     "pi": pi.parse,
+    "chatgpt": chatgpt.parse,
+    "librechat": librechat.parse,
+    "openwebui": openwebui.parse,
 }
 FORMATS = ("auto", "soong", *_PARSERS)
 """The names ``format=`` accepts."""

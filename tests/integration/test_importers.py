@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from soong_store import InvalidArgument, NodeRecord, SessionStore
+from soong_store import InvalidArgument, NodeRecord, SessionStore, importers
 from soong_store.check import check_store
 from soong_store.importers import import_file, import_report
 from soong_store.transfer import export_session
@@ -139,6 +140,18 @@ async def test_every_node_names_its_source(store: SessionStore, tmp_path: Path) 
     assert {origin(n)["format"] for n in nodes} == {"claude-code"}
     assert [origin(n)["id"] for n in nodes][:3] == ["u1", "a1", "b1u"]
     assert all(not n["node_id"].startswith(("u1", "a1")) for n in nodes)
+
+
+async def test_a_branch_may_open_at_an_assistant_message(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    session = (await import_file(store, CORPUS / "librechat/chatgpt-tree.json"))[0]
+    nodes = await all_nodes(store, session.session_id)
+    by_source = {origin(n)["id"]: n for n in nodes}
+    joke = by_source["aaa20127-b9e3-44f6-afbe-a2475838625a"]
+    replies = await store.children(session.session_id, joke["node_id"])
+    assert [r.role for r in replies] == ["assistant", "assistant"]
+    assert (await check_store(store)).ok
 
 
 async def test_failed_tools_have_is_error_and_a_tool_failed_event(store: SessionStore) -> None:
@@ -361,6 +374,50 @@ async def test_codex_threads_become_fork_and_sub_agents(
     assert path_texts == ["m1", "m2", "m3"]
 
 
+async def test_cwd_is_the_sources_when_absolute(store: SessionStore, tmp_path: Path) -> None:
+    small = CORPUS / "pi/agent-sessions__pi-small.jsonl"
+    pi = (await import_file(store, small, cwd=tmp_path))[0]
+    assert pi.cwd == orjson.loads(small.read_bytes().split(b"\n")[0])["cwd"] != str(tmp_path)
+    windows = CORPUS / "claude-code/claude-code-log__sidechain_integrated.jsonl"
+    session = (await import_file(store, windows, cwd=tmp_path))[0]
+    assert session.cwd == str(tmp_path)
+    assert session.metadata["source_cwd"].startswith("e:\\")
+    here = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        chat = (await import_file(store, CORPUS / "librechat/librechat-tree.json"))[0]
+    finally:
+        os.chdir(here)
+    assert chat.cwd == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "fmt", "message"),
+    [
+        ("missing.jsonl", None, "auto", "cannot read"),
+        ("prose.txt", b"just words\n", "auto", "cannot tell the format"),
+        ("chat.json", b'{"broken": ', "chatgpt", "not a JSON document"),
+        ("any.jsonl", b"{}\n", "yaml", "unknown import format 'yaml'"),
+    ],
+)
+async def test_bad_input_is_refused_and_nothing_is_written(
+    store: SessionStore, tmp_path: Path, name: str, content: bytes | None, fmt: str, message: str
+) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(InvalidArgument, match=message):
+        await import_file(store, path, fmt)
+    assert await store.list_sessions() == []
+
+
+async def test_a_format_may_be_named(store: SessionStore, tmp_path: Path) -> None:
+    path = CORPUS / "librechat/openwebui-export.json"
+    report = await import_report(store, path, "openwebui", cwd=tmp_path)
+    assert report.format == "openwebui" and len(report.sessions) == 3
+    assert report.as_dict()["sessions"][1]["source_id"] == "tool-chat"
+
+
 async def test_the_stores_own_export_imports_with_its_ids(
     store: SessionStore, tmp_path: Path
 ) -> None:
@@ -376,3 +433,24 @@ async def test_the_stores_own_export_imports_with_its_ids(
     assert [s.session_id for s in report.sessions] == [original.session_id]
     with pytest.raises(InvalidArgument, match="already exists"):
         await import_file(store, dump, "soong")
+
+
+async def test_a_conversation_the_store_refuses_does_not_stop_the_others(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importers.build
+    made: list[str] = []
+
+    def build(*args: Any) -> Any:
+        built = real(*args)
+        made.append(built.session_id)
+        if len(made) == 2:  # the second chat's export loses its last line
+            return type(built)(built.session_id, built.lines[:-1], built.counts)
+        return built
+
+    monkeypatch.setattr(importers, "build", build)
+    report = await import_report(store, CORPUS / "librechat/openwebui-export.json", cwd=tmp_path)
+    assert [s.session_id for s in report.sessions] == [made[0], made[2]]
+    assert report.summaries[1].error is not None and "truncated" in report.summaries[1].error
+    assert "tool-chat: refused, nothing written" in "\n".join(report.lines())
+    assert {s.session_id for s in await store.list_sessions()} == {made[0], made[2]}

@@ -174,6 +174,36 @@ CASES = [
     Case("pi/agent-sessions__openclaw-large.jsonl", "pi", 7, "m6", roots=2, branch_points=1),
     # README: 1 branch point, the header's two children (2 roots here).
     Case("pi/agent-sessions__openclaw-schema_drift.jsonl", "pi", 4, "unknown-1", roots=2),
+    Case(
+        "librechat/chatgpt-tree.json",
+        "chatgpt",
+        messages=12,
+        leaf="f63b8e17-aa5c-4ca6-a1bf-d4d285e269b8",
+        branch_points=2,
+    ),
+    Case(
+        "librechat/librechat-tree.json",
+        "librechat",
+        messages=9,
+        leaf="1f062c99-ff0a-4cf4-a1cf-7150261a24e2",
+        branch_points=2,
+    ),
+    Case(
+        "librechat/librechat-opts-nonr-branches.json",
+        "librechat",
+        messages=5,
+        leaf="de9a4e7c-020d-4856-a5a6-ce6794efef99",
+        roots=2,
+        branch_points=1,
+    ),
+    Case(
+        "librechat/openwebui-export.json",
+        "openwebui",
+        messages=2,
+        leaf="ra2",
+        sessions=3,
+        extra={"leaves": ["ra2", "ta2", "sa2"]},
+    ),
 ]
 
 
