@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from soong_store.errors import InvalidArgument
-from soong_store.importers import chatgpt, claude_code, codex, librechat, openwebui, pi
+from soong_store.importers import chatgpt, claude_code, codex, librechat, openhands, openwebui, pi
 from soong_store.importers._detect import detect
 from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._rows import build
@@ -48,6 +48,7 @@ _PARSERS: dict[str, Parser] = {
     "chatgpt": chatgpt.parse,
     "librechat": librechat.parse,
     "openwebui": openwebui.parse,
+    "openhands": openhands.parse,
 }
 FORMATS = ("auto", "soong", *_PARSERS)
 """The names ``format=`` accepts."""

@@ -204,6 +204,26 @@ CASES = [
         sessions=3,
         extra={"leaves": ["ra2", "ta2", "sa2"]},
     ),
+    # Tool errors: observation "error" and commands that exited non-zero.
+    Case(
+        "openhands/openhands__multi_swe_bench-output.jsonl",
+        "openhands",
+        messages=47,
+        leaf=49,
+        tool_errors=5,
+        sessions=3,
+        extra={"leaves": [49, 70, 103], "messages": [47, 68, 101], "tool_errors": [5, 3, 13]},
+    ),
+    Case(
+        "openhands/openhands__resolver-mock-output.jsonl",
+        "openhands",
+        messages=8,
+        leaf={"index": 7},
+        sessions=2,
+    ),
+    Case("openhands/openhands__trajs-basic_gui_mode.json", "openhands", 10, 15, tool_errors=1),
+    Case("openhands/openhands__trajs-basic_interactions.json", "openhands", 6, 15),
+    Case("openhands/openhands__trajs-wrong_initial_state.json", "openhands", 8, 9),
 ]
 
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from soong_store.importers import _blocks as b
-from soong_store.importers import claude_code, codex, pi
+from soong_store.importers import claude_code, codex, openhands, pi
 from soong_store.importers._detect import detect
 from soong_store.importers._model import Entry, SourceSession
 from soong_store.importers._read import parse_time, read_jsonl
@@ -270,6 +270,13 @@ def test_codex_output_failure() -> None:
     assert not codex._failed({"output": '{"output": "x", "metadata": {"exit_code": 0}}'})
     assert codex._failed({"result": {"exitCode": 1}})
     assert not codex._failed({"output": "plain text"})
+
+
+def test_openhands_observation_failure() -> None:
+    assert openhands._failed({"observation": "error"})
+    assert openhands._failed({"observation": "run", "extras": {"metadata": {"exit_code": 1}}})
+    assert not openhands._failed({"observation": "run", "extras": {"metadata": {"exit_code": -1}}})
+    assert openhands._failed({"observation": "run", "exit_code": 127})
 
 
 @pytest.mark.parametrize(
