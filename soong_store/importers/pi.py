@@ -40,11 +40,12 @@ def parse(path: Path, data: bytes) -> ParsedFile:
     by_index: dict[int, str] = {}
     previous: str | None = None
     compactions: list[tuple[Entry, dict[str, Any]]] = []
+    calls = b.ToolCalls()
     for index, (lineno, record) in enumerate(records):
         if index == 0 and header:
             continue
         key = f"{index}"
-        entry = _entry(record, key, lineno, index)
+        entry = _entry(record, key, lineno, index, calls)
         source_id = record.get("id")
         if linked:
             entry.parent = _parent(record.get("parentId"), keys, session.source_id, entry)
@@ -80,14 +81,14 @@ def _parent(ref: Any, keys: dict[str, str], session_id: str, entry: Entry) -> st
     return None
 
 
-def _entry(record: dict[str, Any], key: str, lineno: int, index: int) -> Entry:
+def _entry(record: dict[str, Any], key: str, lineno: int, index: int, calls: b.ToolCalls) -> Entry:
     kind = record.get("type")
     out = b.Content(key)
     source: dict[str, Any] = {"id": record.get("id"), "line": lineno, "index": index}
     role, node_type = "system", "system_note"
     message = record.get("message")
     if kind == "message" and isinstance(message, dict):
-        role, node_type, held = _message(message, out)
+        role, node_type, held = _message(message, out, calls)
         source["record"] = {k: v for k, v in record.items() if k != "message"}
         source["message"] = {k: v for k, v in message.items() if k not in held}
     elif kind == "compaction" or kind == "branch_summary":
@@ -97,7 +98,7 @@ def _entry(record: dict[str, Any], key: str, lineno: int, index: int) -> Entry:
         source["record"] = {k: v for k, v in record.items() if k != "summary"}
     elif kind == "custom_message":
         role, node_type = "user", "message"
-        _content(record.get("content"), out)
+        _content(record.get("content"), out, calls)
         source["record"] = {k: v for k, v in record.items() if k != "content"}
     else:
         out.add(b.verbatim({k: v for k, v in record.items() if k not in _ENVELOPE}))
@@ -116,26 +117,27 @@ def _entry(record: dict[str, Any], key: str, lineno: int, index: int) -> Entry:
     )
 
 
-def _message(message: dict[str, Any], out: b.Content) -> tuple[str, str, tuple[str, ...]]:
+def _message(
+    message: dict[str, Any], out: b.Content, calls: b.ToolCalls
+) -> tuple[str, str, tuple[str, ...]]:
     """The role and node type of a message entry, and the fields its blocks hold."""
     role = message.get("role")
     if role == "toolResult":
-        call = message.get("toolCallId")
-        cid = call if isinstance(call, str) and call else f"{out.key}#call"
+        cid, made = calls.result(message.get("toolCallId"))
         items, lost = b.result_items(message.get("content"), out)
-        extra = ({"id_generated": True} if cid != call else {}) | ({"items": lost} if lost else {})
+        extra = ({"id_generated": True} if made else {}) | ({"items": lost} if lost else {})
         out.add(b.tool_result_block(cid, items, message.get("isError") is True), extra)
         return "tool", "message", ("content", "toolCallId", "isError")
     if role == "bashExecution":
         out.add(b.text(b.as_text(message.get("command"))), {"field": "command"})
         out.add(b.text(b.as_text(message.get("output"))), {"field": "output"})
         return "user", "message", ("command", "output")
-    _content(message.get("content"), out)
+    _content(message.get("content"), out, calls)
     said = "assistant" if role == "assistant" else _SAID.get(str(role), "user")
     return said, "message", ("content",)
 
 
-def _content(content: Any, out: b.Content) -> None:
+def _content(content: Any, out: b.Content, calls: b.ToolCalls) -> None:
     for part in content if isinstance(content, list) else [content]:
         if isinstance(part, str):
             out.add(b.text(part), {"bare_string": True} if isinstance(content, list) else None)
@@ -143,9 +145,11 @@ def _content(content: Any, out: b.Content) -> None:
             out.add(b.verbatim(part))
         elif part.get("type") == "text" and isinstance(part.get("text"), str):
             out.add(b.text(part["text"]), b.extras(part, "type", "text"))
-        elif part.get("type") == "toolCall" and isinstance(part.get("id"), str) and part["id"]:
-            block = b.tool_call_block(part["id"], part.get("name"), part.get("arguments"))
-            out.add(block, b.extras(part, "type", "id", "name", "arguments"))
+        elif part.get("type") == "toolCall":
+            cid, made = calls.call(part.get("id"))
+            block = b.tool_call_block(cid, part.get("name"), part.get("arguments"))
+            extra = b.extras(part, "type", "id", "name", "arguments")
+            out.add(block, extra | ({"id_generated": True} if made else {}))
         elif part.get("type") == "image":
             ref = out.image(part.get("data"), part.get("mimeType"))
             out.add(ref, b.without_data(part)) if ref else out.add(b.verbatim(part))

@@ -300,3 +300,30 @@ def test_formats_are_told_from_the_content(path: str, fmt: str, tmp_path: Path) 
 
 def test_an_unknown_content_has_no_format(tmp_path: Path) -> None:
     assert detect(tmp_path / "x", b'{"hello": "world"}\n[1]\n') is None
+
+
+def test_pi_tool_result_without_id_answers_the_open_call() -> None:
+    call = {"type": "toolCall", "id": "t1", "name": "read", "arguments": {"path": "a"}}
+    data = jsonl(
+        {"type": "session", "version": 3, "id": "p", "cwd": "/x"},
+        {
+            "type": "message",
+            "id": "a",
+            "parentId": None,
+            "message": {"role": "assistant", "content": [call]},
+        },
+        {
+            "type": "message",
+            "id": "r",
+            "parentId": "a",
+            "message": {"role": "toolResult", "content": "text", "isError": True},
+        },
+    )
+    assistant, result = pi.parse(Path("p.jsonl"), data).sessions[0].entries
+    assert assistant.blocks[0]["tool_call_id"] == "t1"
+    assert (result.role, result.blocks[0]["tool_call_id"], result.blocks[0]["is_error"]) == (
+        "tool",
+        "t1",
+        True,
+    )
+    assert result.source["block_extras"] == {"0": {"id_generated": True}}
