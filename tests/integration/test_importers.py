@@ -454,3 +454,10 @@ async def test_a_conversation_the_store_refuses_does_not_stop_the_others(
     assert report.summaries[1].error is not None and "truncated" in report.summaries[1].error
     assert "tool-chat: refused, nothing written" in "\n".join(report.lines())
     assert {s.session_id for s in await store.list_sessions()} == {made[0], made[2]}
+
+
+def test_the_docs_name_every_format() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "importers.md").read_text()
+    table = docs.split("| format | what it reads |")[1].split("\n\n")[0]
+    named = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+    assert named == list(importers.FORMATS)

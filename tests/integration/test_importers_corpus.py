@@ -268,6 +268,11 @@ def data_files() -> list[str]:
     )
 
 
+def test_every_corpus_file_has_a_case() -> None:
+    assert len(data_files()) == 31
+    assert sorted(c.path for c in CASES) == data_files()
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.path.rsplit("/", 1)[-1] for c in CASES])
 async def test_corpus_file_imports(case: Case, store: SessionStore, tmp_path: Path) -> None:
     report = await import_report(store, CORPUS / case.path, cwd=tmp_path)
