@@ -178,18 +178,16 @@ async def import_report(
         if existing is not None:
             report.summaries.append(SessionSummary(session.source_id, existing, {}, True))
             continue
-        where = session.cwd if session.cwd and Path(session.cwd).is_absolute() else folder
+        usable = session.cwd and "\x00" not in session.cwd and Path(session.cwd).is_absolute()
+        where = session.cwd if usable and session.cwd else folder
         if session.cwd:
             session.metadata.setdefault("source_cwd", session.cwd)
         meta = {"file": source.name, "sha256": digest, "index": index}
-        built = await asyncio.to_thread(build, session, where, mtime, meta)
         try:
+            built = await asyncio.to_thread(build, session, where, mtime, meta)
             imported = await import_session(store, built.lines)
         except InvalidArgument as exc:  # one conversation refused; the others still go in
-            summary = SessionSummary(
-                session.source_id, built.session_id, built.counts, error=str(exc)
-            )
-            report.summaries.append(summary)
+            report.summaries.append(SessionSummary(session.source_id, "", {}, error=str(exc)))
             continue
         report.sessions.append(await store.get_session(imported.session_id))
         report.summaries.append(SessionSummary(session.source_id, built.session_id, built.counts))

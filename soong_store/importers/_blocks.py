@@ -30,6 +30,11 @@ def listing(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def name(value: Any) -> str | None:
+    """``value`` if it is a string (a type or role name), else ``None``."""
+    return value if isinstance(value, str) else None
+
+
 def text(value: str) -> dict[str, Any]:
     """A text block."""
     return {"type": "text", "text": value}

@@ -61,6 +61,7 @@ def _document_format(document: Any) -> str | None:
 
 def _record_format(record: dict[str, Any]) -> str | None:
     kind = record.get("type")
+    kind = kind if isinstance(kind, str) else None
     if record.get("format") == "soong-store-session":
         return "soong"
     if isinstance(record.get("history"), list):

@@ -58,7 +58,7 @@ def _conversation(conv: dict[str, Any]) -> SourceSession:
         if up is not None and up not in nodes:
             entry.source["parent_missing"] = True
         session.entries.append(entry)
-    current = conv.get("current_node")
+    current = b.name(conv.get("current_node"))
     session.leaf = current if current in with_message else None
     return session
 

@@ -106,7 +106,7 @@ class _Transcript:
     def read(self, records: list[tuple[int, dict[str, Any]]]) -> None:
         uuids = {r["uuid"] for _, r in records if isinstance(r.get("uuid"), str)}
         linked = any(
-            r.get("parentUuid") in uuids or r.get("logicalParentUuid") in uuids
+            _str(r.get("parentUuid")) in uuids or _str(r.get("logicalParentUuid")) in uuids
             for _, r in records
             if isinstance(r.get("uuid"), str)
         )

@@ -157,7 +157,7 @@ class _Rollout:
     def _item(
         self, item: dict[str, Any], key: str, source: dict[str, Any], moment: Any, position: int
     ) -> Entry:
-        kind = item.get("type")
+        kind = b.name(item.get("type"))
         out = b.Content(key)
         calls = self.calls.setdefault(self.agent, b.ToolCalls())
         role, node_type = "assistant", "message"

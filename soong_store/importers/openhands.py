@@ -77,12 +77,12 @@ class _Stream:
     def __init__(self, session: SourceSession) -> None:
         self.session = session
         self.calls = b.ToolCalls()
-        self.by_event: dict[Any, str] = {}  # action id -> tool call id
+        self.by_event: dict[str | int | None, str] = {}  # action id -> tool call id
         self.last: str | None = None
 
     def event(self, event: dict[str, Any], position: int) -> None:
         action, observation = event.get("action"), event.get("observation")
-        kind = action if action is not None else observation
+        kind = b.name(action if action is not None else observation)
         source: dict[str, Any] = {"id": event.get("id"), "index": position}
         if action is not None:  # its args (nested, or flat beside it) are held by the blocks
             source["record"] = {
@@ -108,7 +108,7 @@ class _Stream:
             out.add(b.verbatim(event.get("extras")))
         else:
             role, node_type = "tool", "message"
-            cid = self.by_event.get(event.get("cause")) or meta.get("tool_call_id")
+            cid = self.by_event.get(_ref(event.get("cause"))) or meta.get("tool_call_id")
             cid, made = self.calls.result(cid)
             content = event.get("content", event.get("message"))
             items, lost = b.result_items(content, out)
@@ -142,11 +142,16 @@ class _Stream:
             out.add(b.text(b.as_text(event.get("message", ""))), {"field": "message"})
             return "assistant", "message"
         cid, made = self.calls.call(meta.get("tool_call_id"))
-        self.by_event[event.get("id")] = cid
+        self.by_event[_ref(event.get("id"))] = cid
         arguments = {k: v for k, v in args.items() if k != "thought"}
         name = meta.get("function_name") or action
         out.add(b.tool_call_block(cid, name, arguments), {"action": action, "id_generated": made})
         return "assistant", "message"
+
+
+def _ref(value: Any) -> str | int | None:
+    """An event id or ``cause`` usable as a key (ids are integers or strings)."""
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
 def _flat_args(event: dict[str, Any]) -> dict[str, Any]:

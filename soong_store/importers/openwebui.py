@@ -59,7 +59,7 @@ def _chat(item: dict[str, Any], history: dict[str, Any]) -> SourceSession:
         if ref is not None and ref not in messages:
             entry.source["parent_missing"] = True
         session.entries.append(entry)
-    current = history.get("currentId")
+    current = b.name(history.get("currentId"))
     session.leaf = current if current in messages else None
     return session
 

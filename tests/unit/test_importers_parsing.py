@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import copy
+import random
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from soong_store._transfer_checks import read_export
+from soong_store.importers import _PARSERS as PARSERS
 from soong_store.importers import _blocks as b
 from soong_store.importers import claude_code, codex, openhands, pi
 from soong_store.importers._detect import detect
 from soong_store.importers._model import Entry, SourceSession
 from soong_store.importers._read import parse_time, read_jsonl
+from soong_store.importers._rows import build
 from soong_store.importers._tree import arrange, counts, depth_first
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
@@ -327,3 +334,58 @@ def test_pi_tool_result_without_id_answers_the_open_call() -> None:
         True,
     )
     assert result.source["block_extras"] == {"0": {"id_generated": True}}
+
+
+# -- odd values -------------------------------------------------------------------------------
+
+ODD: list[Any] = [None, 0, -1, 2**62, 1.5, "", "x", [], {}, [1], {"a": 1}, True]
+ODD += [[{"type": "text"}], [{"type": "tool_use"}], [{"type": "tool_result", "content": 5}]]
+ODD += [[{"type": "image", "source": {"data": 5}}], "2025-01-01T00:00:00Z", "\x00"]
+SMALL = sorted(
+    p
+    for p in CORPUS.rglob("*")
+    if p.suffix in (".json", ".jsonl")
+    and p.stat().st_size < 60_000
+    and not p.name.endswith(".meta.json")
+)
+
+
+def mutate(value: Any, rnd: random.Random) -> Any:
+    """``value`` with one field somewhere in it replaced by an odd value."""
+    if isinstance(value, dict) and value and rnd.random() < 0.8:
+        key = rnd.choice(list(value))
+        value[key] = mutate(value[key], rnd) if rnd.random() < 0.6 else rnd.choice(ODD)
+        return value
+    if isinstance(value, list) and value and rnd.random() < 0.8:
+        index = rnd.randrange(len(value))
+        value[index] = mutate(value[index], rnd)
+        return value
+    return copy.deepcopy(rnd.choice(ODD))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(SMALL), st.randoms(use_true_random=False))
+def test_odd_values_anywhere_never_break_a_parser(path: Path, rnd: random.Random) -> None:
+    data = path.read_bytes()
+    fmt = detect(path, data)
+    assert fmt is not None
+    if path.suffix == ".json":
+        document = orjson.loads(data)
+        for _ in range(4):
+            document = mutate(document, rnd)
+        data = orjson.dumps(document)
+    else:
+        lines = data.split(b"\n")
+        for _ in range(4):
+            index = rnd.randrange(len(lines))
+            try:
+                record = orjson.loads(lines[index])
+            except orjson.JSONDecodeError:  # blank, or damaged in the corpus already
+                continue
+            lines[index] = orjson.dumps(mutate(record, rnd))
+        data = b"\n".join(lines)
+    detect(path, data)
+    for session in PARSERS[fmt](path, data).sessions:
+        session.source_id = session.source_id or "fuzz"
+        built = build(session, "/", datetime.now(UTC), {})
+        assert read_export(built.lines).session_id == built.session_id
