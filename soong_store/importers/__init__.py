@@ -1,0 +1,206 @@
+"""Importers: other tools' session files turned into sessions, through the store's import path.
+
+``import_file(store, path, format="auto")`` reads a file of one of :data:`FORMATS`, builds each
+conversation in it as a file in the store's own export format, and hands that to
+:func:`soong_store.transfer.import_session`, which checks it with the rules ``check`` uses and
+writes it all or nothing. :func:`import_report` does the same and also says what happened (the
+sessions written, their counts, the lines skipped or recovered, the conversations already in
+the store). A malformed line is skipped and counted, never fatal to the rest of the file.
+
+A conversation whose source session id (with its format) is already recorded in a session's
+metadata is not imported again; the report names the session that holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from soong_store.errors import InvalidArgument
+from soong_store.importers import chatgpt, claude_code, codex, librechat, openhands, openwebui, pi
+from soong_store.importers._detect import detect
+from soong_store.importers._model import LineIssue, ParsedFile
+from soong_store.importers._rows import build
+from soong_store.records import SessionRecord
+from soong_store.store import SessionStore
+from soong_store.transfer import import_session
+
+__all__ = [
+    "FORMATS",
+    "ImportReport",
+    "LineIssue",
+    "SessionSummary",
+    "import_file",
+    "import_report",
+]
+
+Parser = Callable[[Path, bytes], ParsedFile]
+_PARSERS: dict[str, Parser] = {
+    "claude-code": claude_code.parse,
+    "codex": codex.parse,
+    "pi": pi.parse,
+    "chatgpt": chatgpt.parse,
+    "librechat": librechat.parse,
+    "openwebui": openwebui.parse,
+    "openhands": openhands.parse,
+}
+FORMATS = ("auto", "soong", *_PARSERS)
+"""The names ``format=`` accepts."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One conversation of the file: the session written (or found), and what it holds."""
+
+    source_id: str
+    session_id: str
+    counts: dict[str, int]
+    already_imported: bool = False
+    error: str | None = None
+    """Why the store refused this conversation (nothing of it was written), if it did."""
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import of one file did."""
+
+    path: str
+    format: str
+    sessions: list[SessionRecord] = field(default_factory=list)
+    summaries: list[SessionSummary] = field(default_factory=list)
+    issues: list[LineIssue] = field(default_factory=list)
+
+    @property
+    def skipped_lines(self) -> list[LineIssue]:
+        """The lines nothing was imported from."""
+        return [i for i in self.issues if i.action == "skipped"]
+
+    @property
+    def recovered_lines(self) -> list[LineIssue]:
+        """The lines that were read in pieces."""
+        return [i for i in self.issues if i.action == "recovered"]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready mapping."""
+        return {
+            "path": self.path,
+            "format": self.format,
+            "sessions": [
+                {
+                    "source_id": s.source_id,
+                    "session_id": s.session_id,
+                    "already_imported": s.already_imported,
+                    "error": s.error,
+                    "counts": s.counts,
+                }
+                for s in self.summaries
+            ],
+            "issues": [
+                {"line": i.line, "action": i.action, "reason": i.reason} for i in self.issues
+            ],
+        }
+
+    def lines(self) -> list[str]:
+        """The report as lines of text for a person."""
+        out = [f"{self.path}: {self.format}, {len(self.sessions)} session(s) written"]
+        for s in self.summaries:
+            if s.already_imported:
+                out.append(f"  {s.source_id}: already imported as {s.session_id}, skipped")
+                continue
+            if s.error is not None:
+                out.append(f"  {s.source_id}: refused, nothing written: {s.error}")
+                continue
+            shown = ", ".join(f"{k} {v}" for k, v in s.counts.items() if v)
+            out.append(f"  {s.session_id} (from {s.source_id}): {shown}")
+        for name, found in (("skipped", self.skipped_lines), ("recovered", self.recovered_lines)):
+            if found:
+                out.append(f"  {len(found)} line(s) {name}:")
+                out += [f"    line {i.line}: {i.reason}" for i in found]
+        return out
+
+
+async def import_file(
+    store: SessionStore, path: str | os.PathLike[str], format: str = "auto", *, cwd: Any = None
+) -> list[SessionRecord]:
+    """Import the conversations of one file; return the sessions written.
+
+    Raises:
+        InvalidArgument: the file cannot be read, its format is unknown or cannot be told, or
+            (format ``soong``) the store refuses the export; nothing was written for it.
+    """
+    return (await import_report(store, path, format, cwd=cwd)).sessions
+
+
+async def import_report(
+    store: SessionStore, path: str | os.PathLike[str], format: str = "auto", *, cwd: Any = None
+) -> ImportReport:
+    """Like :func:`import_file`, returning the whole :class:`ImportReport`.
+
+    ``cwd`` is the session's folder where the source names no absolute one (default: the
+    current directory).
+    """
+    source = Path(path)
+    if format not in FORMATS:
+        raise InvalidArgument(f"unknown import format {format!r}: expected one of {FORMATS}")
+    try:
+        data = await asyncio.to_thread(source.read_bytes)
+        mtime = datetime.fromtimestamp(source.stat().st_mtime, UTC)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
+    fmt = detect(source, data) if format == "auto" else format
+    if fmt is None or fmt not in FORMATS:
+        raise InvalidArgument(f"cannot tell the format of {str(source)!r}; name it with format=")
+    report = ImportReport(str(source), fmt)
+    if fmt == "soong":
+        imported = await import_session(store, data.splitlines())
+        report.sessions.append(await store.get_session(imported.session_id))
+        report.summaries.append(
+            SessionSummary(imported.source_session_id, imported.session_id, imported.counts)
+        )
+        return report
+    try:
+        parsed = await asyncio.to_thread(_PARSERS[fmt], source, data)
+    except (OSError, ValueError) as exc:
+        raise InvalidArgument(f"cannot import {str(source)!r} as {fmt}: {exc}") from None
+    report.issues = parsed.issues
+    known = await _imported(store)
+    folder = str(Path(cwd if cwd is not None else os.getcwd()).absolute())
+    digest = hashlib.sha256(data).hexdigest()
+    for index, session in enumerate(parsed.sessions):
+        session.source_id = session.source_id or f"sha256:{digest}#{index}"
+        existing = known.get((fmt, session.source_id))
+        if existing is not None:
+            report.summaries.append(SessionSummary(session.source_id, existing, {}, True))
+            continue
+        usable = session.cwd and "\x00" not in session.cwd and Path(session.cwd).is_absolute()
+        where = session.cwd if usable and session.cwd else folder
+        if session.cwd:
+            session.metadata.setdefault("source_cwd", session.cwd)
+        meta = {"file": source.name, "sha256": digest, "index": index}
+        try:
+            built = await asyncio.to_thread(build, session, where, mtime, meta)
+            imported = await import_session(store, built.lines)
+        except InvalidArgument as exc:  # one conversation refused; the others still go in
+            report.summaries.append(SessionSummary(session.source_id, "", {}, error=str(exc)))
+            continue
+        report.sessions.append(await store.get_session(imported.session_id))
+        report.summaries.append(SessionSummary(session.source_id, built.session_id, built.counts))
+        known[(fmt, session.source_id)] = built.session_id
+    return report
+
+
+async def _imported(store: SessionStore) -> dict[tuple[str, str], str]:
+    """(format, source session id) -> session id, of every session an import wrote."""
+    out: dict[tuple[str, str], str] = {}
+    for record in await store.list_sessions():
+        meta = record.metadata if isinstance(record.metadata, dict) else {}
+        origin = meta.get("imported_from")
+        if isinstance(origin, dict) and isinstance(origin.get("source_session_id"), str):
+            out[(str(origin.get("format")), origin["source_session_id"])] = record.session_id
+    return out

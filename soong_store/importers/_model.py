@@ -1,0 +1,113 @@
+"""The neutral model every format parser produces: sessions, agents, entries, events, artifacts.
+
+A parser turns one source file into :class:`SourceSession` values and knows nothing of the store:
+entries name their parent and agent by *keys* (strings unique within the session), blocks are
+plain dicts in the store's block shapes, and artifact references name an :class:`Artifact` by
+its key. :mod:`soong_store.importers._tree` rearranges the tree (compactions) and
+:mod:`soong_store.importers._rows` turns the model into the store's export format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+MAIN = "main"
+"""The key of every session's root agent."""
+
+
+@dataclass(frozen=True, slots=True)
+class LineIssue:
+    """A part of the source that could not be read as it stands.
+
+    ``action`` is ``"skipped"`` (nothing of it was imported) or ``"recovered"`` (it was read in
+    pieces, for example two JSON objects joined on one line). ``line`` is 1-based, 0 when the
+    problem is not on a line (a JSON document as a whole).
+    """
+
+    line: int
+    action: str
+    reason: str
+
+
+@dataclass(slots=True)
+class Artifact:
+    """Bytes found in the source (an image), stored as an artifact file."""
+
+    key: str
+    data: bytes
+    mime_type: str | None = None
+    filename: str | None = None
+    summary: str | None = None
+
+
+@dataclass(slots=True)
+class Entry:
+    """One source item that becomes a node.
+
+    ``source`` becomes ``metadata["imported_from"]`` (the format name is added): the source's id,
+    line, raw time and every field the blocks do not carry. ``keeps_from`` is set on a
+    compaction: the key of the first entry the source kept after it.
+    """
+
+    key: str
+    parent: str | None
+    role: str
+    node_type: str
+    blocks: list[dict[str, Any]]
+    source: dict[str, Any]
+    time: datetime | None = None
+    agent: str = MAIN
+    position: int = 0
+    token_count: int | None = None
+    keeps_from: str | None = None
+    artifacts: list[Artifact] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Event:
+    """A source record that has no place in the tree (settings, errors, progress, ...)."""
+
+    event_type: str
+    payload: Any
+    time: datetime | None = None
+    level: str = "info"
+    agent: str | None = MAIN
+    entry: str | None = None
+    tool_call_id: str | None = None
+    position: int = 0
+
+
+@dataclass(slots=True)
+class Agent:
+    """A sub-agent or fork found in the source (the root agent is implicit)."""
+
+    key: str
+    agent_type: str
+    metadata: dict[str, Any]
+    fork_from: str | None = None
+
+
+@dataclass(slots=True)
+class SourceSession:
+    """One conversation of a source file, ready to be built into rows."""
+
+    format: str
+    source_id: str
+    cwd: str | None
+    metadata: dict[str, Any]
+    entries: list[Entry] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    agents: list[Agent] = field(default_factory=list)
+    leaf: str | None = None
+    time: datetime | None = None
+
+
+@dataclass(slots=True)
+class ParsedFile:
+    """What a parser read from one file: its sessions and the lines it could not take whole."""
+
+    format: str
+    sessions: list[SourceSession]
+    issues: list[LineIssue] = field(default_factory=list)

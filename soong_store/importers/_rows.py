@@ -1,0 +1,279 @@
+"""The neutral model as a file in the store's own export format (the import path's input).
+
+:func:`build` gives the lines of one export (see :mod:`soong_store.transfer`): a header, the
+session, its agents, nodes (parents first), events (in source order) and artifacts with their
+bytes. Ids are new (the source's are kept in metadata); every node carries
+``metadata["imported_from"]``, which marks it as history recorded elsewhere for the branch rule;
+every node has a ``node_created`` event and every failed tool result a ``tool_failed`` event.
+Timestamps are the source's where it has valid ones; an item without one takes the nearest
+earlier item's time (else the nearest later one, else ``fallback``), its raw value kept.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from soong_store import _json
+from soong_store._transfer_checks import FORMAT, FORMAT_VERSION
+from soong_store.artifacts import extension
+from soong_store.content import encode_content, validate_content
+from soong_store.errors import InvalidContent
+from soong_store.ids import new_id, new_session_id
+from soong_store.importers._model import MAIN, Entry, Event, SourceSession
+from soong_store.importers._read import format_time
+from soong_store.importers._tree import arrange, counts
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """An export file made from one source session, and what it holds."""
+
+    session_id: str
+    lines: list[str]
+    counts: dict[str, int]
+
+
+def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[str, Any]) -> Built:
+    """The export lines of one source session (``file_meta`` goes into the session metadata)."""
+    sid = new_session_id()
+    nodes = arrange(session)
+    times = _times(session, fallback)
+    agent_ids = {MAIN: new_id("agent")} | {a.key: new_id("agent") for a in session.agents}
+    node_ids = {e.key: new_id("node") for e in nodes}
+    art_ids: dict[str, str] = {}
+    artifacts: list[dict[str, Any]] = []
+    for entry in nodes:
+        for art in entry.artifacts:
+            aid = art_ids[art.key] = new_id("art")
+            row = {
+                "artifact_id": aid,
+                "session_id": sid,
+                "agent_id": agent_ids[entry.agent],
+                "run_id": None,
+                "node_id": node_ids[entry.key],
+                "tool_call_id": None,
+                "path": f"{sid}/{aid}{extension(art.filename, art.mime_type)}",
+                "filename": art.filename,
+                "mime_type": art.mime_type,
+                "size_bytes": len(art.data),
+                "summary": art.summary,
+                "metadata_json": _json.dumps_text({"imported_from": {"key": art.key}}),
+                "created_at": times[id(entry)],
+            }
+            artifacts.append({"row": row, "data_b64": base64.b64encode(art.data).decode()})
+    node_rows = [
+        _node_row(sid, seq, e, session.format, node_ids, agent_ids, art_ids, times[id(e)])
+        for seq, e in enumerate(nodes, 1)
+    ]
+    event_rows = _event_rows(sid, session, nodes, node_ids, agent_ids, times)
+    stamps = sorted(times.values())
+    first, last = (stamps[0], stamps[-1]) if stamps else (format_time(fallback),) * 2
+    meta = {
+        "imported_from": {
+            "format": session.format,
+            "source_session_id": session.source_id,
+            **file_meta,
+        },
+        **session.metadata,
+    }
+    leaf = session.leaf if session.leaf in node_ids else _last_main(nodes)
+    root = agent_ids[MAIN]
+    session_row = {
+        "session_id": sid,
+        "cwd": cwd,
+        "root_agent_id": root,
+        "active_node_id": node_ids[leaf] if leaf is not None else None,
+        "parent_session_id": None,
+        "status": "active",
+        "metadata_json": _json.dumps_text(meta),
+        "created_at": first,
+        "updated_at": last,
+    }
+    agent_rows = [_agent_row(sid, root, None, "main", None, {}, first)]
+    for agent in session.agents:
+        since = next((times[id(e)] for e in nodes if e.agent == agent.key), first)
+        fork = node_ids.get(agent.fork_from or "")
+        meta_a = {"imported_from": agent.metadata}
+        row = _agent_row(sid, agent_ids[agent.key], root, agent.agent_type, fork, meta_a, since)
+        agent_rows.append(row)
+    header = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "session_id": sid,
+        "exported_at": format_time(fallback),
+        "with_artifacts": True,
+        "counts": {
+            "agents": len(agent_rows),
+            "runs": 0,
+            "nodes": len(node_rows),
+            "events": len(event_rows),
+            "artifacts": len(artifacts),
+        },
+    }
+    lines = [_json.dumps_text(header), _line("session", session_row)]
+    lines += [_line("agent", row) for row in agent_rows]
+    lines += [_line("node", row) for row in node_rows]
+    lines += [_line("event", row) for row in event_rows]
+    lines += [_json.dumps_text({"kind": "artifact", **item}) for item in artifacts]
+    summary = counts(session, nodes) | {"events": len(event_rows)}
+    return Built(sid, lines, summary)
+
+
+def _line(kind: str, row: dict[str, Any]) -> str:
+    return _json.dumps_text({"kind": kind, "row": row}, what=f"{kind} row")
+
+
+def _last_main(nodes: list[Entry]) -> str | None:
+    main = [e for e in nodes if e.agent == MAIN]
+    return max(main, key=lambda e: e.position).key if main else None
+
+
+def _times(session: SourceSession, fallback: datetime) -> dict[int, str]:
+    """Every entry's and event's row time (by ``id()``), missing ones filled from neighbours."""
+    items: list[Entry | Event] = sorted(
+        [*session.entries, *session.events], key=lambda item: item.position
+    )
+    known = [item.time for item in items]
+    filled: list[datetime | None] = list(known)
+    last: datetime | None = None
+    for i, moment in enumerate(known):
+        last = moment or last
+        filled[i] = last
+    nxt: datetime | None = None
+    for i in range(len(known) - 1, -1, -1):
+        nxt = known[i] or nxt
+        filled[i] = filled[i] or nxt or fallback
+    return {
+        id(item): format_time(moment or fallback)
+        for item, moment in zip(items, filled, strict=True)
+    }
+
+
+def _node_row(
+    sid: str,
+    seq: int,
+    entry: Entry,
+    fmt: str,
+    node_ids: dict[str, str],
+    agent_ids: dict[str, str],
+    art_ids: dict[str, str],
+    created: str,
+) -> dict[str, Any]:
+    source = {"format": fmt, **entry.source}
+    blocks = [_rename_refs(block, art_ids) for block in entry.blocks]
+    try:
+        content = encode_content(validate_content(blocks))[0]
+    except InvalidContent as exc:  # a block the parser could not shape: keep it as data
+        source["content_error"] = str(exc)
+        content = encode_content(validate_content([{"type": "json", "data": blocks}]))[0]
+    return {
+        "node_id": node_ids[entry.key],
+        "node_seq": seq,
+        "parent_id": node_ids[entry.parent] if entry.parent is not None else None,
+        "agent_id": agent_ids[entry.agent],
+        "run_id": None,
+        "role": entry.role,
+        "node_type": entry.node_type,
+        "content_json": content,
+        "metadata_json": _json.dumps_text({"imported_from": source}, what="node metadata"),
+        "token_count": entry.token_count,
+        "created_at": created,
+    }
+
+
+def _rename_refs(block: dict[str, Any], art_ids: dict[str, str]) -> dict[str, Any]:
+    if block.get("type") == "artifact_ref" and block.get("artifact_id") in art_ids:
+        return dict(block, artifact_id=art_ids[block["artifact_id"]])
+    if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+        return dict(block, content=[_rename_refs(item, art_ids) for item in block["content"]])
+    return block
+
+
+def _event_rows(
+    sid: str,
+    session: SourceSession,
+    nodes: list[Entry],
+    node_ids: dict[str, str],
+    agent_ids: dict[str, str],
+    times: dict[int, str],
+) -> list[dict[str, Any]]:
+    pending: list[tuple[float, int, dict[str, Any]]] = []
+    for entry in nodes:
+        base: dict[str, str | None] = {
+            "agent_id": agent_ids[entry.agent],
+            "node_id": node_ids[entry.key],
+        }
+        at = times[id(entry)]
+        pending.append((entry.position, len(pending), _event(base, "node_created", at)))
+        for block in entry.blocks:
+            if block.get("type") == "tool_result" and block.get("is_error"):
+                call = block.get("tool_call_id")
+                payload = {"tool_call_id": call, "source_id": entry.source.get("id")}
+                failed = _event(base, "tool_failed", at, "error", call, payload)
+                pending.append((entry.position, len(pending), failed))
+    for event in session.events:
+        base = {
+            "agent_id": agent_ids.get(event.agent) if event.agent is not None else None,
+            "node_id": node_ids.get(event.entry or ""),
+        }
+        row = _event(
+            base,
+            event.event_type[:128],
+            times[id(event)],
+            event.level,
+            event.tool_call_id,
+            event.payload,
+        )
+        pending.append((event.position, len(pending), row))
+    pending.sort(key=lambda item: (item[0], item[1]))
+    rows = []
+    for seq, (_, _, row) in enumerate(pending, 1):
+        rows.append({"event_id": new_id("evt"), "seq": seq, "run_seq": None, **row})
+    return rows
+
+
+def _event(
+    base: dict[str, str | None],
+    event_type: str,
+    created: str,
+    level: str = "info",
+    tool_call_id: str | None = None,
+    payload: Any = None,
+) -> dict[str, Any]:
+    return {
+        "agent_id": base["agent_id"],
+        "run_id": None,
+        "level": level,
+        "event_type": event_type,
+        "node_id": base["node_id"],
+        "tool_call_id": tool_call_id,
+        "payload_json": _json.dumps_optional(payload, what="event payload"),
+        "created_at": created,
+    }
+
+
+def _agent_row(
+    sid: str,
+    agent_id: str,
+    parent: str | None,
+    agent_type: str,
+    fork_from: str | None,
+    metadata: dict[str, Any],
+    created: str,
+) -> dict[str, Any]:
+    return {
+        "agent_id": agent_id,
+        "session_id": sid,
+        "parent_agent_id": parent,
+        "agent_type": agent_type,
+        "created_by_run_id": None,
+        "fork_from_node_id": fork_from,
+        "status": "idle" if agent_type == "main" else "completed",
+        "result_json": None,
+        "metadata_json": _json.dumps_text(metadata) if metadata else None,
+        "created_at": created,
+        "updated_at": created,
+    }

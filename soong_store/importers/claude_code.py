@@ -1,0 +1,338 @@
+"""Claude Code transcripts (``~/.claude/projects/<project>/<sessionId>.jsonl``) to the model.
+
+Every line with a ``uuid`` becomes a node: ``user``/``assistant`` lines are messages (a user
+line holding only tool results has role ``tool``), ``system`` lines and ``attachment`` and
+``progress`` lines are ``system_note`` nodes, and ``system/compact_boundary`` is a compaction
+hung under its ``logicalParentUuid`` so that the history before it stays on the path. Lines
+without a ``uuid`` (summaries, titles, snapshots, queue operations ...) become events.
+
+Parents: ``parentUuid`` names the latest earlier line with that uuid (fixtures repeat uuids); a
+line without the key follows the line before it; a file in which no ``parentUuid`` names a line
+of the file is a linear transcript in file order. A parent that is not in the file makes a root
+(``parent_missing``). Sub-agents: sidechain lines of the old layout (a sidechain root starts a
+``sub`` agent; later sidechain lines join their parent's agent, or with a missing parent the
+agent of the same ``agentId``, else the latest one), unless a main-chain line hangs under them;
+and the transcripts of the newer ``<sessionId>/subagents/agent-*.jsonl`` layout, each a ``sub``
+agent with its ``.meta.json``. The active leaf is the last main-chain user or assistant line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from soong_store.importers import _blocks as b
+from soong_store.importers._model import (
+    MAIN,
+    Agent,
+    Entry,
+    Event,
+    LineIssue,
+    ParsedFile,
+    SourceSession,
+)
+from soong_store.importers._read import parse_time, read_json, read_jsonl, stamp
+
+FORMAT = "claude-code"
+_NOTES = ("system", "attachment", "progress")
+_ENVELOPE = {
+    "parentUuid",
+    "logicalParentUuid",
+    "isSidechain",
+    "userType",
+    "cwd",
+    "sessionId",
+    "session_id",
+    "version",
+    "gitBranch",
+    "type",
+    "subtype",
+    "uuid",
+    "timestamp",
+    "slug",
+    "entrypoint",
+    "agentId",
+}
+
+
+def parse(path: Path, data: bytes) -> ParsedFile:
+    """Read a transcript (or a sub-agent's ``.meta.json``: its transcript beside it)."""
+    meta: dict[str, Any] = {}
+    if path.name.endswith(".meta.json"):
+        meta = _meta(data)
+        path = path.with_name(path.name.removesuffix(".meta.json") + ".jsonl")
+        data = path.read_bytes()
+    records, issues = read_jsonl(data)
+    reader = _Transcript(MAIN, 0)
+    reader.read(records)
+    session = reader.session
+    session.metadata.update({"agent": meta} if meta else {})
+    for sub_path in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
+        sub_records, sub_issues = read_jsonl(sub_path.read_bytes())
+        issues += [LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_issues]
+        key = sub_path.stem
+        sub = _Transcript(key, len(session.entries) + len(session.events) + 1, main=False)
+        sub.read(sub_records)
+        meta_path = sub_path.with_name(f"{key}.meta.json")
+        agent_meta = _meta(meta_path.read_bytes()) if meta_path.is_file() else {}
+        source = {"file": sub_path.name, "meta": agent_meta, "agentId": sub.agent_id}
+        session.agents.append(Agent(key, "sub", source))
+        session.entries += sub.session.entries
+        session.events += sub.session.events
+    return ParsedFile(FORMAT, [session], issues)
+
+
+def _meta(data: bytes) -> dict[str, Any]:
+    try:
+        value = read_json(data)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+class _Transcript:
+    """One transcript file read into a session (the main one, or a sub-agent's)."""
+
+    def __init__(self, agent: str, start: int, main: bool = True) -> None:
+        self.agent, self.start, self.main = agent, start, main
+        self.session = SourceSession(FORMAT, "", None, {})
+        self.calls = b.ToolCalls()
+        self.agent_id: str | None = None
+        self._latest: dict[str, str] = {}
+        self._by_key: dict[str, Entry] = {}
+        self.sidechains = True
+        self._subs: dict[str, str | None] = {}  # sub-agent key -> its agentId
+
+    def read(self, records: list[tuple[int, dict[str, Any]]]) -> None:
+        uuids = {r["uuid"] for _, r in records if isinstance(r.get("uuid"), str)}
+        linked = any(
+            _str(r.get("parentUuid")) in uuids or _str(r.get("logicalParentUuid")) in uuids
+            for _, r in records
+            if isinstance(r.get("uuid"), str)
+        )
+        # A transcript of sidechain lines only is a sub-agent's own file: its lines are its chain.
+        self.sidechains = not all(
+            r.get("isSidechain") is True for _, r in records if isinstance(r.get("uuid"), str)
+        )
+        previous: str | None = None
+        leaf: str | None = None
+        s = self.session
+        for position, (lineno, record) in enumerate(records, self.start):
+            s.source_id = s.source_id or _str(record.get("sessionId")) or ""
+            s.cwd = s.cwd or _str(record.get("cwd"))
+            self.agent_id = self.agent_id or _str(record.get("agentId"))
+            uuid = record.get("uuid")
+            if not isinstance(uuid, str):
+                self._record_event(record, lineno, position)
+                continue
+            key = uuid if uuid not in self._latest else f"{uuid}@{position}"
+            key = key if self.main else f"{self.agent}:{key}"
+            parent, missing = self._parent(record, previous, linked)
+            entry = self._entry(record, key, lineno, position, parent)
+            if missing:
+                entry.source["parent_missing"] = True
+            entry.agent = self.agent if not self.main else self._agent_of(record, entry)
+            self._latest[uuid] = key
+            self._by_key[key] = entry
+            s.entries.append(entry)
+            previous = key
+            if record.get("type") in ("user", "assistant") and entry.agent == MAIN:
+                leaf = key
+        if self.main:
+            self._dissolve_crossed()
+        named = self._latest.get(str(s.metadata.get("leafUuid")))
+        s.leaf = leaf or named or previous
+
+    def _parent(
+        self, record: dict[str, Any], previous: str | None, linked: bool
+    ) -> tuple[str | None, bool]:
+        """The parent's key, and whether the record names a parent that is not in the file."""
+        if not linked or "parentUuid" not in record and "logicalParentUuid" not in record:
+            return previous, False
+        ref = record.get("parentUuid")
+        if ref is None and record.get("subtype") == "compact_boundary":
+            ref = record.get("logicalParentUuid")
+        if ref is None:
+            return None, False
+        if isinstance(ref, str) and ref in self._latest:
+            return self._latest[ref], False
+        return None, True
+
+    def _answered(self, parent: str | None, out: b.Content) -> str | None:
+        """The call a result without an id answers: the first call up the path left open."""
+        answered = {x["tool_call_id"] for x in out.blocks if x["type"] == "tool_result"}
+        node = self._by_key.get(parent or "")
+        while node is not None:
+            calls = [x["tool_call_id"] for x in node.blocks if x["type"] == "tool_call"]
+            if calls:
+                return next((c for c in calls if c not in answered), None)
+            answered |= {x["tool_call_id"] for x in node.blocks if x["type"] == "tool_result"}
+            node = self._by_key.get(node.parent or "")
+        return None
+
+    def _result_id(self, call_id: Any, parent: str | None, out: b.Content) -> tuple[str, bool]:
+        if isinstance(call_id, str) and call_id:
+            return call_id, False
+        found = self._answered(parent, out)
+        return (found, True) if found is not None else self.calls.result(None)
+
+    def _agent_of(self, record: dict[str, Any], entry: Entry) -> str:
+        if record.get("isSidechain") is not True or not self.sidechains:
+            return MAIN
+        parent = self._by_key.get(entry.parent or "")
+        if parent is not None and parent.agent != MAIN:
+            return parent.agent
+        agent_id = _str(record.get("agentId"))
+        for key, known in self._subs.items():
+            if agent_id is not None and known == agent_id:
+                return key
+        if parent is None and entry.source.get("parent_missing") and self._subs:
+            key = list(self._subs)[-1]
+            self._subs[key] = self._subs[key] or agent_id
+            return key
+        key = f"sidechain-{len(self._subs) + 1}"
+        self._subs[key] = agent_id
+        return key
+
+    def _dissolve_crossed(self) -> None:
+        """Sidechains a main-chain line hangs under are part of the main tree after all."""
+        s = self.session
+        while True:
+            agent = {e.key: e.agent for e in s.entries}
+            crossed = {
+                agent[e.parent]
+                for e in s.entries
+                if e.agent == MAIN and e.parent is not None and agent[e.parent] != MAIN
+            }
+            if not crossed:
+                break
+            for e in s.entries:
+                if e.agent in crossed:
+                    e.agent = MAIN
+            for key in crossed:
+                self._subs.pop(key, None)
+        first = {e.agent: e for e in reversed(s.entries)}
+        for key, agent_id in self._subs.items():
+            line = first[key].source.get("line")
+            s.agents.append(
+                Agent(key, "sub", {"sidechain": True, "agentId": agent_id, "line": line})
+            )
+
+    def _entry(
+        self, record: dict[str, Any], key: str, lineno: int, position: int, parent: str | None
+    ) -> Entry:
+        kind = record.get("type")
+        message = record.get("message")
+        source: dict[str, Any] = {"id": record["uuid"], "line": lineno}
+        if self.main is False:
+            source["file_agent"] = self.agent
+        out = b.Content(key)
+        role, node_type = "system", "system_note"
+        if kind in ("user", "assistant"):
+            role, node_type = str(kind), "message"
+            content = message.get("content") if isinstance(message, dict) else message
+            self._content(content, out, parent)
+            rest = dict(record)
+            if isinstance(message, dict):
+                rest["message"] = {k: v for k, v in message.items() if k != "content"}
+            elif message is not None:
+                rest.pop("message")
+            if (
+                kind == "user"
+                and out.blocks
+                and all(x["type"] == "tool_result" for x in out.blocks)
+            ):
+                role = "tool"
+        elif kind == "tool_use":
+            cid, made = self.calls.call(record.get("id"))
+            args = record.get("input")
+            out.add(
+                b.tool_call_block(cid, record.get("name"), args),
+                {"id_generated": made} if made else None,
+            )
+            role, node_type = "assistant", "message"
+            rest = {k: v for k, v in record.items() if k not in ("name", "input", "id")}
+        elif kind == "tool_result":
+            cid, made = self._result_id(record.get("tool_use_id"), parent, out)
+            items, lost = b.result_items(record.get("output", record.get("content")), out)
+            extra = {"id_generated": made} if made else {}
+            out.add(b.tool_result_block(cid, items, record.get("is_error") is True), extra | lost)
+            role, node_type = "tool", "message"
+            rest = {
+                k: v for k, v in record.items() if k not in ("output", "content", "tool_use_id")
+            }
+        else:
+            if record.get("subtype") == "compact_boundary":
+                node_type = "compaction"
+                text = record.get("content")
+                out.add(b.text(text) if isinstance(text, str) else b.verbatim(text))
+                rest = {k: v for k, v in record.items() if k != "content"}
+            else:
+                payload = {k: v for k, v in record.items() if k not in _ENVELOPE}
+                out.add(b.verbatim(payload))
+                rest = {k: v for k, v in record.items() if k in _ENVELOPE}
+        source["record"] = rest
+        moment = stamp(record.get("timestamp"), source)
+        return Entry(
+            key,
+            parent,
+            role,
+            node_type,
+            out.blocks,
+            out.source(source),
+            moment,
+            position=position,
+            artifacts=out.artifacts,
+        )
+
+    def _content(self, content: Any, out: b.Content, parent: str | None) -> None:
+        if content is None:
+            return
+        if not isinstance(content, list):
+            out.add(b.text(content) if isinstance(content, str) else b.verbatim(content))
+            return
+        for part in content:
+            if isinstance(part, str):
+                out.add(b.text(part), {"bare_string": True})
+            elif not isinstance(part, dict):
+                out.add(b.verbatim(part))
+            elif part.get("type") == "text" and isinstance(part.get("text"), str):
+                out.add(b.text(part["text"]), b.extras(part, "type", "text"))
+            elif part.get("type") == "tool_use":
+                cid, made = self.calls.call(part.get("id"))
+                extra = b.extras(part, "type", "id", "name", "input")
+                extra |= {"id_generated": True} if made else {}
+                out.add(b.tool_call_block(cid, part.get("name"), part.get("input")), extra)
+            elif part.get("type") == "tool_result":
+                cid, made = self._result_id(part.get("tool_use_id"), parent, out)
+                items, lost = b.result_items(part.get("content"), out)
+                extra = b.extras(part, "type", "tool_use_id", "content", "is_error")
+                extra |= ({"id_generated": True} if made else {}) | (
+                    {"items": lost} if lost else {}
+                )
+                if part.get("is_error") not in (None, True, False):
+                    extra["is_error"] = part.get("is_error")
+                out.add(b.tool_result_block(cid, items, part.get("is_error") is True), extra)
+            elif part.get("type") == "image" and isinstance(part.get("source"), dict):
+                ref = out.image(part["source"].get("data"), part["source"].get("media_type"))
+                out.add(ref, b.without_data(part)) if ref else out.add(b.verbatim(part))
+            else:
+                out.add(b.verbatim(part))
+
+    def _record_event(self, record: dict[str, Any], lineno: int, position: int) -> None:
+        kind = record.get("type")
+        s = self.session
+        if kind == "summary" and isinstance(record.get("leafUuid"), str):
+            s.metadata.setdefault("leafUuid", record["leafUuid"])
+        if kind in ("custom-title", "ai-title"):
+            title = record.get("customTitle") or record.get("aiTitle")
+            if isinstance(title, str) and (kind == "custom-title" or "title" not in s.metadata):
+                s.metadata["title"] = title
+        moment, _ = parse_time(record.get("timestamp"))
+        payload = {"format": FORMAT, "type": kind, "line": lineno, "record": record}
+        agent = MAIN if self.main else self.agent
+        s.events.append(Event("imported_record", payload, moment, agent=agent, position=position))
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
