@@ -404,7 +404,13 @@ async def _export_to_file(
 
 
 async def cmd_import(args: argparse.Namespace) -> int:
-    """Recreate a session from an export file (all or nothing)."""
+    """Recreate a session from an export file (all or nothing), or import another tool's file."""
+    if args.format not in ("auto", "soong") or (args.format == "auto" and args.file != "-"):
+        from soong_store.importers import detect_format
+
+        fmt = args.format if args.format != "auto" else detect_format(Path(args.file))
+        if fmt != "soong":
+            return await _import_other(args, fmt)
     progress = _Progress("import")
     source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
     try:
@@ -433,6 +439,23 @@ async def cmd_import(args: argparse.Namespace) -> int:
             "artifacts (export again without --no-artifacts to carry them)"
         )
     return 0
+
+
+async def _import_other(args: argparse.Namespace, fmt: str) -> int:
+    """Another tool's session file: every conversation in it becomes a session of its own."""
+    from soong_store.importers import import_report
+
+    if args.file == "-":
+        raise InvalidArgument(f"format {fmt} is read from a file, not from stdin")
+    if args.new_id:
+        raise InvalidArgument(f"--new-id is for soong exports; a {fmt} file always gets new ids")
+    async with _open_store(args) as store:
+        report = await import_report(store, args.file, fmt)
+    if args.json:
+        _emit(report.as_dict())
+    else:
+        _lines(report.lines())
+    return 2 if any(s.error is not None for s in report.summaries) else 0
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:

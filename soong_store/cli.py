@@ -50,6 +50,9 @@ from soong_store.errors import (
     TaskDagUnavailable,
 )
 
+IMPORT_FORMATS = ["auto", "soong", "claude-code", "codex", "pi", "chatgpt", "librechat",
+                  "openwebui", "openhands"]  # fmt: skip
+"""What ``import --format`` takes (the importers' formats; a test keeps the two equal)."""
 DESCRIPTION = "Look into the sessions of a soong agent home; check, export and import them."
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -163,9 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave the artifact files out (default: embedded, base64)")  # fmt: skip
     add("--format", choices=["jsonl", "markdown"], default="jsonl",
         help="jsonl (for import; default) or markdown (the active path, for people)")  # fmt: skip
-    add = command("import", cmd_import, "recreate a session from an export (all or nothing)")
-    add("file", metavar="FILE", help="export file ('-' for stdin)")
-    add("--new-id", action="store_true", help="fresh ids for the session, agents, runs, artifacts")
+    add = command("import", cmd_import, "recreate a session from an export, or import another "
+                  "agent's session file")  # fmt: skip
+    add("file", metavar="FILE", help="export file ('-' for stdin), or another tool's session file")
+    add("--format", choices=IMPORT_FORMATS, default="auto",
+        help="what FILE is (default: auto, told from its content)")  # fmt: skip
+    add("--new-id", action="store_true",
+        help="soong exports: fresh ids for the session, agents, runs, artifacts")  # fmt: skip
     command("demo", cmd_demo, "write a realistic demo session and print its tree")
     for name, made in commands.items():
         if name == "timeline":

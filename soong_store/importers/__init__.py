@@ -33,6 +33,7 @@ from soong_store.transfer import import_session
 
 __all__ = [
     "FORMATS",
+    "detect_format",
     "ImportReport",
     "LineIssue",
     "SessionSummary",
@@ -123,6 +124,23 @@ class ImportReport:
                 out.append(f"  {len(found)} line(s) {name}:")
                 out += [f"    line {i.line}: {i.reason}" for i in found]
         return out
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """The format of a session file, told from its content (one of :data:`FORMATS` but auto).
+
+    Raises:
+        InvalidArgument: the file cannot be read, or its format cannot be told.
+    """
+    source = Path(path)
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
+    fmt = detect(source, data)
+    if fmt is None:
+        raise InvalidArgument(f"cannot tell the format of {str(source)!r}; name it with --format")
+    return fmt
 
 
 async def import_file(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,8 @@ import pytest
 
 from soong_store import InvalidArgument, NodeRecord, SessionStore, importers
 from soong_store.check import check_store
-from soong_store.importers import import_file, import_report
+from soong_store.cli import IMPORT_FORMATS
+from soong_store.importers import FORMATS, import_file, import_report
 from soong_store.transfer import export_session
 from tests.integration.test_importers_corpus import CORPUS, SUBAGENT, export_rows
 
@@ -461,3 +465,28 @@ def test_the_docs_name_every_format() -> None:
     table = docs.split("| format | what it reads |")[1].split("\n\n")[0]
     named = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
     assert named == list(importers.FORMATS)
+
+
+def test_the_cli_imports_another_agents_file_once(tmp_path: Path) -> None:
+    assert set(IMPORT_FORMATS) == set(FORMATS)
+    source = CORPUS / "claude-code" / "agent-sessions__claude-small.jsonl"
+    cli = [sys.executable, "-m", "soong_store", "--home", str(tmp_path / "home")]
+    first = subprocess.run([*cli, "import", str(source)], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "claude-code, 1 session(s) written" in first.stdout
+    again = subprocess.run(
+        [*cli, "import", str(source), "--format", "claude-code", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["format"] == "claude-code" and report["sessions"][0]["already_imported"]
+    wrong = subprocess.run(
+        [*cli, "import", str(source), "--format", "claude-code", "--new-id"],
+        capture_output=True,
+        text=True,
+    )
+    assert wrong.returncode == 2 and "--new-id is for soong exports" in wrong.stderr
+    checked = subprocess.run([*cli, "check"], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
