@@ -18,9 +18,9 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection
 
-from soong_store._engine import database_url, make_engine
+from soong_store.backends.sqlite import database_url, make_engine
+from soong_store.schema.catalog import is_session_table
 from soong_store.schema.models import Base
-from soong_store.schema.session_tables import is_session_table
 
 config = context.config
 if config.config_file_name is not None and "connection" not in config.attributes:

@@ -4,24 +4,6 @@ Conversation trees, event timelines, session/agent/run metadata and schema migra
 by default. Everything a caller needs is importable from here; other modules are internal.
 """
 
-from soong_store.content import (
-    ArtifactRefBlock,
-    ContentBlock,
-    JsonBlock,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-)
-from soong_store.enums import (
-    AgentStatus,
-    AgentType,
-    EndReason,
-    EventLevel,
-    NodeType,
-    Role,
-    RunStatus,
-    SessionStatus,
-)
 from soong_store.errors import (
     BranchError,
     ConcurrentRunError,
@@ -38,7 +20,25 @@ from soong_store.errors import (
     TaskDagUnavailable,
 )
 from soong_store.migrate import current_revision, upgrade
-from soong_store.records import (
+from soong_store.model.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from soong_store.model.enums import (
+    AgentStatus,
+    AgentType,
+    EndReason,
+    EventLevel,
+    NodeType,
+    Role,
+    RunStatus,
+    SessionStatus,
+)
+from soong_store.model.records import (
     AgentRecord,
     ArtifactRecord,
     ContextView,

@@ -16,8 +16,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
-from soong_store import _json
 from soong_store.errors import InvalidArgument, NotFound, TaskDagUnavailable
+from soong_store.model import codec
 
 FORMAT_VERSION: Final = 1
 MAX_TASK_ID: Final = 128
@@ -63,7 +63,7 @@ class WalState:
 
 
 def encode_record(seq: int, op: str, args: dict[str, Any]) -> bytes:
-    body = _json.dumps({"seq": seq, "op": op, "args": args}, what=f"task {op} record")
+    body = codec.dumps({"seq": seq, "op": op, "args": args}, what=f"task {op} record")
     return b'%s,"crc":"%08x"}\n' % (body[:-1], zlib.crc32(body))
 
 
@@ -96,7 +96,7 @@ def _decode_line(line: bytes, path: Path, lineno: int) -> tuple[str, dict[str, A
     if int(tail.group(1), 16) != zlib.crc32(body):
         raise fail("checksum mismatch")
     try:
-        record = _json.loads(body)
+        record = codec.loads(body)
     except ValueError as exc:
         raise fail(f"invalid JSON: {exc}") from exc
     if not isinstance(record, dict) or set(record) != {"seq", "op", "args"}:

@@ -1,10 +1,10 @@
 """Integrity check: the database file, every session's rows, artifact files and task WALs.
 
 The check reads raw rows (never through the record models, which trust what they read) in one
-snapshot per session, applies the one rule set of stored data to them (:mod:`soong_store._rules`,
-the same rules an import applies to its file), and reports every problem it finds as a
-:class:`Problem` naming the session and the ids involved, so that a person can find each one. It
-never changes anything.
+snapshot per session, applies the one rule set of stored data to them
+(:mod:`soong_store.rules`, the same rules an import applies to its file), and reports every
+problem it finds as a :class:`Problem` naming the session and the ids involved, so that a person
+can find each one. It never changes anything.
 
 Kinds of problem: of the database, ``quick_check`` (SQLite's ``PRAGMA quick_check``),
 ``invalid_session_id``, ``missing_table``, ``unreadable_session`` (a damaged page; the other
@@ -30,13 +30,13 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from soong_store._artifact_files import ArtifactFiles
-from soong_store._row_rules import KINDS
-from soong_store._rules import Found, Problem, SessionRows, row_problems, session_problems
 from soong_store.errors import SoongStoreError, StorageError
-from soong_store.ids import SESSION_ID_RE
+from soong_store.files.store import ArtifactFiles
+from soong_store.model.ids import SESSION_ID_RE
+from soong_store.rules.row import KINDS
+from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
+from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.schema.session_tables import session_tables
 from soong_store.store import SessionStore
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from soong_store.content import (
+from soong_store.model.content import (
     ArtifactRefBlock,
     JsonBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
-from soong_store.records import NodeRecord
+from soong_store.model.records import NodeRecord
 from soong_store.store import SessionStore
 
 _CI_LOG = b"FAILED tests/test_dates.py::test_parse_iso - parse('2024-02-30') returned 2024-03-01\n"

@@ -23,10 +23,10 @@ from sqlalchemy import Connection, Engine, inspect, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
-from soong_store._dberrors import translate
-from soong_store._engine import foreign_key_violations, is_busy, is_sqlite, make_engine
+from soong_store.backends.errors import translate
+from soong_store.backends.sqlite import foreign_key_violations, is_busy, is_sqlite, make_engine
 from soong_store.errors import SchemaVersionError, StorageError
-from soong_store.ids import check_session_id
+from soong_store.model.ids import check_session_id
 
 if TYPE_CHECKING:
     from alembic.config import Config

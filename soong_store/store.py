@@ -25,10 +25,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
-from soong_store import _fork, _json, _reads, _writes
-from soong_store._artifact_files import ArtifactFiles
-from soong_store._dberrors import translate
-from soong_store._engine import (
+from soong_store.backends.errors import translate
+from soong_store.backends.sqlite import (
     READ_POOL_SIZE,
     Durability,
     database_url,
@@ -36,19 +34,19 @@ from soong_store._engine import (
     load_sqlite_module,
     make_engine,
 )
-from soong_store._file_jobs import named_paths, remove_unreferenced
-from soong_store._file_pool import FilePool, FileWrite
-from soong_store._ops import Op, artifacts_of, check_bound, check_integer
-from soong_store._ops import enum_value as _enum
-from soong_store._session_writer import Committed, apply_ops
-from soong_store.artifacts import (
+from soong_store.errors import InvalidArgument, StorageError, StoreClosed
+from soong_store.files.artifacts import (
     MAX_ARTIFACT_BYTES,
     SPILL_BYTES,
     SPILL_TOKENS,
     SpillPolicy,
     drop_files,
 )
-from soong_store.enums import (
+from soong_store.files.pool import FilePool, FileWrite
+from soong_store.files.store import ArtifactFiles
+from soong_store.migrate import ensure_schema
+from soong_store.model import codec
+from soong_store.model.enums import (
     AgentStatus,
     AgentType,
     EndReason,
@@ -58,10 +56,8 @@ from soong_store.enums import (
     RunStatus,
     SessionStatus,
 )
-from soong_store.errors import InvalidArgument, StorageError, StoreClosed
-from soong_store.ids import check_id, check_optional_id, check_session_id
-from soong_store.migrate import ensure_schema
-from soong_store.records import (
+from soong_store.model.ids import check_id, check_optional_id, check_session_id
+from soong_store.model.records import (
     AgentRecord,
     ArtifactRecord,
     ContextView,
@@ -70,6 +66,11 @@ from soong_store.records import (
     RunRecord,
     SessionRecord,
 )
+from soong_store.ops import Op, artifacts_of, check_bound, check_integer
+from soong_store.ops import enum_value as _enum
+from soong_store.sql import fork, reads, writes
+from soong_store.sql.file_jobs import named_paths, remove_unreferenced
+from soong_store.sql.session_writer import Committed, apply_ops
 from soong_store.task_wal import TaskDag, task_root, task_wal_path
 from soong_store.uow import UnitOfWork
 from soong_store.writer import Prerequisite, Writer
@@ -275,7 +276,7 @@ class SessionStore:
         """
         if not isinstance(cwd, str | os.PathLike):
             raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
-        cwd_text = os.path.abspath(_json.check_text(os.fspath(cwd), "cwd"))
+        cwd_text = os.path.abspath(codec.check_text(os.fspath(cwd), "cwd"))
         if "\x00" in cwd_text:
             raise InvalidArgument(f"invalid cwd {cwd!r}: a path cannot hold a NUL character")
         agent_type = _enum(AgentType, root_agent_type, "root agent type")
@@ -283,10 +284,10 @@ class SessionStore:
             raise InvalidArgument(
                 f"invalid root agent type {agent_type!r}: expected 'main' or 'orchestrator'"
             )
-        metadata_json = _json.dumps_optional(metadata, what="session metadata")
+        metadata_json = codec.dumps_optional(metadata, what="session metadata")
         return await self._write(
             partial(
-                _writes.create_session,
+                writes.create_session,
                 cwd=cwd_text,
                 metadata_json=metadata_json,
                 root_agent_type=agent_type,
@@ -296,7 +297,7 @@ class SessionStore:
     async def get_session(self, session_id: str) -> SessionRecord:
         """One session (``NotFound`` if there is none)."""
         sid = check_session_id(session_id)
-        return await self._read(partial(_reads.get_session, session_id=sid))
+        return await self._read(partial(reads.get_session, session_id=sid))
 
     async def list_sessions(
         self, status: SessionStatus | str | None = None, limit: int | None = None
@@ -304,17 +305,17 @@ class SessionStore:
         """Sessions, most recently updated first."""
         wanted = None if status is None else _enum(SessionStatus, status, "session status")
         count = check_bound(limit, "limit", low=1)
-        return await self._read(partial(_reads.list_sessions, status=wanted, limit=count))
+        return await self._read(partial(reads.list_sessions, status=wanted, limit=count))
 
     async def archive_session(self, session_id: str) -> SessionRecord:
         """Make a session read-only (it can still be read, exported, forked and deleted)."""
         sid = check_session_id(session_id)
-        return await self._write(partial(_writes.archive_session, session_id=sid))
+        return await self._write(partial(writes.archive_session, session_id=sid))
 
     async def delete_session(self, session_id: str) -> None:
         """Remove a session's rows, tables and artifact files (shared files stay while named)."""
         sid = check_session_id(session_id)
-        paths = await self._write(partial(_writes.delete_session, session_id=sid))
+        paths = await self._write(partial(writes.delete_session, session_id=sid))
         if paths:
             await self._write(partial(remove_unreferenced, files=self._files, paths=paths))
         for key in [key for key in self._task_dags if key[0] == sid]:
@@ -324,12 +325,12 @@ class SessionStore:
         """A new session holding copies of the active path up to ``node_id``."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
-        plan = await self._read(partial(_fork.plan_fork, session_id=sid, node_id=nid))
+        plan = await self._read(partial(fork.plan_fork, session_id=sid, node_id=nid))
         made = await asyncio.to_thread(self._link_files, plan)
-        job = partial(_fork.fork_session, session_id=sid, node_id=nid, plan=plan)
+        job = partial(fork.fork_session, session_id=sid, node_id=nid, plan=plan)
         return await self._write(job, on_abort=partial(self._files.discard, made))
 
-    def _link_files(self, plan: _fork.ForkPlan) -> list[str]:
+    def _link_files(self, plan: fork.ForkPlan) -> list[str]:
         """The fork's own links to its source's files; a source file already lost is skipped."""
         made: list[str] = []
         try:
@@ -357,25 +358,25 @@ class SessionStore:
     ) -> AgentRecord:
         """Add a ``sub`` or ``fork`` agent to a session."""
         job = partial(
-            _writes.create_agent,
+            writes.create_agent,
             session_id=check_session_id(session_id),
             agent_type=_enum(AgentType, agent_type, "agent type"),
             parent_agent_id=check_optional_id(parent_agent_id, "agent"),
             created_by_run_id=check_optional_id(created_by_run_id, "run"),
             fork_from_node_id=check_optional_id(fork_from_node_id, "node"),
-            metadata_json=_json.dumps_optional(metadata, what="agent metadata"),
+            metadata_json=codec.dumps_optional(metadata, what="agent metadata"),
         )
         return await self._write(job)
 
     async def get_agent(self, agent_id: str) -> AgentRecord:
         """One agent."""
         aid = check_id(agent_id, "agent")
-        return await self._read(partial(_reads.get_agent, agent_id=aid))
+        return await self._read(partial(reads.get_agent, agent_id=aid))
 
     async def list_agents(self, session_id: str) -> list[AgentRecord]:
         """A session's agents in creation order."""
         sid = check_session_id(session_id)
-        return await self._read(partial(_reads.list_agents, session_id=sid))
+        return await self._read(partial(reads.list_agents, session_id=sid))
 
     async def update_agent(
         self,
@@ -386,11 +387,11 @@ class SessionStore:
     ) -> AgentRecord:
         """Change an agent's status, result or metadata (terminal statuses are final)."""
         job = partial(
-            _writes.update_agent,
+            writes.update_agent,
             agent_id=check_id(agent_id, "agent"),
             status=None if status is None else _enum(AgentStatus, status, "agent status"),
-            result_json=_json.dumps_optional(result, what="agent result"),
-            metadata_json=_json.dumps_optional(metadata, what="agent metadata"),
+            result_json=codec.dumps_optional(result, what="agent result"),
+            metadata_json=codec.dumps_optional(metadata, what="agent metadata"),
         )
         return await self._write(job)
 
@@ -403,23 +404,23 @@ class SessionStore:
     ) -> RunRecord:
         """Start a run of an agent; a session's main agent runs one at a time."""
         job = partial(
-            _writes.start_run,
+            writes.start_run,
             session_id=check_session_id(session_id),
             agent_id=check_id(agent_id, "agent"),
             status=_enum(RunStatus, status, "run status"),
-            metadata_json=_json.dumps_optional(metadata, what="run metadata"),
+            metadata_json=codec.dumps_optional(metadata, what="run metadata"),
         )
         return await self._write(job)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """One run."""
         rid = check_id(run_id, "run")
-        return await self._read(partial(_reads.get_run, run_id=rid))
+        return await self._read(partial(reads.get_run, run_id=rid))
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         """A session's runs in creation order."""
         sid = check_session_id(session_id)
-        return await self._read(partial(_reads.list_runs, session_id=sid))
+        return await self._read(partial(reads.list_runs, session_id=sid))
 
     async def update_run(
         self,
@@ -431,12 +432,12 @@ class SessionStore:
     ) -> RunRecord:
         """Move a run forward (queued, pending, running) or record its counters."""
         job = partial(
-            _writes.update_run,
+            writes.update_run,
             run_id=check_id(run_id, "run"),
             status=None if status is None else _enum(RunStatus, status, "run status"),
             turn_count=check_integer(turn_count, "turn_count"),
-            usage_json=_json.dumps_optional(usage, what="run usage"),
-            metadata_json=_json.dumps_optional(metadata, what="run metadata"),
+            usage_json=codec.dumps_optional(usage, what="run usage"),
+            metadata_json=codec.dumps_optional(metadata, what="run metadata"),
         )
         return await self._write(job)
 
@@ -451,12 +452,12 @@ class SessionStore:
     ) -> RunRecord:
         """End a run with a terminal status and an end reason."""
         job = partial(
-            _writes.finish_run,
+            writes.finish_run,
             run_id=check_id(run_id, "run"),
             status=_enum(RunStatus, status, "run status"),
             end_reason=_enum(EndReason, end_reason, "end reason"),
-            usage_json=_json.dumps_optional(usage, what="run usage"),
-            error_json=_json.dumps_optional(error, what="run error"),
+            usage_json=codec.dumps_optional(usage, what="run usage"),
+            error_json=codec.dumps_optional(error, what="run error"),
             turn_count=check_integer(turn_count, "turn_count"),
         )
         return await self._write(job)
@@ -566,36 +567,36 @@ class SessionStore:
         """
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")
-        return await self._write(partial(_writes.switch_node, session_id=sid, node_id=nid))
+        return await self._write(partial(writes.switch_node, session_id=sid, node_id=nid))
 
     async def get_node(self, session_id: str, node_id: str) -> NodeRecord:
         """One node of a session."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
-        return await self._read(partial(_reads.get_node, session_id=sid, node_id=nid))
+        return await self._read(partial(reads.get_node, session_id=sid, node_id=nid))
 
     async def list_nodes(self, session_id: str) -> list[NodeRecord]:
         """Every node of a session by ``node_seq`` (the whole tree)."""
         sid = check_session_id(session_id)
-        return await self._read(partial(_reads.list_nodes, session_id=sid))
+        return await self._read(partial(reads.list_nodes, session_id=sid))
 
     async def children(self, session_id: str, node_id: str) -> list[NodeRecord]:
         """The children of a node by ``node_seq``."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
-        return await self._read(partial(_reads.children, session_id=sid, node_id=nid))
+        return await self._read(partial(reads.children, session_id=sid, node_id=nid))
 
     async def active_path(self, session_id: str, node_id: str | None = None) -> list[NodeRecord]:
         """The nodes from the root to ``node_id`` (default: the active node), root first."""
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")
-        return await self._read(partial(_reads.active_path, session_id=sid, node_id=nid))
+        return await self._read(partial(reads.active_path, session_id=sid, node_id=nid))
 
     async def context(self, session_id: str, node_id: str | None = None) -> ContextView:
         """The active path cut at its last compaction node, with its token total."""
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")
-        return await self._read(partial(_reads.context, session_id=sid, node_id=nid))
+        return await self._read(partial(reads.context, session_id=sid, node_id=nid))
 
     async def timeline(
         self,
@@ -606,7 +607,7 @@ class SessionStore:
     ) -> list[EventRecord]:
         """Events by ``seq`` (``run_seq`` for one run), after ``after_seq``, at most ``limit``."""
         query = partial(
-            _reads.timeline,
+            reads.timeline,
             session_id=check_session_id(session_id),
             run_id=check_optional_id(run_id, "run"),
             after_seq=check_bound(after_seq, "after_seq"),
@@ -647,12 +648,12 @@ class SessionStore:
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord:
         """One artifact's row."""
         aid = check_id(artifact_id, "artifact")
-        return await self._read(partial(_reads.get_artifact, artifact_id=aid))
+        return await self._read(partial(reads.get_artifact, artifact_id=aid))
 
     async def list_artifacts(self, session_id: str) -> list[ArtifactRecord]:
         """A session's artifacts in creation order."""
         sid = check_session_id(session_id)
-        return await self._read(partial(_reads.list_artifacts, session_id=sid))
+        return await self._read(partial(reads.list_artifacts, session_id=sid))
 
     async def read_artifact(self, artifact_id: str) -> bytes:
         """The bytes of an artifact (``StorageError`` if its file is missing or damaged)."""

@@ -48,7 +48,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Final, cast
 
-from soong_store import _json
 from soong_store._task_model import (
     FORMAT_VERSION,
     Task,
@@ -64,6 +63,7 @@ from soong_store._task_model import (
     topological_order,
 )
 from soong_store.errors import InvalidArgument, NotFound, StorageError
+from soong_store.model import codec
 
 __all__ = ["Task", "TaskDag", "TaskStatus", "WalState", "task_file_name", "task_wal_path"]
 
@@ -434,7 +434,7 @@ class TaskDag:
             if len(record) > MAX_RECORD_BYTES:
                 raise InvalidArgument(f"task {op} record exceeds {MAX_RECORD_BYTES} bytes")
             if not decodes_to_itself(args):
-                args = _json.loads(record)["args"]  # exactly what a replay will see
+                args = codec.loads(record)["args"]  # exactly what a replay will see
             task_id, task = plan(self._tasks, op, args)
             data = record
             if first:

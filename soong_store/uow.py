@@ -3,9 +3,9 @@
 :class:`UnitOfWork` is what ``store.transaction(session_id)`` hands out. Its ``add_*`` methods
 validate their input at once (bad input raises there, before anything is queued) and return the
 new id; nothing touches the database until the block ends without an error, when the whole unit
-goes to the writer as one job (:func:`soong_store._session_writer.apply_ops`). Leaving the block
+goes to the writer as one job (:func:`soong_store.sql.session_writer.apply_ops`). Leaving the block
 by an exception discards it. Artifact files are the exception to "nothing happens before the
-end": each starts being written when it is added (:mod:`soong_store._file_pool`), and a
+end": each starts being written when it is added (:mod:`soong_store.files.pool`), and a
 discarded unit removes them again.
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from soong_store._ops import EventOp, NodeOp, Op, artifacts_of
-from soong_store._session_writer import Committed
-from soong_store.artifacts import ArtifactOp, SpillPolicy, StartFile, drop_files
-from soong_store.enums import EventLevel, NodeType, Role
 from soong_store.errors import InvalidArgument
-from soong_store.records import ArtifactRecord, EventRecord, NodeRecord
+from soong_store.files.artifacts import ArtifactOp, SpillPolicy, StartFile, drop_files
+from soong_store.model.enums import EventLevel, NodeType, Role
+from soong_store.model.records import ArtifactRecord, EventRecord, NodeRecord
+from soong_store.ops import EventOp, NodeOp, Op, artifacts_of
+from soong_store.sql.session_writer import Committed
 
 
 class UnitOfWork:

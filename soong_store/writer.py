@@ -22,8 +22,8 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
-from soong_store._dberrors import translate
-from soong_store._engine import is_busy
+from soong_store.backends.errors import translate
+from soong_store.backends.sqlite import is_busy
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 
 T = TypeVar("T")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
-from soong_store._engine import load_sqlite_module, sqlite_version
+from soong_store.backends.sqlite import load_sqlite_module, sqlite_version
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -27,7 +27,7 @@ from soong_store.importers import chatgpt, claude_code, codex, librechat, openha
 from soong_store.importers._detect import detect
 from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._rows import build
-from soong_store.records import SessionRecord
+from soong_store.model.records import SessionRecord
 from soong_store.store import SessionStore
 from soong_store.transfer import import_session
 

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from soong_store import _json
-from soong_store._transfer_checks import FORMAT, FORMAT_VERSION
-from soong_store.artifacts import extension
-from soong_store.content import encode_content, validate_content
 from soong_store.errors import InvalidContent
-from soong_store.ids import new_id, new_session_id
+from soong_store.files.artifacts import extension
 from soong_store.importers._model import MAIN, Entry, Event, SourceSession
 from soong_store.importers._read import format_time
 from soong_store.importers._tree import arrange, counts
+from soong_store.model import codec
+from soong_store.model.content import encode_content, validate_content
+from soong_store.model.ids import new_id, new_session_id
+from soong_store.transfer.format import FORMAT, FORMAT_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[
                 "mime_type": art.mime_type,
                 "size_bytes": len(art.data),
                 "summary": art.summary,
-                "metadata_json": _json.dumps_text({"imported_from": {"key": art.key}}),
+                "metadata_json": codec.dumps_text({"imported_from": {"key": art.key}}),
                 "created_at": times[id(entry)],
             }
             artifacts.append({"row": row, "data_b64": base64.b64encode(art.data).decode()})
@@ -88,7 +88,7 @@ def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[
         "active_node_id": node_ids[leaf] if leaf is not None else None,
         "parent_session_id": None,
         "status": "active",
-        "metadata_json": _json.dumps_text(meta),
+        "metadata_json": codec.dumps_text(meta),
         "created_at": first,
         "updated_at": last,
     }
@@ -113,17 +113,17 @@ def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[
             "artifacts": len(artifacts),
         },
     }
-    lines = [_json.dumps_text(header), _line("session", session_row)]
+    lines = [codec.dumps_text(header), _line("session", session_row)]
     lines += [_line("agent", row) for row in agent_rows]
     lines += [_line("node", row) for row in node_rows]
     lines += [_line("event", row) for row in event_rows]
-    lines += [_json.dumps_text({"kind": "artifact", **item}) for item in artifacts]
+    lines += [codec.dumps_text({"kind": "artifact", **item}) for item in artifacts]
     summary = counts(session, nodes) | {"events": len(event_rows)}
     return Built(sid, lines, summary)
 
 
 def _line(kind: str, row: dict[str, Any]) -> str:
-    return _json.dumps_text({"kind": kind, "row": row}, what=f"{kind} row")
+    return codec.dumps_text({"kind": kind, "row": row}, what=f"{kind} row")
 
 
 def _last_main(nodes: list[Entry]) -> str | None:
@@ -178,7 +178,7 @@ def _node_row(
         "role": entry.role,
         "node_type": entry.node_type,
         "content_json": content,
-        "metadata_json": _json.dumps_text({"imported_from": source}, what="node metadata"),
+        "metadata_json": codec.dumps_text({"imported_from": source}, what="node metadata"),
         "token_count": entry.token_count,
         "created_at": created,
     }
@@ -250,7 +250,7 @@ def _event(
         "event_type": event_type,
         "node_id": base["node_id"],
         "tool_call_id": tool_call_id,
-        "payload_json": _json.dumps_optional(payload, what="event payload"),
+        "payload_json": codec.dumps_optional(payload, what="event payload"),
         "created_at": created,
     }
 
@@ -273,7 +273,7 @@ def _agent_row(
         "fork_from_node_id": fork_from,
         "status": "idle" if agent_type == "main" else "completed",
         "result_json": None,
-        "metadata_json": _json.dumps_text(metadata) if metadata else None,
+        "metadata_json": codec.dumps_text(metadata) if metadata else None,
         "created_at": created,
         "updated_at": created,
     }

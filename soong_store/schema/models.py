@@ -15,7 +15,7 @@ from typing import cast
 from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, MetaData, Table, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from soong_store.enums import AgentStatus, AgentType, EndReason, RunStatus, SessionStatus
+from soong_store.model.enums import AgentStatus, AgentType, EndReason, RunStatus, SessionStatus
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

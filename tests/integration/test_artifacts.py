@@ -27,9 +27,9 @@ from soong_store import (
     StoreClosed,
     ToolResultBlock,
 )
-from soong_store._artifact_files import ArtifactFiles
-from soong_store.artifacts import estimate_tokens, summarize_json
 from soong_store.check import check_store
+from soong_store.files.artifacts import estimate_tokens, summarize_json
+from soong_store.files.store import ArtifactFiles
 from tests.conftest import connect_raw, db_path, snapshot, text
 
 pytestmark = pytest.mark.asyncio

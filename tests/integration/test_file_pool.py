@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from soong_store._artifact_files import ArtifactFiles
-from soong_store._file_pool import FilePool, FileWrite
 from soong_store.errors import StorageError, StoreClosed
+from soong_store.files.pool import FilePool, FileWrite
+from soong_store.files.store import ArtifactFiles
 
 
 @pytest.fixture

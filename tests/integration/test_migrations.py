@@ -20,7 +20,7 @@ from alembic.runtime.migration import MigrationContext
 
 import soong_store
 from soong_store import InvalidIdentifier, SchemaVersionError, SessionStore
-from soong_store._engine import make_engine
+from soong_store.backends.sqlite import make_engine
 from soong_store.migrate import (
     HEAD_REVISION,
     alembic_config,
@@ -30,8 +30,8 @@ from soong_store.migrate import (
     session_ids,
     session_table_names,
 )
+from soong_store.schema.catalog import is_session_table
 from soong_store.schema.models import Base
-from soong_store.schema.session_tables import is_session_table
 from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

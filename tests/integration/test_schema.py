@@ -24,8 +24,8 @@ from soong_store import (
     SessionStatus,
     SessionStore,
 )
-from soong_store._engine import make_engine
-from soong_store.schema import session_tables as factory
+from soong_store.backends.sqlite import make_engine
+from soong_store.schema import catalog as factory
 from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
 
 GLOBAL_TABLES = {

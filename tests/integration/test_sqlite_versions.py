@@ -19,7 +19,7 @@ import pytest
 
 import soong_store
 from soong_store import InvalidArgument, SessionStore, SoongStoreError, StorageError
-from soong_store._engine import MIN_SQLITE_VERSION, SQLITE_MODULE_ENV, load_sqlite_module
+from soong_store.backends.sqlite import MIN_SQLITE_VERSION, SQLITE_MODULE_ENV, load_sqlite_module
 from tests.conftest import db_path, text
 
 MIN = ".".join(map(str, MIN_SQLITE_VERSION))

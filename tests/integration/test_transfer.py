@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 from soong_store import InvalidArgument, SessionStore, TextBlock
-from soong_store._render import export_markdown
-from soong_store._session_writer import SessionWriter
 from soong_store.check import check_store
+from soong_store.cli.render import export_markdown
 from soong_store.demo import write_demo
+from soong_store.sql.session_writer import SessionWriter
 from soong_store.transfer import export_session, import_session
 from tests.conftest import connect_raw, db_path, snapshot
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from soong_store import NotFound, SessionStore, StorageError
-from soong_store.ids import new_id
+from soong_store.model.ids import new_id
 from tests.conftest import connect_raw, db_path, snapshot, text
 
 UNKNOWN = "sess_20240101_000000_abcd"

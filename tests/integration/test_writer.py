@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from soong_store import NotFound, SessionStore, StoreClosed
-from soong_store._engine import make_engine
+from soong_store.backends.sqlite import make_engine
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.migrate import upgrade
 from soong_store.writer import Writer
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.asyncio
 
 @pytest.fixture
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("soong_store._engine.BUSY_TIMEOUT_MS", 50)  # a lock is seen at once
+    monkeypatch.setattr("soong_store.backends.sqlite.BUSY_TIMEOUT_MS", 50)  # a lock is seen at once
     url = f"sqlite:///{tmp_path / 'w.sqlite'}"
     upgrade(url)
     engine = make_engine(url, "write")

@@ -37,7 +37,7 @@ from soong_store import (
     SessionStore,
     SoongStoreError,
 )
-from soong_store.content import validate_content
+from soong_store.model.content import validate_content
 from soong_store.task_wal import TaskDag
 from tests.conftest import snapshot, text
 from tests.reliability.conftest import tree_files

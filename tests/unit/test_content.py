@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soong_store import _json
-from soong_store.content import (
+from soong_store.errors import InvalidContent
+from soong_store.model import codec
+from soong_store.model.content import (
     ArtifactRefBlock,
     JsonBlock,
     TextBlock,
@@ -20,7 +21,6 @@ from soong_store.content import (
     content_to_json,
     validate_content,
 )
-from soong_store.errors import InvalidContent
 
 json_values = st.recursive(
     st.none()
@@ -62,7 +62,7 @@ blocks = st.one_of(
 def test_blocks_round_trip_through_json(content):
     stored = content_to_json(validate_content(content))
     assert content_from_json(stored) == content
-    dicts = _json.loads(stored)
+    dicts = codec.loads(stored)
     assert validate_content(dicts) == content
 
 
@@ -98,11 +98,11 @@ def test_invalid_content_refused(bad):
 def test_non_finite_numbers_refused_anywhere(bad):
     for value in ([bad], {"a": {"b": [1, bad]}}, (bad,)):
         with pytest.raises(InvalidContent):
-            _json.dumps(value)
+            codec.dumps(value)
 
 
 def test_plain_nulls_are_fine():
-    assert _json.dumps({"a": None, "b": [None]}) == b'{"a":null,"b":[null]}'
+    assert codec.dumps({"a": None, "b": [None]}) == b'{"a":null,"b":[null]}'
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
@@ -110,7 +110,7 @@ def test_non_finite_number_found_among_nulls_and_named(bad):
     rows = [{"id": i, "x": None, "v": [1.5, None]} for i in range(500)]
     rows[321]["v"][0] = bad
     with pytest.raises(InvalidContent, match=r"at \$\.rows\[321\]\.v\[0\]"):
-        _json.dumps({"rows": rows})
+        codec.dumps({"rows": rows})
 
 
 class _FloatEnum(float, enum.Enum):
@@ -128,7 +128,7 @@ class _FloatEnum(float, enum.Enum):
 )
 def test_every_kind_of_non_finite_float_is_found(value):
     with pytest.raises(InvalidContent, match="non-finite"):
-        _json.dumps(value)
+        codec.dumps(value)
 
 
 @pytest.mark.parametrize(
@@ -139,32 +139,32 @@ def test_every_kind_of_non_finite_float_is_found(value):
     ],
 )
 def test_finite_values_that_need_the_walk_are_fine(value):
-    assert _json.dumps(value) == orjson.dumps(value)
+    assert codec.dumps(value) == orjson.dumps(value)
 
 
 def test_lone_surrogates_and_big_ints_refused():
     with pytest.raises(InvalidContent):
-        _json.dumps("\ud800")
+        codec.dumps("\ud800")
     with pytest.raises(InvalidContent):
-        _json.dumps(2**64)
+        codec.dumps(2**64)
     with pytest.raises(InvalidContent):
-        _json.dumps({1: "x"})
+        codec.dumps({1: "x"})
 
 
 def test_bytes_that_look_like_a_marshalled_nan_are_cleared_by_the_walk():
     value = ["g", "ab", -2, None]  # ... g \xda \x02 a b \xe9 \xfe \xff \xff: a "g" and a NaN's tail
-    assert _json._NON_FINITE.search(marshal.dumps(value)) is not None
-    assert _json.dumps(value) == orjson.dumps(value)
+    assert codec._NON_FINITE.search(marshal.dumps(value)) is not None
+    assert codec.dumps(value) == orjson.dumps(value)
 
 
 def test_non_finite_found_whether_marshal_writes_the_float_once_or_shared():
     once = [None, struct.unpack(">d", bytes.fromhex("7ff8000000000000"))[0]]  # only the list has it
     shared = [None, math.inf]  # the math module holds it too: marshal flags it as shared
-    assert _json._NON_FINITE.search(marshal.dumps(once)) is not None
-    assert _json._SHARED_NON_FINITE.search(marshal.dumps(shared)) is not None
+    assert codec._NON_FINITE.search(marshal.dumps(once)) is not None
+    assert codec._SHARED_NON_FINITE.search(marshal.dumps(shared)) is not None
     for value in (once, shared):
         with pytest.raises(InvalidContent, match=r"at \$\[1\]"):
-            _json.dumps(value)
+            codec.dumps(value)
 
 
 @given(
@@ -174,7 +174,7 @@ def test_non_finite_found_whether_marshal_writes_the_float_once_or_shared():
 )
 @settings(max_examples=300)
 def test_a_non_finite_float_is_found_anywhere_and_finite_values_pass(value, bad, where):
-    assert _json.dumps([value, None]) == orjson.dumps([value, None])  # finite: orjson's output
+    assert codec.dumps([value, None]) == orjson.dumps([value, None])  # finite: orjson's output
     containers = [value]
     stack: list[object] = [value]
     while stack:
@@ -190,4 +190,4 @@ def test_a_non_finite_float_is_found_anywhere_and_finite_values_pass(value, bad,
     else:
         value = [value, bad]
     with pytest.raises(InvalidContent, match="non-finite"):
-        _json.dumps([value, None])
+        codec.dumps([value, None])

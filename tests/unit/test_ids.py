@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 import pytest
 
 from soong_store.errors import InvalidIdentifier
-from soong_store.ids import check_id, check_session_id, new_id, new_session_id, utc_now
+from soong_store.model.ids import check_id, check_session_id, new_id, new_session_id, utc_now
 
 
 def test_session_id_format():

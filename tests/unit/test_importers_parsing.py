@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soong_store._transfer_checks import read_export
 from soong_store.importers import _PARSERS as PARSERS
 from soong_store.importers import _blocks as b
 from soong_store.importers import claude_code, codex, openhands, pi
@@ -22,6 +21,7 @@ from soong_store.importers._model import Entry, SourceSession
 from soong_store.importers._read import parse_time, read_jsonl
 from soong_store.importers._rows import build
 from soong_store.importers._tree import arrange, counts, depth_first
+from soong_store.transfer.format import read_export
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 

@@ -19,8 +19,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from soong_store._engine import make_engine
-from soong_store._prepared import Prepared, Runner
+from soong_store.backends.sqlite import make_engine
+from soong_store.sql.prepared import Prepared, Runner
 
 metadata = MetaData()
 items = Table(

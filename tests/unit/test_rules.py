@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from soong_store import _json
-from soong_store._row_rules import RowError, check_row, check_timestamp
-from soong_store._rules import Found, SessionRows, row_problems, session_problems
+from soong_store.model import codec
+from soong_store.rules.row import RowError, check_row, check_timestamp
+from soong_store.rules.session import Found, SessionRows, row_problems, session_problems
 
 SID = "sess_20260101_000000_0000"
 ROOT = "agent_root"
@@ -201,7 +201,7 @@ def test_session_rows_on_their_own() -> None:
 
 def test_stored_json_is_exactly_the_stores_encoding() -> None:
     for text in ('{"a":1}', "[1.5,-0.0,9223372036854775807]", '"é"', "null"):
-        assert _json.dumps_text(_json.loads_stored(text)) == text
+        assert codec.dumps_text(codec.loads_stored(text)) == text
     for text in (
         "NaN",
         "[Infinity]",
@@ -211,7 +211,7 @@ def test_stored_json_is_exactly_the_stores_encoding() -> None:
         '"\\u00e9"',
     ):
         with pytest.raises(ValueError):
-            _json.loads_stored(text)
+            codec.loads_stored(text)
 
 
 def test_timestamps_are_utc_with_microseconds() -> None:

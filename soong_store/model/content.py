@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from soong_store import _json
 from soong_store.errors import InvalidContent
+from soong_store.model import codec
 
 
 class _Block(BaseModel):
@@ -135,7 +135,7 @@ def encode_content(blocks: list[ContentBlock]) -> tuple[str, list[ContentBlock]]
     254) is refused here, not found unreadable later; and the blocks read back are exactly what
     every later read returns (tuples become lists), so a write can hand them out as they are.
     """
-    text = _json.dumps_text(_CONTENT.dump_python(blocks), what="content")
+    text = codec.dumps_text(_CONTENT.dump_python(blocks), what="content")
     try:
         stored = _CONTENT.validate_json(text)
     except ValidationError as exc:
@@ -164,13 +164,13 @@ def decode_stored_content(text: str) -> list[ContentBlock]:
         InvalidContent: the text is not stored content as the store writes it.
     """
     try:
-        value = _json.loads_stored(text)
+        value = codec.loads_stored(text)
     except ValueError as exc:
         raise InvalidContent(f"content is not valid stored JSON: {exc}") from None
     if not isinstance(value, list):
         raise InvalidContent(f"content must be a list of blocks, got {type(value).__name__}")
     blocks = validate_content(value)
-    if _json.dumps_text(_CONTENT.dump_python(blocks), what="content") != text:
+    if codec.dumps_text(_CONTENT.dump_python(blocks), what="content") != text:
         raise InvalidContent("content is not in the form the store writes (defaults left out?)")
     return blocks
 

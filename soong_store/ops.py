@@ -12,18 +12,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from soong_store import _json
-from soong_store.artifacts import (
+from soong_store.errors import InvalidArgument
+from soong_store.files.artifacts import (
     ArtifactOp,
     SpillPolicy,
     StartFile,
     drop_files,
     spill_large_json,
 )
-from soong_store.content import ContentBlock, artifact_refs, encode_content, validate_content
-from soong_store.enums import EventLevel, NodeType, Role
-from soong_store.errors import InvalidArgument
-from soong_store.ids import check_optional_id, new_id
+from soong_store.model import codec
+from soong_store.model.content import ContentBlock, artifact_refs, encode_content, validate_content
+from soong_store.model.enums import EventLevel, NodeType, Role
+from soong_store.model.ids import check_optional_id, new_id
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -42,7 +42,7 @@ def enum_value(enum: type[E], value: object, what: str) -> E:
 
 def check_event_type(event_type: object) -> str:
     """An event type is free text, but a short non-empty one."""
-    return _json.check_text(event_type, "event type", max_len=_MAX_EVENT_TYPE)
+    return codec.check_text(event_type, "event type", max_len=_MAX_EVENT_TYPE)
 
 
 MAX_INTEGER = 2**63 - 1
@@ -118,8 +118,8 @@ class EventOp:
             node_id=check_optional_id(node_id, "node"),
             tool_call_id=None
             if tool_call_id is None
-            else _json.check_text(tool_call_id, "tool_call_id"),
-            payload_json=_json.dumps_optional(payload, what="event payload"),
+            else codec.check_text(tool_call_id, "tool_call_id"),
+            payload_json=codec.dumps_optional(payload, what="event payload"),
         )
 
 
@@ -175,7 +175,7 @@ class NodeOp:
         agent = check_optional_id(agent_id, "agent")
         run = check_optional_id(run_id, "run")
         parent = check_optional_id(parent_id, "node")
-        metadata_json = _json.dumps_optional(metadata, what="node metadata")
+        metadata_json = codec.dumps_optional(metadata, what="node metadata")
         tokens = check_token_count(token_count)
         own_event = None if event is None else _node_event(event, node_id)
         created = EventOp.build(NODE_CREATED, node_id=node_id) if own_event is None else None

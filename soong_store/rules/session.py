@@ -1,7 +1,7 @@
 """The one rule set of a session's stored rows, as pure functions of plain rows.
 
 Everything the API guarantees of what it writes is written down here once: each row valid on its
-own (:mod:`soong_store._row_rules`), and the rows of a session consistent with each other — every
+own (:mod:`soong_store.rules.row`), and the rows of a session consistent with each other — every
 id a row names is a row of the session, seqs dense from 1, parents numbered before their children
 (so no parent chain loops), an event for every node, the branch rule, one root agent of type main
 or orchestrator, fork agents with their fork point, at most one running run of the root agent,
@@ -19,12 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from soong_store import _json
-from soong_store._row_rules import KINDS, RowError, check_row
-from soong_store.artifacts import is_artifact_file_name
-from soong_store.content import artifact_refs, decode_stored_content
-from soong_store.enums import ROOT_AGENT_TYPES, AgentType, NodeType, Role, RunStatus
-from soong_store.ids import SESSION_ID_RE
+from soong_store.files.artifacts import is_artifact_file_name
+from soong_store.model import codec
+from soong_store.model.content import artifact_refs, decode_stored_content
+from soong_store.model.enums import ROOT_AGENT_TYPES, AgentType, NodeType, Role, RunStatus
+from soong_store.model.ids import SESSION_ID_RE
+from soong_store.rules.row import KINDS, RowError, check_row
 
 IMPORTED_KEY = "imported_from"
 """A node whose metadata holds this key is history recorded elsewhere: the branch rule, which
@@ -216,7 +216,7 @@ def _may_branch(node: dict[str, Any]) -> bool:
     if node["role"] == Role.USER and node["node_type"] == NodeType.MESSAGE:
         return True
     try:
-        metadata = _json.loads(node["metadata_json"])
+        metadata = codec.loads(node["metadata_json"])
     except (TypeError, ValueError):
         return False
     return isinstance(metadata, dict) and IMPORTED_KEY in metadata

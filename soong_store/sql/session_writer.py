@@ -8,7 +8,7 @@ branch rule, and moves the session's active node and the runs' start/end nodes. 
 event of a session gets its numbers in one place.
 
 Statements are built and compiled once (per session for the session's tables, per dialect) and
-run on the driver's cursor (:mod:`soong_store._prepared`), so the hot path only binds values. The
+run on the driver's cursor (:mod:`soong_store.sql.prepared`), so the hot path only binds values. The
 session's row comes with what a node append needs next (both counters, whether the active node
 has a child) in one statement: on this machine a statement run right after the file fsync of a
 spilled artifact costs ~45 µs, so each one saved counts.
@@ -25,10 +25,6 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.elements import ClauseElement
 
-from soong_store._ops import EventOp, NodeOp, Op
-from soong_store._prepared import Prepared, Runner
-from soong_store.artifacts import ArtifactOp
-from soong_store.enums import TERMINAL_RUN_STATUSES, AgentType, NodeType, Role, SessionStatus
 from soong_store.errors import (
     BranchError,
     InvalidArgument,
@@ -36,8 +32,10 @@ from soong_store.errors import (
     NotFound,
     SessionArchived,
 )
-from soong_store.ids import utc_now
-from soong_store.records import (
+from soong_store.files.artifacts import ArtifactOp
+from soong_store.model.enums import TERMINAL_RUN_STATUSES, AgentType, NodeType, Role, SessionStatus
+from soong_store.model.ids import utc_now
+from soong_store.model.records import (
     ArtifactRecord,
     EventRecord,
     NodeRecord,
@@ -45,8 +43,10 @@ from soong_store.records import (
     event_record,
     node_record,
 )
+from soong_store.ops import EventOp, NodeOp, Op
+from soong_store.schema.catalog import CACHE_SIZE, SessionTables, session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.schema.session_tables import CACHE_SIZE, SessionTables, session_tables
+from soong_store.sql.prepared import Prepared, Runner
 
 _SESSION_ROW = select(sessions_table.c.session_id).where(
     sessions_table.c.session_id == bindparam("p_session")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Connection, select
 
-from soong_store._artifact_files import ArtifactFiles
+from soong_store.files.store import ArtifactFiles
 from soong_store.schema.models import artifacts_table
 
 _CHUNK = 500

@@ -30,8 +30,8 @@ from sqlalchemy import (
     inspect,
 )
 
-from soong_store.enums import EventLevel, NodeType, Role
-from soong_store.ids import check_session_id
+from soong_store.model.enums import EventLevel, NodeType, Role
+from soong_store.model.ids import check_session_id
 
 NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"

@@ -2,8 +2,8 @@
 
 :func:`read_export` parses a whole export file and checks it before anything is written: the
 header (format, version, counts) and the order and shape of the lines, every row on its own and
-the rows of the session together (:mod:`soong_store._rules`, the rules ``check`` applies to the
-database), and the embedded artifact bytes (base64, size). The first problem is raised as
+the rows of the session together (:mod:`soong_store.rules`, the rules ``check`` applies to
+the database), and the embedded artifact bytes (base64, size). The first problem is raised as
 :class:`~soong_store.errors.InvalidArgument` naming the line.
 """
 
@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from soong_store import _json
-from soong_store._row_rules import KINDS
-from soong_store._rules import Found, Problem, SessionRows, row_problems, session_problems
 from soong_store.errors import InvalidArgument, SoongStoreError
-from soong_store.ids import check_session_id
+from soong_store.model import codec
+from soong_store.model.ids import check_session_id
+from soong_store.rules.row import KINDS
+from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
 
 FORMAT = "soong-store-session"
 FORMAT_VERSION = 1
@@ -62,7 +62,7 @@ def read_export(lines: Iterable[bytes | str], progress: Progress | None = None) 
         if not raw.strip():
             continue
         try:
-            item = _json.loads(raw)
+            item = codec.loads(raw)
         except ValueError as exc:
             raise _refuse(lineno, f"not JSON ({exc})") from None
         if not isinstance(item, dict):

@@ -4,7 +4,7 @@ These are what the API guarantees of everything it writes (types and ranges, enu
 ids, the timestamp format, JSON in exactly the store's encoding, valid content blocks, safe text),
 written once as pure functions of a plain row. ``check`` applies them to rows read back from the
 database, an import applies them to the rows of its file before anything is written; the session
-level rules (references between rows) are in :mod:`soong_store._rules`.
+level rules (references between rows) are in :mod:`soong_store.rules.session`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Any
 
 from sqlalchemy import Integer, Table
 
-from soong_store import _json
-from soong_store.artifacts import check_filename, check_mime_type, check_short_text
-from soong_store.content import decode_stored_content
-from soong_store.enums import (
+from soong_store.errors import SoongStoreError
+from soong_store.files.artifacts import check_filename, check_mime_type, check_short_text
+from soong_store.model import codec
+from soong_store.model.content import decode_stored_content
+from soong_store.model.enums import (
     TERMINAL_RUN_STATUSES,
     AgentStatus,
     AgentType,
@@ -31,10 +32,9 @@ from soong_store.enums import (
     RunStatus,
     SessionStatus,
 )
-from soong_store.errors import SoongStoreError
-from soong_store.ids import check_id, check_session_id
+from soong_store.model.ids import check_id, check_session_id
+from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.schema.session_tables import session_tables
 
 KINDS = ("session", "agent", "run", "node", "event", "artifact")
 """The kinds of row of one session, in the order an export holds them."""
@@ -138,13 +138,13 @@ def _check_value(session_id: str, kind: str, column: str, value: Any) -> None:
     elif column in ("created_at", "updated_at"):
         check_timestamp(value)
     elif column in JSON_COLUMNS:
-        _json.loads_stored(value)
+        codec.loads_stored(value)
     elif column == "content_json":
         decode_stored_content(value)
     elif column == "cwd":
         _check_cwd(value)
     elif column == "event_type":
-        _json.check_text(value, "event type", max_len=_MAX_EVENT_TYPE)
+        codec.check_text(value, "event type", max_len=_MAX_EVENT_TYPE)
     elif column == "filename":
         check_filename(value)
     elif column == "mime_type":
@@ -152,7 +152,7 @@ def _check_value(session_id: str, kind: str, column: str, value: Any) -> None:
     elif column == "summary":
         check_short_text(value, "summary")
     else:
-        _json.check_text(value, column, max_len=len(value) or 1)
+        codec.check_text(value, column, max_len=len(value) or 1)
 
 
 def _check_whole(kind: str, row: dict[str, Any]) -> None:
@@ -178,6 +178,6 @@ def check_timestamp(value: str) -> None:
 
 
 def _check_cwd(value: str) -> None:
-    _json.check_text(value, "cwd", max_len=_MAX_CWD)
+    codec.check_text(value, "cwd", max_len=_MAX_CWD)
     if "\x00" in value or not os.path.isabs(value):
         raise ValueError(f"{value!r:.80} is not an absolute path without NUL")

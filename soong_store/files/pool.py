@@ -20,9 +20,9 @@ import queue
 import threading
 from collections.abc import Callable
 
-from soong_store._artifact_files import ArtifactFiles
-from soong_store._dberrors import translate
+from soong_store.backends.errors import translate
 from soong_store.errors import SoongStoreError, StoreClosed
+from soong_store.files.store import ArtifactFiles
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from soong_store import _json
-from soong_store.content import ArtifactRefBlock, JsonBlock, TextBlock, ToolCallBlock
 from soong_store.errors import NotFound
-from soong_store.records import (
+from soong_store.model import codec
+from soong_store.model.content import ArtifactRefBlock, JsonBlock, TextBlock, ToolCallBlock
+from soong_store.model.records import (
     AgentRecord,
     ArtifactRecord,
     ContextView,
@@ -47,11 +47,11 @@ def block_text(block: Any) -> str:
     if isinstance(block, TextBlock):
         return block.text
     if isinstance(block, ToolCallBlock):
-        return f"→ {block.name}({_json.dumps_text(block.arguments)})"
+        return f"→ {block.name}({codec.dumps_text(block.arguments)})"
     if isinstance(block, JsonBlock):
         if block.artifact_ref is not None:
             return f"[json in {block.artifact_ref}: {block.summary}]"
-        return _json.dumps_text(block.data)
+        return codec.dumps_text(block.data)
     if isinstance(block, ArtifactRefBlock):
         return f"[attachment {block.artifact_id}{': ' + block.summary if block.summary else ''}]"
     inner = " ".join(block_text(item) for item in block.content)
@@ -284,7 +284,7 @@ def show_lines(
     if session.parent_session_id:
         lines.append(f"forked   from {session.parent_session_id}")
     if session.metadata is not None:
-        lines.append(f"metadata {_json.dumps_text(session.metadata)}")
+        lines.append(f"metadata {codec.dumps_text(session.metadata)}")
     lines.append("counts   " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
     lines.append(f"\nagents ({len(agents)})")
     for a in agents:
@@ -361,7 +361,7 @@ def event_line(e: EventRecord, width: int, node_seqs: Mapping[str, int]) -> str:
     head = f"{e.seq:>5} {run_seq:<7} {when} {e.level:<7} {e.event_type} {ids}".rstrip()
     if e.payload is None:
         return head
-    return f"{head} {clip(_json.dumps_text(e.payload), max(width - len(head) - 1, 16))}"
+    return f"{head} {clip(codec.dumps_text(e.payload), max(width - len(head) - 1, 16))}"
 
 
 def tasks_document(sid: str, dag: TaskDag) -> dict[str, Any]:
@@ -426,7 +426,7 @@ def _block_markdown(block: dict[str, Any]) -> str:
     if kind == "text":
         return str(block["text"])
     if kind == "tool_call":
-        args = _json.dumps_text(block["arguments"])
+        args = codec.dumps_text(block["arguments"])
         return (
             f"**tool call** `{block['name']}` (`{block['tool_call_id']}`)\n\n```json\n{args}\n```"
         )
@@ -437,6 +437,6 @@ def _block_markdown(block: dict[str, Any]) -> str:
     if kind == "json":
         if "artifact_ref" in block:
             return f"*JSON in artifact `{block['artifact_ref']}`*: {block['summary']}"
-        return f"```json\n{_json.dumps_text(block['data'])}\n```"
+        return f"```json\n{codec.dumps_text(block['data'])}\n```"
     summary = f": {block['summary']}" if block.get("summary") else ""
     return f"*attachment `{block['artifact_id']}`*{summary}"

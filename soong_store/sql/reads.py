@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, RowMapping, Table, literal, select
 
-from soong_store.enums import NodeType, SessionStatus
 from soong_store.errors import NotFound, StorageError
-from soong_store.records import (
+from soong_store.model.enums import NodeType, SessionStatus
+from soong_store.model.records import (
     AgentRecord,
     ArtifactRecord,
     ContextView,
@@ -26,8 +26,8 @@ from soong_store.records import (
     run_record,
     session_record,
 )
+from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.schema.session_tables import session_tables
 
 
 def session_row(connection: Connection, session_id: str) -> RowMapping:

@@ -15,19 +15,19 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from soong_store import _reads
-from soong_store._session_writer import SessionWriter
-from soong_store._writes import create_session
-from soong_store.content import (
+from soong_store.errors import NotFound, StorageError
+from soong_store.model.content import (
     artifact_refs,
     content_from_json,
     content_to_json,
     map_artifact_refs,
 )
-from soong_store.errors import NotFound, StorageError
-from soong_store.ids import new_id, new_session_id, utc_now
-from soong_store.records import SessionRecord, session_record
+from soong_store.model.ids import new_id, new_session_id, utc_now
+from soong_store.model.records import SessionRecord, session_record
 from soong_store.schema.models import artifacts_table
+from soong_store.sql import reads
+from soong_store.sql.session_writer import SessionWriter
+from soong_store.sql.writes import create_session
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ class ForkPlan:
 
 def plan_fork(connection: Connection, session_id: str, node_id: str) -> ForkPlan:
     """A read: the fork's id and the artifact files its copy of the path needs."""
-    path = _reads.active_path_rows(connection, session_id, node_id)
+    path = reads.active_path_rows(connection, session_id, node_id)
     refs: list[str] = []
     for row in path:
         refs += [r for r in artifact_refs(content_from_json(row["content_json"])) if r not in refs]
@@ -83,9 +83,9 @@ def fork_session(
     connection: Connection, session_id: str, node_id: str, plan: ForkPlan
 ) -> SessionRecord:
     """The writer job of a fork: the session, its copied nodes and artifact rows, its events."""
-    source = _reads.session_row(connection, session_id)
-    path = _reads.active_path_rows(connection, session_id, node_id)
-    root = _reads.get_agent(connection, source["root_agent_id"])
+    source = reads.session_row(connection, session_id)
+    path = reads.active_path_rows(connection, session_id, node_id)
+    root = reads.get_agent(connection, source["root_agent_id"])
     fork = create_session(
         connection,
         source["cwd"],

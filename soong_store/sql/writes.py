@@ -12,9 +12,13 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, exists, select, update
 
-from soong_store import _reads
-from soong_store._session_writer import SessionWriter
-from soong_store.enums import (
+from soong_store.errors import (
+    ConcurrentRunError,
+    InvalidArgument,
+    InvalidTransition,
+    StorageError,
+)
+from soong_store.model.enums import (
     TERMINAL_AGENT_STATUSES,
     TERMINAL_RUN_STATUSES,
     AgentStatus,
@@ -24,14 +28,8 @@ from soong_store.enums import (
     RunStatus,
     SessionStatus,
 )
-from soong_store.errors import (
-    ConcurrentRunError,
-    InvalidArgument,
-    InvalidTransition,
-    StorageError,
-)
-from soong_store.ids import new_id, new_session_id, utc_now
-from soong_store.records import (
+from soong_store.model.ids import new_id, new_session_id, utc_now
+from soong_store.model.records import (
     AgentRecord,
     RunRecord,
     SessionRecord,
@@ -39,8 +37,10 @@ from soong_store.records import (
     run_record,
     session_record,
 )
+from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.schema.session_tables import session_tables
+from soong_store.sql import reads
+from soong_store.sql.session_writer import SessionWriter
 
 _RUN_ORDER = {RunStatus.QUEUED: 0, RunStatus.PENDING: 1, RunStatus.RUNNING: 2}
 
@@ -170,7 +170,7 @@ def update_agent(
     metadata_json: str | None,
 ) -> AgentRecord:
     """Change an agent's status, result or metadata; terminal statuses are final."""
-    current = _reads.get_agent(connection, agent_id)
+    current = reads.get_agent(connection, agent_id)
     writer = SessionWriter.open(connection, current.session_id)
     values: dict[str, Any] = {"updated_at": utc_now()}
     if status is not None and status != current.status:
@@ -193,7 +193,7 @@ def update_agent(
         update(agents_table).where(agents_table.c.agent_id == agent_id).values(values)
     )
     writer.finish()
-    return _reads.get_agent(connection, agent_id)
+    return reads.get_agent(connection, agent_id)
 
 
 def _check_single_main_run(writer: SessionWriter, agent_id: str, run_id: str | None) -> None:
@@ -268,7 +268,7 @@ def update_run(
     metadata_json: str | None,
 ) -> RunRecord:
     """Move a run forward (queued → pending → running) or update its counters."""
-    current = _reads.get_run(connection, run_id)
+    current = reads.get_run(connection, run_id)
     writer = SessionWriter.open(connection, current.session_id)
     values: dict[str, Any] = {}
     if status is not None and status != current.status:
@@ -318,7 +318,7 @@ def finish_run(
             f"finish_run needs a terminal status (completed, failed, aborted, cancelled), "
             f"not {status!r}"
         )
-    current = _reads.get_run(connection, run_id)
+    current = reads.get_run(connection, run_id)
     writer = SessionWriter.open(connection, current.session_id)
     if current.status in TERMINAL_RUN_STATUSES:
         raise InvalidTransition(f"run {run_id!r} already ended as {current.status}", run_id=run_id)
@@ -361,7 +361,7 @@ def switch_node(connection: Connection, session_id: str, node_id: str | None) ->
 
 def archive_session(connection: Connection, session_id: str) -> SessionRecord:
     """Mark a session archived: readable, no longer writable (archiving twice is harmless)."""
-    row = _reads.session_row(connection, session_id)
+    row = reads.session_row(connection, session_id)
     if row["status"] == SessionStatus.ARCHIVED:
         return session_record(row)
     writer = SessionWriter.open(connection, session_id)
@@ -371,16 +371,16 @@ def archive_session(connection: Connection, session_id: str) -> SessionRecord:
         .where(sessions_table.c.session_id == session_id)
         .values(status=str(SessionStatus.ARCHIVED), updated_at=utc_now())
     )
-    return _reads.get_session(connection, session_id)
+    return reads.get_session(connection, session_id)
 
 
 def delete_session(connection: Connection, session_id: str) -> list[str]:
     """Remove a session's rows and tables; return the artifact paths its rows named.
 
-    The files go afterwards, in a job of their own (:mod:`soong_store._file_jobs`), and only
+    The files go afterwards, in a job of their own (:mod:`soong_store.sql.file_jobs`), and only
     those no row names any more (a fork made by an earlier version names its parent's files).
     """
-    _reads.session_row(connection, session_id)
+    reads.session_row(connection, session_id)
     paths = list(
         connection.execute(
             select(artifacts_table.c.path).where(artifacts_table.c.session_id == session_id)

@@ -1,6 +1,6 @@
 """The commands of ``soong-store``: each opens the home, reads or writes, and prints.
 
-What they print is drawn by :mod:`soong_store._render`; :mod:`soong_store.cli` parses the
+What they print is drawn by :mod:`soong_store.cli.render`; :mod:`soong_store.cli` parses the
 command line and calls them. Each returns the exit status (0 fine, 1 damage found).
 """
 
@@ -19,15 +19,16 @@ from typing import Any, TextIO
 
 from sqlalchemy import Connection, make_url, select
 
-from soong_store import _json, _render
-from soong_store._engine import is_sqlite, make_engine
+from soong_store.backends.sqlite import is_sqlite, make_engine
 from soong_store.check import check_store
+from soong_store.cli import render
 from soong_store.demo import write_demo
-from soong_store.enums import EventLevel
 from soong_store.errors import InvalidArgument, NotFound, StorageError, TaskDagUnavailable
-from soong_store.ids import check_id, check_session_id
 from soong_store.migrate import current_revision, head_revision, upgrade
-from soong_store.schema.session_tables import session_tables
+from soong_store.model import codec
+from soong_store.model.enums import EventLevel
+from soong_store.model.ids import check_id, check_session_id
+from soong_store.schema.catalog import session_tables
 from soong_store.store import SessionStore, default_home
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 from soong_store.transfer import export_session, import_session, session_counts
@@ -50,7 +51,7 @@ def _lines(lines: list[str]) -> None:
 
 
 def _emit(document: Any) -> None:
-    _out(_json.dumps_text(document, what="output"))
+    _out(codec.dumps_text(document, what="output"))
 
 
 def _width(args: argparse.Namespace) -> int:
@@ -148,9 +149,9 @@ async def cmd_sessions(args: argparse.Namespace) -> int:
     more = len(found) > args.offset + args.limit
     next_offset = args.offset + args.limit if more else None
     if args.json:
-        _emit(_render.sessions_document(page, args.offset, args.limit, next_offset))
+        _emit(render.sessions_document(page, args.offset, args.limit, next_offset))
     else:
-        _lines(_render.sessions_lines(page, next_offset))
+        _lines(render.sessions_lines(page, next_offset))
     return 0
 
 
@@ -166,9 +167,9 @@ async def cmd_show(args: argparse.Namespace) -> int:
         active = session.active_node_id
         active_seq = (await store.get_node(sid, active)).node_seq if active else None
     if args.json:
-        _emit(_render.show_document(session, agents, runs, artifacts, counts))
+        _emit(render.show_document(session, agents, runs, artifacts, counts))
     else:
-        _lines(_render.show_lines(session, agents, runs, artifacts, counts, active_seq))
+        _lines(render.show_lines(session, agents, runs, artifacts, counts, active_seq))
     return 0
 
 
@@ -180,14 +181,14 @@ async def cmd_tree(args: argparse.Namespace) -> int:
     if args.json:
         _emit(doc)
     else:
-        _lines(_render.tree_lines(doc, width=_width(args), depth=args.depth))
+        _lines(render.tree_lines(doc, width=_width(args), depth=args.depth))
     return 0
 
 
 async def _tree(store: SessionStore, sid: str, agent: str | None = None) -> dict[str, Any]:
     session = await store.get_session(sid)
     agents = await store.list_agents(sid)
-    return _render.tree_document(session, await store.list_nodes(sid), agents, agent)
+    return render.tree_document(session, await store.list_nodes(sid), agents, agent)
 
 
 async def cmd_path(args: argparse.Namespace) -> int:
@@ -201,13 +202,13 @@ async def cmd_path(args: argparse.Namespace) -> int:
         context = await store.context(sid, path[-1].node_id if path else node)
         nodes = 0 if path else (await store._read(lambda c: session_counts(c, sid)))["nodes"]
     if args.json:
-        _emit(_render.path_document(sid, path, context))
+        _emit(render.path_document(sid, path, context))
     elif not path and nodes:
         _out(f"session {sid} has no active node (the next message starts a new root)")
     elif not path:
         _out(f"session {sid} has no node yet")
     else:
-        _lines(_render.path_lines(path, context))
+        _lines(render.path_lines(path, context))
     return 0
 
 
@@ -224,7 +225,7 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
         after = args.after
         node_seqs: dict[str, int] = {}
         if not args.json:
-            _out(_render.TIMELINE_HEADER)
+            _out(render.TIMELINE_HEADER)
         while True:
             batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
             if not args.json and any(e.node_id not in node_seqs for e in batch if e.node_id):
@@ -238,7 +239,7 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
                 elif args.json:
                     _emit(e.model_dump(mode="json"))
                 else:
-                    _out(_render.event_line(e, width, node_seqs))
+                    _out(render.event_line(e, width, node_seqs))
             if len(batch) == 1000:
                 continue
             if not args.follow:
@@ -286,7 +287,7 @@ async def cmd_tasks(args: argparse.Namespace) -> int:
         if args.json:
             _emit({"session_id": sid, "folder": str(folder), "tasks": logs})
         else:
-            _lines(_render.task_log_lines(logs, folder))
+            _lines(render.task_log_lines(logs, folder))
         return 0
     path = task_wal_path(folder, args.name)
     state = TaskDag.replay(path, args.name)
@@ -294,7 +295,7 @@ async def cmd_tasks(args: argparse.Namespace) -> int:
         raise NotFound(f"no task {args.name!r} in session {sid!r} (looked for {path})")
     dag = TaskDag.from_state(path, args.name, state)
     if args.json:
-        _emit(_render.tasks_document(sid, dag))
+        _emit(render.tasks_document(sid, dag))
     else:
         _out(dag.summary(max_tasks=10_000, max_width=_width(args)))
     return 0
@@ -375,7 +376,7 @@ async def _export(store: SessionStore, sid: str, args: argparse.Namespace, out: 
     progress = _Progress("export")
     try:
         if args.format == "markdown":
-            await _render.export_markdown(store, sid, out)
+            await render.export_markdown(store, sid, out)
         else:
             await export_session(
                 store, sid, out, with_artifacts=not args.no_artifacts, progress=progress
@@ -468,6 +469,6 @@ async def cmd_demo(args: argparse.Namespace) -> int:
         _emit({"home": str(home), **doc})
         return 0
     _out(f"demo session written to home {home}\n")
-    _lines(_render.tree_lines(doc, width=_width(args)))
+    _lines(render.tree_lines(doc, width=_width(args)))
     _out(f"\nlook closer: {PROG} --home {home} show {sid}   (also: path, timeline, tasks, check)")
     return 0

@@ -13,7 +13,7 @@ stored columns (``*_json`` columns as their JSON text), so a round trip is lossl
 row's path is the session's own (``<session_id>/<artifact_id>[.ext]``) even where a fork made by
 an earlier version names its parent's file. The counts make a truncated file detectable.
 
-An import reads and checks the whole file first (:mod:`soong_store._transfer_checks`: the format,
+An import reads and checks the whole file first (:mod:`soong_store.transfer.format`: the format,
 then the one rule set ``check`` applies), stages the artifact files under names of its own, and
 then writes everything in one writer job: the session's id is checked free under the write lock,
 the files are put in place, and the rows go through the session writer's one insert path. So the
@@ -32,18 +32,19 @@ from typing import Any, TextIO
 
 from sqlalchemy import Connection, func, select
 
-from soong_store import _json, _reads
-from soong_store._artifact_files import ArtifactFiles
-from soong_store._file_jobs import named_paths, remove_unreferenced
-from soong_store._row_rules import KINDS
-from soong_store._session_writer import SessionWriter
-from soong_store._transfer_checks import FORMAT, FORMAT_VERSION, Bundle, Progress, read_export
-from soong_store.content import content_to_json, decode_stored_content, map_artifact_refs
 from soong_store.errors import InvalidArgument, StorageError
-from soong_store.ids import check_session_id, new_id, new_session_id, utc_now
+from soong_store.files.store import ArtifactFiles
+from soong_store.model import codec
+from soong_store.model.content import content_to_json, decode_stored_content, map_artifact_refs
+from soong_store.model.ids import check_session_id, new_id, new_session_id, utc_now
+from soong_store.rules.row import KINDS
+from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.schema.session_tables import session_tables
+from soong_store.sql import reads
+from soong_store.sql.file_jobs import named_paths, remove_unreferenced
+from soong_store.sql.session_writer import SessionWriter
 from soong_store.store import SessionStore
+from soong_store.transfer.format import FORMAT, FORMAT_VERSION, Bundle, Progress, read_export
 
 __all__ = [
     "FORMAT",
@@ -68,7 +69,7 @@ _ORDER.update(artifact=("created_at", "artifact_id"))
 
 def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict[str, Any]]]:
     """Every stored row of one session by kind, read in one snapshot (``NotFound`` if none)."""
-    session = _reads.session_row(connection, session_id)
+    session = reads.session_row(connection, session_id)
     # Column names of the factory's tables are ``quoted_name``s, which orjson refuses.
     rows = {"session": [{str(k): v for k, v in session.items()}]}
     pair = session_tables(session_id)
@@ -84,7 +85,7 @@ def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict
 
 def session_counts(connection: Connection, session_id: str) -> dict[str, int]:
     """How many agents, runs, nodes, events and artifacts a session has."""
-    _reads.session_row(connection, session_id)
+    reads.session_row(connection, session_id)
     pair = session_tables(session_id)
     counts: dict[str, int] = {}
     for kind, table in _GLOBAL.items():
@@ -128,7 +129,7 @@ async def export_session(
     }
     files = ArtifactFiles(store.home / "artifacts")
     total, done = sum(counts.values()) + 1, 0
-    out.write(_json.dumps_text(header) + "\n")
+    out.write(codec.dumps_text(header) + "\n")
     for kind in KINDS:
         for row in rows[kind]:
             line: dict[str, Any] = {"kind": kind, "row": row}
@@ -138,7 +139,7 @@ async def export_session(
                 if with_artifacts:
                     data = await asyncio.to_thread(files.read, stored)
                     line["data_b64"] = base64.b64encode(data).decode("ascii")
-            out.write(_json.dumps_text(line, what=f"{kind} row") + "\n")
+            out.write(codec.dumps_text(line, what=f"{kind} row") + "\n")
             done += 1
             if progress is not None and done % 200 == 0:
                 progress(done, total)
@@ -197,11 +198,11 @@ def renamed(bundle: Bundle) -> Bundle:
 
 
 def _renamed_payload(row: dict[str, Any], ids: dict[str, dict[str, str]]) -> str | None:
-    payload = _json.loads(row["payload_json"])
+    payload = codec.loads(row["payload_json"])
     key, kind = _OWN_EVENTS[row["event_type"]]
     if isinstance(payload, dict) and payload.get(key) in ids[kind]:
         payload = {**payload, key: ids[kind][payload[key]]}
-        return _json.dumps_text(payload)
+        return codec.dumps_text(payload)
     return row["payload_json"]  # type: ignore[no-any-return]
 
 

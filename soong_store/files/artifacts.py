@@ -2,13 +2,13 @@
 
 A file lives at ``<home>/artifacts/<session_id>/<artifact_id>[.ext]``; the ``artifacts`` row keeps
 that path relative to ``<home>/artifacts`` so a home can move. Files are written atomically
-(:class:`~soong_store._artifact_files.ArtifactFiles`) *before* the row is committed; a unit of
+(:class:`~soong_store.files.store.ArtifactFiles`) *before* the row is committed; a unit of
 work that fails removes them again, and a crash between the two leaves an orphan that ``gc``
 removes. A file is removed only when no row names it.
 
-A :class:`~soong_store.content.JsonBlock` whose data is over the byte or token threshold becomes
-an artifact in the node's own unit of work; the stored block keeps a short summary of the data's
-shape and the reference.
+A :class:`~soong_store.model.content.JsonBlock` whose data is over the byte or token threshold
+becomes an artifact in the node's own unit of work; the stored block keeps a short summary of the
+data's shape and the reference.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soong_store import _json
-from soong_store.content import ContentBlock, JsonBlock, ToolResultBlock
 from soong_store.errors import InvalidArgument, NotFound
-from soong_store.ids import check_optional_id, new_id
+from soong_store.model import codec
+from soong_store.model.content import ContentBlock, JsonBlock, ToolResultBlock
+from soong_store.model.ids import check_optional_id, new_id
 
 if TYPE_CHECKING:
-    from soong_store._file_pool import FileWrite
+    from soong_store.files.pool import FileWrite
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def check_filename(filename: object) -> str | None:
     """A display name for an artifact: one path component, no control characters."""
     if filename is None:
         return None
-    name = _json.check_text(filename, "filename", max_len=255)
+    name = codec.check_text(filename, "filename", max_len=255)
     if name in (".", "..") or any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name):
         raise InvalidArgument(
             f"invalid filename {filename!r}: expected one path component without control "
@@ -72,7 +72,7 @@ def check_filename(filename: object) -> str | None:
 def _check_text(value: object, what: str, pattern: re.Pattern[str] | None = None) -> str | None:
     if value is None:
         return None
-    text = _json.check_text(value, what, max_len=_MAX_TEXT)
+    text = codec.check_text(value, what, max_len=_MAX_TEXT)
     if pattern is not None and pattern.fullmatch(text) is None:
         raise InvalidArgument(f"invalid {what} {value!r}")
     return text
@@ -134,7 +134,7 @@ class ArtifactOp:
     metadata_json: str | None = None
     event: bool = True
     write: FileWrite | None = None
-    """The file's write, once started (see :mod:`soong_store._file_pool`)."""
+    """The file's write, once started (see :mod:`soong_store.files.pool`)."""
 
     @classmethod
     def build(
@@ -180,7 +180,7 @@ class ArtifactOp:
             run_id=check_optional_id(run_id, "run"),
             node_id=check_optional_id(node_id, "node"),
             tool_call_id=_check_text(tool_call_id, "tool_call_id"),
-            metadata_json=_json.dumps_optional(metadata, what="artifact metadata"),
+            metadata_json=codec.dumps_optional(metadata, what="artifact metadata"),
         )
 
 
@@ -262,11 +262,11 @@ def spill_large_json(
         if not isinstance(block, JsonBlock) or block.artifact_ref is not None:
             return block
         what = f"{where}.data"
-        data = _json.encode(block.data, what=what)
+        data = codec.encode(block.data, what=what)
         if len(data) <= policy.max_bytes and (
             len(data) <= policy.max_tokens or estimate_tokens(data) <= policy.max_tokens
         ):
-            _json.check_finite(data, block.data, what=what)
+            codec.check_finite(data, block.data, what=what)
             return block
         op = ArtifactOp.build(
             session_id,
@@ -279,7 +279,7 @@ def spill_large_json(
         spilled.append(op)
         op.write = start_file(op.path, data)
         op.summary = summarize_json(block.data, len(data))  # bounded by construction
-        _json.check_finite(data, block.data, what=what)
+        codec.check_finite(data, block.data, what=what)
         return JsonBlock(summary=op.summary, artifact_ref=op.artifact_id)
 
     try:

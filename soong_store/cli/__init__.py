@@ -7,7 +7,7 @@ document of documented fields (``timeline --follow --json``: one event per line)
 line on stderr: exit 2 for bad input (a malformed or unknown id, bad arguments, a bad file), 1
 for damage (``check`` found problems, the database or a task log is damaged), else 0.
 
-This module parses the command line and runs a command of :mod:`soong_store._commands`.
+This module parses the command line and runs a command of :mod:`soong_store.cli.commands`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from soong_store import __version__
-from soong_store._commands import (
+from soong_store.backends.errors import translate
+from soong_store.cli.commands import (
     LEVELS,
     PROG,
     cmd_check,
@@ -40,8 +41,6 @@ from soong_store._commands import (
     cmd_upgrade,
     where,
 )
-from soong_store._dberrors import translate
-from soong_store.enums import SessionStatus
 from soong_store.errors import (
     InvalidArgument,
     NotFound,
@@ -49,6 +48,7 @@ from soong_store.errors import (
     StorageError,
     TaskDagUnavailable,
 )
+from soong_store.model.enums import SessionStatus
 
 IMPORT_FORMATS = ["auto", "soong", "claude-code", "codex", "pi", "chatgpt", "librechat",
                   "openwebui", "openhands"]  # fmt: skip

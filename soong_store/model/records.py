@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from soong_store import _json
-from soong_store.content import ContentBlock, content_from_json
-from soong_store.enums import (
+from soong_store.errors import StorageError
+from soong_store.model import codec
+from soong_store.model.content import ContentBlock, content_from_json
+from soong_store.model.enums import (
     AgentStatus,
     AgentType,
     EndReason,
@@ -26,7 +27,6 @@ from soong_store.enums import (
     RunStatus,
     SessionStatus,
 )
-from soong_store.errors import StorageError
 
 
 class _Record(BaseModel):
@@ -146,7 +146,7 @@ _ts = datetime.fromisoformat
 def _stored(row: Mapping[Any, Any], column: str) -> Any:
     """Decode a JSON column; text that is not JSON means the stored data is damaged."""
     try:
-        return _json.loads(row[column])
+        return codec.loads(row[column])
     except ValueError as exc:
         raise StorageError(f"stored {column} is damaged ({exc})", column=column) from exc
 
