@@ -43,6 +43,8 @@ class Figure:
     ratio: float | None = None
     ratio_kind: str | None = None
     """``time``: store / baseline (lower is better); ``speed``: baseline / store (higher)."""
+    ratio_in_rounds: float | None = None
+    """The median of the ratios within each round (the sides' drift cancels in a round)."""
     passed: bool | None = None
     notes: list[str] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)
@@ -121,10 +123,12 @@ def compare(
         samples={k: list(v) for k, v in samples.items()},
     )
     if base is not None and base > 0 and mine > 0:
-        if min_speed_ratio is not None:
-            figure.ratio, figure.ratio_kind = base / mine, "speed"
-        else:
-            figure.ratio, figure.ratio_kind = mine / base, "time"
+        speed = min_speed_ratio is not None
+        figure.ratio, figure.ratio_kind = (base / mine, "speed") if speed else (mine / base, "time")
+        assert baseline is not None
+        pairs = list(zip(samples[store], samples[baseline], strict=False))
+        if len(samples[store]) == len(samples[baseline]) and all(a > 0 and b > 0 for a, b in pairs):
+            figure.ratio_in_rounds = median([b / a if speed else a / b for a, b in pairs])
     checks: list[bool] = []
     if max_value is not None:
         checks.append(mine <= max_value)
