@@ -154,9 +154,10 @@ def _value(value: float | None, unit: str) -> str:
 def _ratio(figure: Figure) -> str:
     if figure.ratio is None:
         return "-"
+    shown = f"{figure.ratio:.2f}" if figure.ratio >= 0.1 else f"{figure.ratio:.2g}"
     if figure.ratio_kind == "speed":
-        return f"{figure.ratio:.2f}x faster"
-    return f"{figure.ratio:.2f}x" + (" time" if figure.unit.startswith("s") else "")
+        return f"{shown}x speed"
+    return f"{shown}x" + (" time" if figure.unit.startswith("s") else "")
 
 
 def _verdict(figure: Figure) -> str:
