@@ -1,37 +1,32 @@
-"""``append_node`` of a short text node, against the same three statements in raw ``sqlite3``.
+"""``append_node`` of a short text node, against the same statements in raw ``sqlite3``.
 
 Run: ``python bench/bench_append.py [--rounds N] [--batch N]``. Each round awaits ``batch``
-appends of a one-block text node (the store validates it, queues it, and its writer inserts the
-node and its ``node_created`` event and moves the session's active node in one transaction), and,
-in turn, runs ``batch`` raw transactions of one node insert, one event insert and one session
-update on a file of the same shape (WAL, ``synchronous=NORMAL``). Which side goes first alternates
-per round; the report gives the median time per append of each side and their ratio.
+appends of a one-block text node (the store validates it, queues it, and its writer reads the
+session row, inserts the node and its ``node_created`` event and moves the session's active node
+in one transaction), and, in turn, runs ``batch`` raw transactions of those four statements on a
+file with the store's own table shapes (copied from the store's database: see ``_raw.py``), WAL,
+``synchronous=NORMAL``. Which side goes first alternates per round; the report gives the median
+time per append of each side and their ratio. ``bench/run.py`` runs this as its "sequential
+append" row.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sqlite3
 import statistics
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import orjson
+from _raw import RawWriter
 
 from soong_store import SessionStore
 
 CONTENT = [{"type": "text", "text": "a short message of an ordinary length, one block"}]
-RAW_SCHEMA = """
-CREATE TABLE sessions (session_id TEXT PRIMARY KEY, active_node_id TEXT, updated_at TEXT);
-CREATE TABLE nodes (node_id TEXT PRIMARY KEY, node_seq INTEGER UNIQUE, parent_id TEXT,
-                    content_json TEXT, created_at TEXT);
-CREATE INDEX nodes_parent ON nodes (parent_id);
-CREATE TABLE events (event_id TEXT PRIMARY KEY, seq INTEGER UNIQUE, node_id TEXT,
-                     event_type TEXT, created_at TEXT);
-CREATE INDEX events_node ON events (node_id);
-INSERT INTO sessions VALUES ('s', NULL, '');
-"""
 
 
 @dataclass(frozen=True)
@@ -46,7 +41,7 @@ class Result:
         return "\n".join(
             [
                 f"append_node, {len(self.store)} rounds (medians per append)",
-                f"  raw sqlite3 (3 statements) : {raw * 1e6:8.1f} us",
+                f"  raw sqlite3 (4 statements) : {raw * 1e6:8.1f} us",
                 f"  store.append_node          : {store * 1e6:8.1f} us "
                 f"({1 / store:,.0f} per second)",
                 f"  ratio                      : {store / raw:8.2f}x",
@@ -54,47 +49,34 @@ class Result:
         )
 
 
-def raw_round(connection: sqlite3.Connection, start: int, batch: int) -> None:
-    for seq in range(start, start + batch):
-        node = f"node_{seq:012d}"
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute(
-            "INSERT INTO nodes VALUES (?, ?, ?, ?, ?)",
-            (node, seq, f"node_{seq - 1:012d}", '[{"type":"text","text":"x"}]', "t"),
-        )
-        connection.execute(
-            "INSERT INTO events VALUES (?, ?, ?, 'node_created', 't')", (f"evt_{seq}", seq, node)
-        )
-        connection.execute("UPDATE sessions SET active_node_id = ?, updated_at = 't'", (node,))
-        connection.execute("COMMIT")
-
-
-async def run(rounds: int, batch: int) -> Result:
+async def run(
+    rounds: int, batch: int, content: list[dict[str, Any]] | None = None, warmup: int | None = None
+) -> Result:
+    """Interleaved rounds of ``batch`` awaited appends and ``batch`` raw transactions."""
+    content = content if content is not None else CONTENT
+    content_json = orjson.dumps(content).decode()
     with tempfile.TemporaryDirectory(prefix="soong-bench-") as tmp:
-        raw_db = sqlite3.connect(Path(tmp) / "raw.sqlite", isolation_level=None)
-        raw_db.execute("PRAGMA journal_mode = WAL")
-        raw_db.execute("PRAGMA synchronous = NORMAL")
-        raw_db.executescript(RAW_SCHEMA)
+        home = Path(tmp) / "home"
         store_times: list[float] = []
         raw_times: list[float] = []
-        async with SessionStore(home=Path(tmp) / "home") as store:
+        async with SessionStore(home=home) as store:
             sid = (await store.create_session(cwd=tmp)).session_id
-            for _ in range(batch):  # warm-up
-                await store.append_node(sid, "user", "message", CONTENT)
-            raw_round(raw_db, 1, batch)
-            next_raw = batch + 1
+            raw = RawWriter.clone(home, [sid], Path(tmp) / "raw.sqlite", "NORMAL")
+            for _ in range(batch if warmup is None else warmup):
+                await store.append_node(sid, "user", "message", content)
+                raw.append(sid, "user", content_json)
             for i in range(rounds):
                 for side in ("store", "raw") if i % 2 else ("raw", "store"):
                     begin = time.perf_counter()
                     if side == "store":
                         for _ in range(batch):
-                            await store.append_node(sid, "user", "message", CONTENT)
+                            await store.append_node(sid, "user", "message", content)
                         store_times.append((time.perf_counter() - begin) / batch)
                     else:
-                        raw_round(raw_db, next_raw, batch)
-                        next_raw += batch
+                        for _ in range(batch):
+                            raw.append(sid, "user", content_json)
                         raw_times.append((time.perf_counter() - begin) / batch)
-        raw_db.close()
+            raw.close()
         return Result(store_times, raw_times)
 
 
