@@ -157,6 +157,9 @@ class PostgresServer:
             (root / _STATE).write_text(json.dumps({"port": server.port, "bindir": str(found)}))
             return server
         except BaseException:
+            if (root / "data" / "postmaster.pid").exists():
+                with suppress(Exception):
+                    cls(root, 0, found)._pg_ctl("stop", "-m", "immediate")
             shutil.rmtree(root, ignore_errors=True)
             raise
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,19 @@ def test_ci_script_starts_a_server_that_survives_a_restart_and_stops_it() -> Non
     assert not root.exists()
     with pytest.raises(OperationalError):
         scalar(url, "SELECT 1")
+
+
+def test_a_server_that_cannot_start_leaves_no_folder_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("initdb", "pg_ctl", "postgres"):
+        (bindir / tool).write_text("#!/bin/sh\necho broken >&2\nexit 1\n")
+        (bindir / tool).chmod(0o755)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with pytest.raises(subprocess.CalledProcessError):
+        PostgresServer.start(bindir)
+    assert list(temp.iterdir()) == []
