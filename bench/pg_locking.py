@@ -35,12 +35,20 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import secrets
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pg_rows import (
+    NOW,
+    SESSIONS,
+    event_row,
+    new_session_id,
+    node_row,
+    session_row,
+    shared_keys,
+)
 from pg_shapes import (
     VARIANTS,
     add_url_argument,
@@ -50,12 +58,10 @@ from pg_shapes import (
     ensure_database,
     server_url,
     session_pair,
-    sessions_table,
     table,
 )
 from sqlalchemy import (
     Connection,
-    MetaData,
     Select,
     bindparam,
     func,
@@ -73,9 +79,6 @@ MODES = ("none", "select1", "advisory", "advisory64", "row", "row_inline", "pipe
 LOCKING = ("select1", "advisory", "advisory64", "row")  # a first statement of their own
 CASES = ((1, "own"), (4, "own"), (4, "shared"))
 DATABASE = "soong_bench_locking"
-SESSIONS = sessions_table(MetaData())
-CONTENT = '[{"type":"text","text":"a short message of an ordinary length, one block"}]'
-NOW = "2026-12-01T00:00:00.000000+00:00"
 RETRIED = {"23505", "40001", "40P01"}  # unique violation, serialization failure, deadlock
 
 
@@ -150,31 +153,10 @@ def unit(connection: Connection, statements: dict[str, Any], node_id: str, agent
         connection.execute(statements["lock"])
         locked = time.perf_counter() - start
     active, max_node_seq, max_seq = connection.execute(statements["read"]).one()
-    node_seq, seq = (max_node_seq or 0) + 1, (max_seq or 0) + 1
     connection.execute(
-        statements["insert_node"],
-        {
-            "node_id": node_id,
-            "node_seq": node_seq,
-            "parent_id": active,
-            "agent_id": agent,
-            "role": "user",
-            "node_type": "message",
-            "content_json": CONTENT,
-            "created_at": NOW,
-        },
+        statements["insert_node"], node_row(node_id, (max_node_seq or 0) + 1, active, agent)
     )
-    connection.execute(
-        statements["insert_event"],
-        {
-            "event_id": "evt" + node_id[4:],
-            "seq": seq,
-            "level": "info",
-            "event_type": "node_created",
-            "node_id": node_id,
-            "created_at": NOW,
-        },
-    )
+    connection.execute(statements["insert_event"], event_row(node_id, (max_seq or 0) + 1))
     connection.execute(statements["move"], {"active": node_id})
     return locked
 
@@ -232,30 +214,6 @@ def writer(
     results.put((latencies, locks, retries))
 
 
-def node_values(node_id: str, node_seq: int, parent: str | None, agent: str) -> dict[str, Any]:
-    return {
-        "node_id": node_id,
-        "node_seq": node_seq,
-        "parent_id": parent,
-        "agent_id": agent,
-        "role": "user",
-        "node_type": "message",
-        "content_json": CONTENT,
-        "created_at": NOW,
-    }
-
-
-def event_values(node_id: str, seq: int) -> dict[str, Any]:
-    return {
-        "event_id": "evt" + node_id[4:],
-        "seq": seq,
-        "level": "info",
-        "event_type": "node_created",
-        "node_id": node_id,
-        "created_at": NOW,
-    }
-
-
 def pipelined_writer(
     url: str, statements: dict[str, Any], seconds: float, name: str, barrier: Any, results: Any
 ) -> None:
@@ -263,8 +221,8 @@ def pipelined_writer(
     import psycopg
 
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
-    node_keys = list(node_values("n", 1, None, "a"))
-    event_keys = list(event_values("n", 1))
+    node_keys = list(node_row("n", 1, None, "a"))
+    event_keys = list(event_row("n", 1))
 
     def sql(statement: Any, keys: list[str] | None = None) -> str:
         return str(statement.compile(dialect=dialect, column_keys=keys))
@@ -298,11 +256,9 @@ def pipelined_writer(
                         active, max_node_seq, max_seq = connection.execute(
                             read, read_params
                         ).fetchone() or (None, None, None)
-                        values = node_values(
-                            node_id, (max_node_seq or 0) + 1, active, "agent_" + name
-                        )
+                        values = node_row(node_id, (max_node_seq or 0) + 1, active, "agent_" + name)
                         connection.execute(insert_node, values)
-                        connection.execute(insert_event, event_values(node_id, (max_seq or 0) + 1))
+                        connection.execute(insert_event, event_row(node_id, (max_seq or 0) + 1))
                         connection.execute(move, {**move_params, "active": node_id})
                         connection.commit()
                     break
@@ -317,20 +273,10 @@ def pipelined_writer(
 
 def fresh_sessions(url: str, variant: str, count: int) -> list[str]:
     engine = engine_for(url)
-    ids = [f"sess_20261201_{i:06d}_{secrets.token_hex(4)}" for i in range(count)]
+    ids = [new_session_id() for _ in range(count)]
     with engine.begin() as connection:
         for sid in ids:
-            connection.execute(
-                insert(SESSIONS),
-                {
-                    "session_id": sid,
-                    "cwd": "/srv/project",
-                    "root_agent_id": "agent_x",
-                    "status": "active",
-                    "created_at": NOW,
-                    "updated_at": NOW,
-                },
-            )
+            connection.execute(insert(SESSIONS), session_row(sid))
             create_pair(connection, sid, variant)
     engine.dispose()
     return ids
@@ -389,28 +335,6 @@ def run_case(url: str, case: Case, seconds: float) -> None:
     case.locks.extend(x for _, locks, _ in gathered for x in locks)
     case.retries += sum(r for _, _, r in gathered)
     case.dense = case.dense and all(dense(url, sid, variant) for sid in ids)
-
-
-def shared_keys(url: str, count: int) -> tuple[int, int]:
-    """Pairs of ``count`` session ids of the store's format that share a lock key (32, 64 bit)."""
-    key_pairs = """
-        WITH ids AS (
-            SELECT 'sess_20261201_' || lpad((i % 1000000)::text, 6, '0') || '_'
-                   || substr(md5(i::text), 1, 4) AS sid
-            FROM generate_series(1, :count) AS i
-        )
-        SELECT coalesce(sum(n * (n - 1) / 2), 0) FROM (
-            SELECT count(*) AS n FROM ids GROUP BY {key} HAVING count(*) > 1
-        ) AS shared
-    """
-    engine = engine_for(url)
-    with engine.connect() as connection:
-        found = [
-            int(connection.execute(text(key_pairs.format(key=key)), {"count": count}).scalar_one())
-            for key in ("hashtext(sid)", "hashtextextended(sid, 0)")
-        ]
-    engine.dispose()
-    return found[0], found[1]
 
 
 def main() -> None:

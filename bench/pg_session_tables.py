@@ -29,10 +29,21 @@ from __future__ import annotations
 
 import argparse
 import random
-import secrets
 import time
 from dataclasses import dataclass, field
 
+from pg_rows import (
+    CATALOGS,
+    SESSIONS,
+    catalog_counts,
+    ddl_text,
+    fill,
+    new_session_id,
+    objects_of_pair,
+    pair_size,
+    path_query,
+    session_row,
+)
 from pg_shapes import (
     VARIANTS,
     add_url_argument,
@@ -41,49 +52,12 @@ from pg_shapes import (
     ensure_database,
     server_url,
     session_pair,
-    sessions_table,
     summary,
     table,
 )
-from sqlalchemy import Connection, MetaData, Table, func, insert, literal, select, text
-from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy import Connection, func, insert, select, text
 
-CATALOGS = (
-    "pg_class",
-    "pg_attribute",
-    "pg_type",
-    "pg_constraint",
-    "pg_index",
-    "pg_depend",
-    "pg_trigger",
-)
 BUILD_BATCH = 100
-SESSIONS = sessions_table(MetaData())
-
-
-def new_session_id() -> str:
-    return f"sess_20261201_{secrets.randbelow(10**6):06d}_{secrets.token_hex(4)}"
-
-
-def session_row(session_id: str) -> dict[str, object]:
-    return {
-        "session_id": session_id,
-        "cwd": "/srv/project",
-        "root_agent_id": "agent_" + session_id[5:],
-        "status": "active",
-        "created_at": "2026-12-01T00:00:00.000000+00:00",
-        "updated_at": "2026-12-01T00:00:00.000000+00:00",
-    }
-
-
-def ddl_text(connection: Connection, session_id: str, variant: str) -> str:
-    """The DDL of one pair as one string of statements (compiled once, reused per session)."""
-    nodes, events = session_pair(session_id, variant)
-    parts: list[str] = []
-    for t in (nodes, events):
-        parts.append(str(CreateTable(t).compile(dialect=connection.dialect)))
-        parts.extend(str(CreateIndex(i).compile(dialect=connection.dialect)) for i in t.indexes)
-    return ";\n".join(parts)
 
 
 def count_sessions(connection: Connection) -> int:
@@ -107,102 +81,6 @@ def build(connection: Connection, variant: str, target: int) -> tuple[int, float
         connection.commit()
         added += batch
     return added, time.perf_counter() - start
-
-
-def catalog_counts(connection: Connection) -> dict[str, int]:
-    sql = " UNION ALL ".join(f"SELECT '{c}', count(*) FROM {c}" for c in CATALOGS)
-    return {name: int(n) for name, n in connection.exec_driver_sql(sql)}
-
-
-def pair_size(connection: Connection, session_id: str) -> int:
-    return int(
-        connection.execute(
-            text("SELECT pg_total_relation_size(:n) + pg_total_relation_size(:e)"),
-            {"n": f"nodes_{session_id}", "e": f"events_{session_id}"},
-        ).scalar_one()
-    )
-
-
-def objects_of_pair(connection: Connection, session_id: str) -> list[tuple[str, str, int]]:
-    """Every relation of one pair (tables, their TOAST tables and indexes) and its size."""
-    rows = connection.execute(
-        text(
-            """
-            WITH t AS (
-                SELECT oid, reltoastrelid FROM pg_class WHERE relname IN (:n, :e)
-            ), rels AS (
-                SELECT oid FROM t
-                UNION ALL SELECT reltoastrelid FROM t WHERE reltoastrelid <> 0
-                UNION ALL SELECT indexrelid FROM pg_index
-                    WHERE indrelid IN (SELECT oid FROM t)
-                       OR indrelid IN (SELECT reltoastrelid FROM t)
-            )
-            SELECT c.relname, c.relkind, pg_relation_size(c.oid)
-            FROM pg_class c JOIN rels USING (oid) ORDER BY c.relkind DESC, c.relname
-            """
-        ),
-        {"n": f"nodes_{session_id}", "e": f"events_{session_id}"},
-    )
-    return [(str(a), str(b), int(c)) for a, b, c in rows]
-
-
-def fill(connection: Connection, session_id: str, variant: str) -> str:
-    """Give an empty session a 5-node chain and an event per node; return the leaf's id."""
-    nodes, events = session_pair(session_id, variant)
-    existing = connection.execute(
-        select(nodes.c.node_id).order_by(nodes.c.node_seq.desc()).limit(1)
-    ).scalar()
-    if existing is not None:
-        connection.rollback()
-        return str(existing)
-    parent = None
-    for seq in range(1, 6):
-        node_id = f"node_{session_id[-8:]}_{seq}"
-        connection.execute(
-            insert(nodes),
-            {
-                "node_id": node_id,
-                "node_seq": seq,
-                "parent_id": parent,
-                "agent_id": "agent_x",
-                "role": "user" if seq % 2 else "assistant",
-                "node_type": "message",
-                "content_json": '[{"type":"text","text":"a short message"}]',
-                "created_at": "2026-12-01T00:00:00.000000+00:00",
-            },
-        )
-        connection.execute(
-            insert(events),
-            {
-                "event_id": f"evt_{session_id[-8:]}_{seq}",
-                "seq": seq,
-                "level": "info",
-                "event_type": "node_created",
-                "node_id": node_id,
-                "created_at": "2026-12-01T00:00:00.000000+00:00",
-            },
-        )
-        parent = node_id
-    connection.commit()
-    assert parent is not None
-    return parent
-
-
-def path_query(nodes: Table, leaf: str):  # type: ignore[no-untyped-def]
-    """The store's active-path query shape: a recursive walk up ``parent_id``, root first."""
-    start = select(
-        nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, literal(0).label("depth")
-    ).where(nodes.c.node_id == leaf)
-    path = start.cte("path", recursive=True)
-    step = (
-        select(
-            nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, (path.c.depth + 1).label("depth")
-        )
-        .join(path, nodes.c.node_id == path.c.parent_id)
-        .where(nodes.c.node_seq < path.c.node_seq)
-    )
-    path = path.union_all(step)
-    return select(nodes).join(path, nodes.c.node_id == path.c.node_id).order_by(path.c.depth.desc())
 
 
 @dataclass
