@@ -1,9 +1,9 @@
-"""Shared fixtures: a store on a real database file in a temporary home."""
+"""Shared fixtures: a store on a real database file in a temporary home; a PostgreSQL server."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.backends.sqlite import load_sqlite_module, sqlite_version
+from tests import postgres_server
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -71,3 +72,20 @@ def snapshot(home: Path) -> dict[str, Any]:
 
 def text(value: str) -> list[dict[str, str]]:
     return [{"type": "text", "text": value}]
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL server's URL for the whole run (``tests/postgres_server.py`` says which)."""
+    try:
+        with postgres_server.provide() as url:
+            yield url
+    except postgres_server.ServerUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def pg_database_url(pg_url: str) -> Iterator[str]:
+    """The URL of a new, empty database of its own for one test, dropped after it."""
+    with postgres_server.fresh_database(pg_url) as url:
+        yield url
