@@ -110,12 +110,20 @@ def _decode_line(line: bytes, path: Path, lineno: int) -> tuple[str, dict[str, A
     return op, args
 
 
-def parse_log(data: bytes, path: Path, task_name: str | None = None) -> WalState:
+def parse_log(
+    data: bytes, path: Path, task_name: str | None = None, after: WalState | None = None
+) -> WalState:
+    """Replay a log's bytes; with ``after``, the bytes that follow the log ``after`` describes.
+
+    A catch-up (``after`` given) numbers its lines on from ``after.seq`` and applies them to a
+    copy of ``after.tasks``, with exactly the checks of a whole replay.
+    """
     end = data.rfind(b"\n") + 1
     lines = data[:end].split(b"\n")[:-1] if end else []
-    tasks: dict[str, Task] = {}
-    header: str | None = None
-    for lineno, raw in enumerate(lines, 1):
+    start = after or WalState(None)
+    tasks = dict(start.tasks)
+    header = start.task_name
+    for lineno, raw in enumerate(lines, start.seq + 1):
         op, args = _decode_line(raw + b"\n", path, lineno)
         try:
             if lineno == 1:
@@ -128,7 +136,7 @@ def parse_log(data: bytes, path: Path, task_name: str | None = None) -> WalState
             raise TaskDagUnavailable(
                 "task WAL cannot be replayed", path=path, line=lineno, reason=str(exc)
             ) from exc
-    return WalState(header, tasks, len(lines), end, len(data) - end)
+    return WalState(header, tasks, start.seq + len(lines), start.size + end, len(data) - end)
 
 
 def _check_header(op: str, args: dict[str, Any], task_name: str | None) -> str:

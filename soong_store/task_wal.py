@@ -24,33 +24,44 @@ operations and their ``args`` are::
 Guarantees: every operation is validated against the DAG before anything is written; an append
 is written, fsynced (the directory too when the file is created) and only then applied in
 memory, so an acknowledged operation survives a crash and a failed one (``StorageError``) leaves
-file and DAG as they were. Appends are serialised by an ``asyncio.Lock`` and, across processes,
-by ``flock``; a file grown by another writer is refused rather than overwritten. On open, a torn
-last line (no newline: a crash mid-append, never acknowledged) is dropped and truncated; any other
-damage raises ``TaskDagUnavailable`` with the path, the 1-based line and the reason.
+file and DAG as they were. Appends are serialised by the DAG's own lock (usable from any event
+loop) and, across processes and DAGs, by ``flock``. Under that flock, records another writer
+appended since this DAG last read the file are first replayed into it, with every check of a
+replay, and the operation is validated again against the result; a file that shrank, was
+deleted or was replaced is refused rather than written. On open, a torn last line (no newline:
+a crash mid-append, never acknowledged) is dropped and truncated; any other damage raises
+``TaskDagUnavailable`` with the path, the 1-based line and the reason. A path that is not a
+regular file (a symbolic link, a FIFO, a directory ...) is refused the same way, with line 0,
+and never read or written; the process keeps at most
+``_task_files.FILE_LIMIT`` task logs open (the least recently used idle one is closed, and
+reopened, checked to be the same file, when next needed).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
 import functools
-import hashlib
 import logging
 import os
-import queue
-import re
-import sys
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Final, cast
 
 from soong_store import _json
+from soong_store._task_files import (
+    LOG_FILES,
+    WAL_SUFFIX,
+    LogFile,
+    open_log,
+    read_from,
+    task_file_name,
+    task_root,
+    task_wal_path,
+)
+from soong_store._task_io import AnyLoopLock, Job, Worker
+from soong_store._task_log import Step, commit, follow, load
 from soong_store._task_model import (
-    FORMAT_VERSION,
     Task,
     TaskStatus,
     WalState,
@@ -63,200 +74,54 @@ from soong_store._task_model import (
     summary,
     topological_order,
 )
-from soong_store.errors import InvalidArgument, NotFound, StorageError
+from soong_store.errors import InvalidArgument, NotFound, StorageError, StoreClosed
 
-__all__ = ["Task", "TaskDag", "TaskStatus", "WalState", "task_file_name", "task_wal_path"]
+__all__ = [
+    "WAL_SUFFIX",
+    "Task",
+    "TaskDag",
+    "TaskStatus",
+    "WalState",
+    "task_file_name",
+    "task_root",
+    "task_wal_path",
+]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
-WAL_SUFFIX: Final = ".wal.jsonl"
-MAX_TASK_NAME: Final = 1000
 MAX_RECORD_BYTES: Final = 1 << 20
-_READABLE_CHARS: Final = 64
-_READABLE_BYTES: Final = 128
-_UNSAFE_RUN = re.compile(r"\W+|_+")
 
 Listener = Callable[[str, dict[str, Any]], Awaitable[None]]
-
-if sys.platform == "win32":  # pragma: no cover
-
-    def _lock(fd: int) -> None:
-        """No advisory locks on Windows; the asyncio lock still serialises one process."""
-
-    def _unlock(fd: int) -> None:
-        """Nothing to release without advisory locks."""
-
-else:
-    import fcntl
-
-    def _lock(fd: int) -> None:
-        """Hold an exclusive advisory lock until ``fd`` is closed."""
-        fcntl.flock(fd, fcntl.LOCK_EX)
-
-    def _unlock(fd: int) -> None:
-        """Release the lock taken by :func:`_lock`, keeping ``fd`` open."""
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def task_file_name(task_name: str) -> str:
-    """Map a model-chosen task name to a safe, injective file stem (without ``.wal.jsonl``).
-
-    Raises:
-        InvalidArgument: the name is not a non-empty string of at most 1,000 characters, or is
-            not encodable as UTF-8.
-    """
-    if not isinstance(task_name, str) or not task_name:
-        raise InvalidArgument(f"task name must be a non-empty string, not {task_name!r}")
-    if len(task_name) > MAX_TASK_NAME:
-        raise InvalidArgument(f"task name is longer than {MAX_TASK_NAME} characters")
-    try:
-        raw = task_name.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument(f"task name {task_name!r} is not valid Unicode") from exc
-    readable = _UNSAFE_RUN.sub("_", task_name)[:_READABLE_CHARS]
-    while len(readable.encode("utf-8")) > _READABLE_BYTES:
-        readable = readable[:-1]
-    return f"{readable}-{hashlib.sha256(raw).hexdigest()[:12]}"
-
-
-def task_root(cwd: str | os.PathLike[str], session_id: str) -> Path:
-    """The folder of a session's task logs: ``<cwd>/.soong-agent/tasks/<session_id>``."""
-    return Path(cwd) / ".soong-agent" / "tasks" / session_id
-
-
-def task_wal_path(task_root: Path, task_name: str) -> Path:
-    """Return the WAL file of ``task_name`` inside ``task_root`` (the session's task folder)."""
-    return Path(task_root) / f"{task_file_name(task_name)}{WAL_SUFFIX}"
-
-
-def _sync_data(fd: int) -> None:
-    """Flush an append: ``fdatasync`` where there is one (size and data, not timestamps)."""
-    sync = getattr(os, "fdatasync", None) or os.fsync
-    sync(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    written = os.write(fd, data)
-    if written < len(data):
-        view = memoryview(data)[written:]
-        while view:
-            view = view[os.write(fd, view) :]
-
-
-def _fsync_dir(directory: Path) -> None:
-    if sys.platform == "win32":  # pragma: no cover
-        return
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class _Job:
-    """One write handed to a :class:`_Worker`, and how the event loop learns that it ended.
-
-    ``done`` and ``error`` are set in the worker thread before the loop is woken; ``waiter`` is
-    only touched in the loop's thread, so a cancelled waiter can be replaced without a race.
-    """
-
-    __slots__ = ("call", "done", "error", "loop", "waiter")
-
-    def __init__(self, call: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
-        self.call = call
-        self.loop = loop
-        self.waiter: asyncio.Future[None] = loop.create_future()
-        self.done = False
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.call()
-        except BaseException as exc:  # handed to the awaiting coroutine
-            self.error = exc
-        self.done = True
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
-            self.loop.call_soon_threadsafe(self._wake)
-
-    def _wake(self) -> None:
-        if not self.waiter.done():
-            self.waiter.set_result(None)
-
-
-class _Worker:
-    """The thread that runs one TaskDag's offloaded writes, started on demand.
-
-    ``run_in_executor`` goes through a thread pool and chains a concurrent future to an asyncio
-    one; a ``SimpleQueue`` and a single wake-up of the loop cost less (about a fifth of an
-    offloaded append, measured on a 2-core machine). The thread is a daemon and ends after
-    ``idle`` seconds without work; the DAG's lock serialises its appends, so one is enough.
-    """
-
-    def __init__(self, idle: float = 10.0) -> None:
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._mutex = threading.Lock()
-        self._serving = 0  # the pid whose thread serves the queue: 0 once it ended when idle
-        self._idle = idle
-
-    def submit(self, job: _Job) -> None:
-        with self._mutex:
-            if self._serving != os.getpid():  # none yet, ended when idle, or left behind by fork
-                threading.Thread(target=self._serve, name="task-wal", daemon=True).start()
-                self._serving = os.getpid()
-            self._jobs.put(job)
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                job = self._jobs.get(timeout=self._idle)
-            except queue.Empty:
-                with self._mutex:  # submit() holds it while it puts: no job is left behind
-                    if self._jobs.empty():
-                        self._serving = 0
-                        return
-                continue
-            job.run()
-            del job  # the DAG it writes for is not kept alive by an idle thread
-
-
-def _load(path: Path, task_name: str) -> WalState:
-    """Replay ``path`` under its lock, truncating a torn last line (runs in a worker thread)."""
-    try:
-        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return WalState(None)
-    try:
-        _lock(fd)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        state = parse_log(b"".join(chunks), path, task_name)
-        if state.torn_bytes:
-            log.warning(
-                "dropping a torn record (%d bytes) at the end of %s", state.torn_bytes, path
-            )
-            os.ftruncate(fd, state.size)
-            os.fsync(fd)
-        return state
-    finally:
-        os.close(fd)
 
 
 class TaskDag:
     """The DAG of one named task, backed by its write-ahead log; build it with :meth:`open`.
 
     Reads (``get``, ``tasks``, ``ready`` ...) are synchronous and see every acknowledged append.
-    Appends hold an ``asyncio.Lock`` from validation to the in-memory update, so concurrent
-    coroutines are applied in lock order and the file order is the DAG's history. With
-    ``offload=True`` (the default) the write and fsync run in a thread of the DAG's own (started
-    on demand, ended when idle); an append whose caller is cancelled still finishes (it is
-    applied if it reached the disk) before the ``CancelledError`` is raised, and its listener
-    call is skipped. The listener runs under the lock, so it sees appends in file order; it must
-    not append to the same ``TaskDag``.
+    Appends hold the DAG's lock from validation to the in-memory update, so concurrent
+    coroutines are applied in lock order and the file order is the DAG's history. The lock
+    works from any event loop: one DAG may be shared by threads that each run their own loop,
+    and reads from any thread see a consistent DAG. With ``offload=True`` (the default) the
+    write and fsync run in a thread of the DAG's own (started on demand, ended when idle); an
+    append whose caller is cancelled still finishes (it is applied if it reached the disk)
+    before the ``CancelledError`` is raised, and its listener call is skipped. The listener
+    runs under the lock, so it sees appends in file order; it must not append to the same
+    ``TaskDag``.
+
+    Another writer (a process, or a second ``TaskDag`` on the same file) may append too: each
+    append first replays what the file gained, so a handle is never stale for long, and
+    :meth:`refresh` catches up without appending. After :meth:`aclose` appends raise
+    ``StoreClosed``. A DAG is always true (``if dag:``); ``len(dag)`` counts its tasks.
     """
 
     def __init__(
-        self, path: Path, task_name: str, state: WalState, listener: Listener | None, offload: bool
+        self,
+        path: Path,
+        task_name: str,
+        state: WalState,
+        listener: Listener | None,
+        offload: bool,
+        file: LogFile | None = None,
     ) -> None:
         self.path = path
         self.task_name = task_name
@@ -264,10 +129,13 @@ class TaskDag:
         self._seq = state.seq
         self._size = state.size
         self._listener = listener
-        self._lock = asyncio.Lock()
+        self._lock = AnyLoopLock()
         self._broken: str | None = None
-        self._fd: int | None = None  # kept open between appends: open/close cost more than fsync
-        self._worker = _Worker() if offload else None
+        self._closed = False
+        self._file = file if file is not None else LogFile(path)
+        self._file.owner = self._lock
+        weakref.finalize(self, LOG_FILES.discard, self._file)
+        self._worker = Worker() if offload else None
 
     @classmethod
     async def open(
@@ -290,19 +158,21 @@ class TaskDag:
 
         Raises:
             InvalidArgument: ``task_name`` is not a valid task name.
-            TaskDagUnavailable: the file is damaged or belongs to another task name.
+            TaskDagUnavailable: the file is damaged, belongs to another task name, or is not a
+                regular file (``line`` 0).
             StorageError: the file cannot be read.
         """
         task_file_name(task_name)
         path = Path(path)
+        file = LogFile(path)
         try:
             if offload:
-                state = await asyncio.to_thread(_load, path, task_name)
+                state = await asyncio.to_thread(load, file, task_name)
             else:
-                state = _load(path, task_name)
+                state = load(file, task_name)
         except OSError as exc:
             raise StorageError(f"cannot read task WAL {path}: {exc}", path=path) from exc
-        return cls(path, task_name, state, listener, offload)
+        return cls(path, task_name, state, listener, offload, file)
 
     @classmethod
     def from_state(cls, path: Path, task_name: str, state: WalState) -> TaskDag:
@@ -334,14 +204,19 @@ class TaskDag:
         """Read ``path`` without changing it (a torn tail is only reported in ``torn_bytes``).
 
         Raises:
-            TaskDagUnavailable: the file is damaged (or its header names another task).
+            TaskDagUnavailable: the file is damaged (or its header names another task), or is
+                not a regular file (``line`` 0; a FIFO is never waited on).
             StorageError: the file exists but cannot be read.
         """
         path = Path(path)
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return WalState(None)
+            fd = open_log(path, write=False)
+            if fd is None:
+                return WalState(None)
+            try:
+                data = read_from(fd, 0)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise StorageError(f"cannot read task WAL {path}: {exc}", path=path) from exc
         return parse_log(data, path, task_name)
@@ -351,7 +226,12 @@ class TaskDag:
         """The sequence number of the last record in the file (0 before the first append)."""
         return self._seq
 
+    def __bool__(self) -> bool:
+        """Always true: an empty DAG is still a DAG (``if dag:`` must not skip it)."""
+        return True
+
     def __len__(self) -> int:
+        """The number of tasks."""
         return len(self._tasks)
 
     def __contains__(self, task_id: object) -> bool:
@@ -422,10 +302,79 @@ class TaskDag:
         """
         return summary(self.task_name, self._tasks, max_tasks=max_tasks, max_width=max_width)
 
+    async def refresh(self) -> bool:
+        """Catch up with records other writers appended since this DAG last read its file.
+
+        Costs one ``stat`` when the file did not change. ``SessionStore.task_dag`` calls it, so
+        the DAG it returns reflects the file.
+
+        Returns:
+            True when the DAG now reflects the file; False when it cannot follow the file any
+            more (deleted, moved, replaced or cut short, left unsure by a failed rollback, or
+            closed): its appends are refused from then on, open it again.
+
+        Raises:
+            TaskDagUnavailable: the new records are damaged, or the path is no longer a regular
+                file (the DAG stays as it was).
+            StorageError: the file cannot be read.
+        """
+        if self._closed or self._broken is not None:
+            return False
+        if self._unchanged():
+            return True
+        async with self._lock:
+            if self._closed or self._broken is not None:
+                return False
+            step = Step(self.task_name, self._tasks, self._seq, self._size)
+            interrupted = False
+            if self._worker is None:
+                self._run(follow, step, "read")
+            else:
+                interrupted = await self._offload(self._worker, follow, step, "read")
+            if step.stale:
+                self._broken = (
+                    f"task WAL {self.path} is no longer the file this DAG read (deleted, "
+                    "moved, replaced or cut short); open it again"
+                )
+            if interrupted:
+                raise asyncio.CancelledError
+            return not step.stale
+
+    def _unchanged(self) -> bool:
+        """Whether the path still names the file this DAG read, at the size it read (one stat)."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return self._file.identity is None
+        except OSError:
+            return False  # the locked look that follows says what is wrong
+        return (st.st_dev, st.st_ino) == self._file.identity and st.st_size == self._size
+
+    async def aclose(self) -> None:
+        """Refuse further appends (``StoreClosed``), wait for the one in flight, release the file.
+
+        Once it returns, no append of this DAG runs or starts, and an append it refused left
+        nothing in the log. Reads keep working. Closing twice is harmless.
+        """
+        self._closed = True
+        async with self._lock:
+            LOG_FILES.discard(self._file)
+
+    def close(self) -> None:
+        """Release the file now, or when the append in flight ends; a later append reopens it.
+
+        A reopened log must be the file this DAG read (same device and inode), else the append
+        is refused as on a deleted log.
+        """
+        LOG_FILES.close(self._file)
+
     async def _append(self, op: str, args: dict[str, Any]) -> Task | None:
         """Validate, write, fsync and apply one operation; return the task's new value."""
-        await self._lock.acquire()
+        if not self._lock.try_acquire():
+            await self._lock.acquire()
         try:
+            if self._closed:
+                raise StoreClosed(f"task DAG {self.task_name!r} is closed", path=self.path)
             if self._broken is not None:
                 raise StorageError(self._broken, path=self.path)
             first = self._size == 0
@@ -435,113 +384,90 @@ class TaskDag:
                 raise InvalidArgument(f"task {op} record exceeds {MAX_RECORD_BYTES} bytes")
             if not decodes_to_itself(args):
                 args = _json.loads(record)["args"]  # exactly what a replay will see
-            task_id, task = plan(self._tasks, op, args)
-            data = record
-            if first:
-                header = {"version": FORMAT_VERSION, "task_name": self.task_name}
-                data = encode_record(1, "header", header) + record
+            step = Step(self.task_name, self._tasks, self._seq, self._size, op, args)
             try:
-                if self._worker is not None:
-                    interrupted = await self._io(self._worker, data)
-                else:
-                    interrupted = False
-                    self._write(data, self._size)
-            except OSError as exc:
-                raise StorageError(
-                    f"cannot append to task WAL {self.path}: {exc}", path=self.path
-                ) from exc
-            apply(self._tasks, task_id, task)
-            self._seq, self._size = seq, self._size + len(data)
+                step.task_id, step.task = plan(self._tasks, op, args)
+            except (InvalidArgument, NotFound) as exc:
+                if self._unchanged():
+                    raise
+                step.refused = exc  # unless the records another writer added allow it
+            if first:
+                step.encode(record, seq)
+            else:
+                step.seq, step.data = seq, record
+            interrupted = False
+            if self._worker is None:
+                self._run(commit, step, "append to")
+            else:
+                interrupted = await self._offload(self._worker, commit, step, "append to")
+            if step.refused is not None:
+                raise step.refused
+            task_id, task = step.task_id, step.task
+            if task is not None and task_id in self._tasks:
+                self._tasks[task_id] = task
+            else:  # a new dict: a reader iterating the old one in another thread is unharmed
+                tasks = dict(self._tasks)
+                apply(tasks, task_id, task)
+                self._tasks = tasks
+            self._seq, self._size = step.seq, step.size + len(step.data)
             if interrupted:
                 raise asyncio.CancelledError
             if self._listener is not None:
                 try:
-                    await self._listener(op, args)
+                    await self._listener(op, step.args)
                 except Exception:
-                    log.warning("task WAL listener failed for %s %s", op, self.path, exc_info=True)
-            return task
+                    logger.warning(
+                        "task WAL listener failed for %s %s", op, self.path, exc_info=True
+                    )
+            return step.task
         finally:
             self._lock.release()
 
-    async def _io(self, worker: _Worker, data: bytes) -> bool:
-        """Run :meth:`_write` in the worker thread; return whether the caller was cancelled.
+    def _run(self, call: Callable[[LogFile, Step], None], step: Step, verb: str) -> None:
+        """Run ``call(file, step)`` in this thread, then take what it caught up."""
+        try:
+            self._io(call, step, verb)
+        finally:
+            if step.after is not None or step.broken is not None:
+                self._take(step)
 
-        The write is never abandoned: a cancellation is noted and the wait goes on, so the
-        caller learns whether the append reached the disk before ``CancelledError`` is raised.
+    async def _offload(
+        self, worker: Worker, call: Callable[[LogFile, Step], None], step: Step, verb: str
+    ) -> bool:
+        """:meth:`_run` with the I/O in the worker thread; return whether the caller was cancelled.
+
+        The work is never abandoned: a cancellation is noted and the wait goes on, so the caller
+        learns whether an append reached the disk before ``CancelledError`` is raised.
         """
         loop = asyncio.get_running_loop()
-        job = _Job(functools.partial(self._write, data, self._size), loop)
+        job = Job(functools.partial(self._io, call, step, verb), loop)
         worker.submit(job)
         interrupted = False
-        while not job.done:
-            try:
-                await job.waiter
-            except asyncio.CancelledError:
-                interrupted = True
-                job.waiter = loop.create_future()
-        if job.error is not None:
-            raise job.error
+        try:
+            while not job.done:
+                try:
+                    await job.waiter
+                except asyncio.CancelledError:
+                    interrupted = True
+                    job.waiter = loop.create_future()
+            if job.error is not None:
+                raise job.error
+        finally:
+            if step.after is not None or step.broken is not None:
+                self._take(step)
         return interrupted
 
-    def _write(self, data: bytes, size: int) -> None:
-        """Append and fsync ``data`` to a file of ``size`` bytes under flock, or leave it as is."""
-        new_dirs: list[Path] = []
-        if size == 0:
-            new_dirs = [d for d in (self.path.parent, *self.path.parent.parents) if not d.exists()]
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = self._open_fd(create=size == 0)
-        stale = False
-        _lock(fd)
+    def _io(self, call: Callable[[LogFile, Step], None], step: Step, verb: str) -> None:
+        """``call(file, step)``, its ``OSError`` raised as a ``StorageError`` (any thread)."""
         try:
-            held = os.fstat(fd)
-            if held.st_nlink == 0:
-                # The kept descriptor points at a file no longer linked at the path (deleted, or
-                # replaced by a rename): writing would append to a ghost. Drop it, and refuse
-                # rather than recreate history. fstat is checked, not the path: a path lookup
-                # per append costs a tenth of an fsync.
-                stale = True
-                raise FileNotFoundError(
-                    errno.ENOENT, "the task WAL was deleted or replaced", str(self.path)
-                )
-            if held.st_size != size:
-                raise StorageError(
-                    f"task WAL {self.path} was changed by another writer; open it again",
-                    path=self.path,
-                )
-            try:
-                _write_all(fd, data)
-                _sync_data(fd)
-                if size == 0:
-                    for directory in {self.path.parent, *(d.parent for d in new_dirs)}:
-                        _fsync_dir(directory)
-            except OSError:
-                self._roll_back(fd, size)
-                raise
-        finally:
-            _unlock(fd)
-            if stale:
-                self.close()
+            call(self._file, step)
+        except OSError as exc:
+            message = f"cannot {verb} task WAL {self.path}: {exc}"
+            raise StorageError(message, path=self.path) from exc
 
-    def _open_fd(self, *, create: bool) -> int:
-        if self._fd is None:
-            flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-            self._fd = os.open(self.path, flags | (os.O_CREAT if create else 0), 0o644)
-            self._closer = weakref.finalize(self, os.close, self._fd)
-        return self._fd
-
-    def close(self) -> None:
-        """Release the file; a later append opens it again."""
-        if self._fd is not None:
-            self._closer()
-            self._fd = None
-
-    def _roll_back(self, fd: int, size: int) -> None:
-        try:
-            os.ftruncate(fd, size)
-        except OSError:
-            self._broken = f"task WAL {self.path} may hold a failed append; open it again"
-            return
-        # The next successful append's fsync also makes this truncation durable; until then a
-        # crash could only bring back a record whose fsync failed, never lose an acknowledged one.
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
+    def _take(self, step: Step) -> None:
+        """Follow what another writer appended (it is in the file), or a failed rollback."""
+        if step.after is not None:
+            self._tasks, self._seq, self._size = step.after.tasks, step.after.seq, step.after.size
+        if step.broken is not None:
+            self._broken = step.broken
