@@ -198,7 +198,7 @@ class LogFiles:
         self.limit = limit
         self._mutex = threading.Lock()
         self._open: dict[LogFile, None] = {}
-        self._ticks = itertools.count(1)
+        self.ticks = itertools.count(1)  # a log's use takes the next number: larger is newer
 
     def count(self) -> int:
         """How many task-log descriptors are open now."""
@@ -213,7 +213,7 @@ class LogFiles:
             TaskDagUnavailable: the path is not a regular file.
             OSError: the file cannot be opened.
         """
-        log.used = next(self._ticks)
+        log.used = next(self.ticks)
         fd = log.fd
         if fd is None:
             fd = self._reopen(log, create)

@@ -134,12 +134,16 @@ def commit(file: LogFile, step: Step) -> None:
     if file.identity is None and create:  # no file seen yet: create it, and its folders
         new_dirs = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
         path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = LOG_FILES.get(file, create=create)
-    except FileNotFoundError:
-        if step.refused is not None:
-            return
-        raise
+    fd = file.fd  # LOG_FILES.get's fast path, inline: this runs for every append
+    if fd is None:
+        try:
+            fd = LOG_FILES.get(file, create=create)
+        except FileNotFoundError:
+            if step.refused is not None:
+                return
+            raise
+    else:
+        file.used = next(LOG_FILES.ticks)
     try:
         flock(fd)
         try:
@@ -172,7 +176,8 @@ def commit(file: LogFile, step: Step) -> None:
         finally:
             funlock(fd)
     finally:
-        LOG_FILES.done(file)
+        if file.drop:
+            LOG_FILES.discard(file)
 
 
 def follow(file: LogFile, step: Step) -> None:

@@ -62,8 +62,15 @@ class WalState:
     torn_bytes: int = 0
 
 
-def encode_record(seq: int, op: str, args: dict[str, Any]) -> bytes:
-    body = _json.dumps({"seq": seq, "op": op, "args": args}, what=f"task {op} record")
+def encode_record(seq: int, op: str, args: dict[str, Any], *, plain: bool = False) -> bytes:
+    """The line of one record, checksum and newline included.
+
+    ``plain`` says ``args`` passed :func:`decodes_to_itself`: it holds no float, so orjson's
+    output needs no check for a NaN written as ``null``.
+    """
+    what = _WHAT.get(op) or f"task {op} record"
+    record = {"seq": seq, "op": op, "args": args}
+    body = _json.encode(record, what=what) if plain else _json.dumps(record, what=what)
     return b'%s,"crc":"%08x"}\n' % (body[:-1], zlib.crc32(body))
 
 
@@ -271,19 +278,22 @@ _OPERATIONS: Final[dict[str, tuple[frozenset[str], _Planner]]] = {
     "update": (frozenset({"task_id", "title", "metadata"}), _plan_update),
     "remove": (frozenset({"task_id"}), _plan_remove),
 }
+_WHAT: Final = {op: f"task {op} record" for op in (*_OPERATIONS, "header")}
 
 
 def plan(tasks: dict[str, Task], op: str, args: dict[str, Any]) -> tuple[str, Task | None]:
     """Validate ``op`` against ``tasks``; return the task id and its new value (None: removed)."""
-    if op not in _OPERATIONS:
+    entry = _OPERATIONS.get(op) if isinstance(op, str) else None
+    if entry is None:
         raise InvalidArgument(f"unknown operation {op!r}")
-    allowed, planner = _OPERATIONS[op]
-    keys = set(args)
-    partial_update = op == "update" and "task_id" in keys and len(keys) > 1 and keys <= allowed
-    if keys != allowed and not partial_update:
-        raise InvalidArgument(
-            f"{op} takes {', '.join(sorted(allowed))}, not {', '.join(sorted(keys))}"
-        )
+    allowed, planner = entry
+    if args.keys() != allowed:  # a keys view compares as a set, without building one
+        keys = set(args)
+        partial = op == "update" and "task_id" in keys and len(keys) > 1 and keys <= allowed
+        if not partial:
+            raise InvalidArgument(
+                f"{op} takes {', '.join(sorted(allowed))}, not {', '.join(sorted(keys))}"
+            )
     return args["task_id"], planner(tasks, args)
 
 

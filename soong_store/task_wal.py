@@ -379,10 +379,11 @@ class TaskDag:
                 raise StorageError(self._broken, path=self.path)
             first = self._size == 0
             seq = self._seq + 1 + first
-            record = encode_record(seq, op, args)
+            plain = decodes_to_itself(args)
+            record = encode_record(seq, op, args, plain=plain)
             if len(record) > MAX_RECORD_BYTES:
                 raise InvalidArgument(f"task {op} record exceeds {MAX_RECORD_BYTES} bytes")
-            if not decodes_to_itself(args):
+            if not plain:
                 args = _json.loads(record)["args"]  # exactly what a replay will see
             step = Step(self.task_name, self._tasks, self._seq, self._size, op, args)
             try:
@@ -426,7 +427,10 @@ class TaskDag:
     def _run(self, call: Callable[[LogFile, Step], None], step: Step, verb: str) -> None:
         """Run ``call(file, step)`` in this thread, then take what it caught up."""
         try:
-            self._io(call, step, verb)
+            call(self._file, step)
+        except OSError as exc:
+            message = f"cannot {verb} task WAL {self.path}: {exc}"
+            raise StorageError(message, path=self.path) from exc
         finally:
             if step.after is not None or step.broken is not None:
                 self._take(step)
