@@ -33,8 +33,8 @@ a crash mid-append, never acknowledged) is dropped and truncated; any other dama
 ``TaskDagUnavailable`` with the path, the 1-based line and the reason. A path that is not a
 regular file (a symbolic link, a FIFO, a directory ...) is refused the same way, with line 0,
 and never read or written; the process keeps at most
-``_task_files.FILE_LIMIT`` task logs open (the least recently used idle one is closed, and
-reopened, checked to be the same file, when next needed).
+``_task_files.FILE_LIMIT`` task logs open, more only while more appends are in flight (the least
+recently used idle one is closed, and reopened, checked to be the same file, when next needed).
 """
 
 from __future__ import annotations
