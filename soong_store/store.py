@@ -624,8 +624,8 @@ class SessionStore:
 
         The log lives at ``<session.cwd>/.soong-agent/tasks/<session_id>/``; one ``TaskDag`` per
         file is kept and handed to every caller, from any event loop (threads that each run a
-        loop may share the store and the DAG). Each call first catches the DAG up with records
-        another process appended; when the file was deleted, replaced or cut short, the log is
+        loop may share one DAG). Each call first catches the DAG up with records another
+        process appended; when the file was deleted, moved, replaced or cut short, the log is
         replayed into a new ``TaskDag`` (the old one refuses appends). Task changes are mirrored
         as ``task_*`` events in the session's timeline. ``close()`` waits for appends in flight;
         after it, every DAG this store handed out raises ``StoreClosed`` on append.
