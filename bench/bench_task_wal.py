@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from soong_store.task_wal import TaskDag, TaskStatus, task_wal_path
+from soong_store.tasks.wal import TaskDag, TaskStatus, task_wal_path
 
 STATUSES = (TaskStatus.IN_PROGRESS, TaskStatus.COMPLETED, TaskStatus.PENDING)
 TASKS = 200

@@ -48,6 +48,7 @@ from soong_store.model.records import (
     SessionRecord,
 )
 from soong_store.store import SessionStore
+from soong_store.tasks.wal import Task, TaskDag, TaskStatus
 from soong_store.uow import UnitOfWork
 
 __version__ = "0.1.0"
@@ -84,7 +85,10 @@ __all__ = [
     "SoongStoreError",
     "StorageError",
     "StoreClosed",
+    "Task",
+    "TaskDag",
     "TaskDagUnavailable",
+    "TaskStatus",
     "TextBlock",
     "ToolCallBlock",
     "ToolResultBlock",

@@ -38,7 +38,7 @@ from soong_store.rules.session import Found, Problem, SessionRows, row_problems,
 from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.store import SessionStore
-from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
+from soong_store.tasks.wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 
 __all__ = ["ORPHAN_GRACE_S", "Problem", "Report", "check_store"]
 

@@ -13,6 +13,7 @@ import asyncio
 import os
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -71,7 +72,8 @@ from soong_store.ops import enum_value as _enum
 from soong_store.sql import fork, reads, writes
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
 from soong_store.sql.session_writer import Committed, apply_ops
-from soong_store.task_wal import TaskDag, task_root, task_wal_path
+from soong_store.tasks.threads import AnyLoopLock
+from soong_store.tasks.wal import TaskDag, task_root, task_wal_path
 from soong_store.uow import UnitOfWork
 from soong_store.writer import Prerequisite, Writer
 
@@ -133,7 +135,9 @@ class SessionStore:
         )
         self._files = ArtifactFiles(self.home / "artifacts")
         self._task_dags: dict[tuple[str, str], TaskDag] = {}
-        self._task_lock = asyncio.Lock()
+        self._task_handles: weakref.WeakSet[TaskDag] = weakref.WeakSet()
+        self._task_lock = AnyLoopLock()
+        self._tasks_closed_for: Writer | None = None
         self._writer: Writer | None = None
         self._file_pool: FilePool | None = None
         self._read_engine: Engine | None = None
@@ -201,6 +205,7 @@ class SessionStore:
         if os.getpid() != self._pid:
             self._let_go_in_child()
             return
+        await self._close_task_dags()
         with self._claim:
             writer, self._writer = self._writer, None
             file_pool, readers = self._file_pool, self._readers
@@ -210,9 +215,6 @@ class SessionStore:
         await writer.close()
         if file_pool is not None:  # after the writer: its waiting jobs need their files
             await asyncio.to_thread(file_pool.close)
-        for dag in self._task_dags.values():
-            dag.close()
-        self._task_dags.clear()
         if readers is not None:
             readers.shutdown(wait=True)
         for engine in engines:
@@ -692,22 +694,51 @@ class SessionStore:
         """The DAG of a named task of the session, replayed from its write-ahead log.
 
         The log lives at ``<session.cwd>/.soong-agent/tasks/<session_id>/``; one ``TaskDag`` per
-        file is kept, so every caller appends through the same writer. Task changes are mirrored
-        as ``task_*`` events in the session's timeline. Raises ``TaskDagUnavailable`` when the
-        log is damaged (the conversation stays readable).
+        file is kept and handed to every caller, from any event loop (threads that each run a
+        loop may share one DAG). Each call first catches the DAG up with records another
+        process appended; when the file was deleted, moved, replaced or cut short, the log is
+        replayed into a new ``TaskDag`` (the old one refuses appends). Task changes are mirrored
+        as ``task_*`` events in the session's timeline. ``close()`` waits for appends in flight;
+        after it, every DAG this store handed out raises ``StoreClosed`` on append.
+
+        Raises:
+            TaskDagUnavailable: the log is damaged or is not a regular file (the conversation
+                stays readable).
+            StoreClosed: the store is closed or closing.
         """
         sid = check_session_id(session_id)
         session = await self.get_session(sid)
         path = task_wal_path(task_root(session.cwd, sid), task_name)
         key = (sid, str(path))
         async with self._task_lock:
+            if self._writer is None or self._writer is self._tasks_closed_for:
+                raise StoreClosed("the store is closed")
             dag = self._task_dags.get(key)
+            if dag is not None:
+                try:
+                    current = await dag.refresh()
+                except BaseException:  # not handed out again unless it is brought up to date
+                    del self._task_dags[key]
+                    raise
+                if not current:
+                    del self._task_dags[key]
+                    dag = None
             if dag is None:
                 dag = await TaskDag.open(
                     path, task_name, listener=partial(self._mirror_task, sid, task_name)
                 )
                 self._task_dags[key] = dag
+                self._task_handles.add(dag)
         return dag
+
+    async def _close_task_dags(self) -> None:
+        """Refuse new task appends and wait for those in flight, while their events can land."""
+        async with self._task_lock:
+            self._tasks_closed_for = self._writer
+            dags = list(self._task_handles)
+            self._task_dags.clear()
+            self._task_handles.clear()
+        await asyncio.gather(*(dag.aclose() for dag in dags))  # each refuses from its first step
 
     async def _mirror_task(
         self, session_id: str, task_name: str, operation: str, arguments: dict[str, Any]

@@ -30,7 +30,7 @@ from soong_store.model.enums import EventLevel
 from soong_store.model.ids import check_id, check_session_id
 from soong_store.schema.catalog import session_tables
 from soong_store.store import SessionStore, default_home
-from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
+from soong_store.tasks.wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 from soong_store.transfer import export_session, import_session, session_counts
 
 PROG = "soong-store"

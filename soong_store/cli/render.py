@@ -25,7 +25,7 @@ from soong_store.model.records import (
     SessionRecord,
 )
 from soong_store.store import SessionStore
-from soong_store.task_wal import Task, TaskDag
+from soong_store.tasks.wal import Task, TaskDag
 
 
 def clip(text: str, width: int) -> str:

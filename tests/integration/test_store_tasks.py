@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from soong_store import InvalidIdentifier, NotFound, SessionStore, TaskDagUnavailable
-from soong_store.task_wal import TaskStatus
+from soong_store.tasks.wal import TaskStatus
 from tests.conftest import connect_raw, db_path, text
 
 pytestmark = pytest.mark.asyncio

@@ -23,7 +23,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.check import check_store
-from soong_store.task_wal import TaskDag
+from soong_store.tasks.wal import TaskDag
 from tests.conftest import text
 from tests.reliability.conftest import artifact_files, assert_dense, integrity, raw
 

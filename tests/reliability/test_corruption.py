@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError, TaskDagUnavailable
-from soong_store._task_model import encode_record
 from soong_store.check import check_store
+from soong_store.tasks.model import encode_record
 from tests.conftest import db_path, text
 from tests.reliability.conftest import Child, assert_dense, integrity, raw
 

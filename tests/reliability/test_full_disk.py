@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError
-from soong_store.task_wal import TaskDag
+from soong_store.tasks.wal import TaskDag
 from tests.conftest import snapshot, text
 from tests.reliability.conftest import artifact_files, integrity, tree_files
 

@@ -38,7 +38,7 @@ from soong_store import (
     SoongStoreError,
 )
 from soong_store.model.content import validate_content
-from soong_store.task_wal import TaskDag
+from soong_store.tasks.wal import TaskDag
 from tests.conftest import snapshot, text
 from tests.reliability.conftest import tree_files
 

@@ -25,6 +25,9 @@ CONTRACT = {
     "SchemaVersionError",
     "TaskDagUnavailable",
     "InvalidContent",
+    "TaskDag",
+    "Task",
+    "TaskStatus",
     "SessionStatus",
     "AgentStatus",
     "AgentType",
@@ -61,3 +64,10 @@ def test_every_error_derives_from_the_root():
 def test_error_context_travels_as_attributes():
     error = errors.NotFound("no node 'x'", node_id="x")
     assert error.node_id == "x" and error.context == {"node_id": "x"}
+
+
+def test_what_task_dag_returns_is_importable_from_the_package():
+    from soong_store.tasks import wal
+
+    assert soong_store.TaskDag is wal.TaskDag
+    assert soong_store.Task is wal.Task and soong_store.TaskStatus is wal.TaskStatus

@@ -26,12 +26,11 @@ from soong_store.errors import (
     StorageError,
     TaskDagUnavailable,
 )
-from soong_store.task_wal import (
+from soong_store.tasks.threads import Job, Worker
+from soong_store.tasks.wal import (
     Task,
     TaskDag,
     TaskStatus,
-    _Job,
-    _Worker,
     task_file_name,
     task_root,
     task_wal_path,
@@ -664,18 +663,24 @@ def test_appends_wait_for_the_file_lock(wal: Path) -> None:
     assert dag.get("b").status == "in_progress"
 
 
-def test_a_second_writer_is_refused_not_overwritten(wal: Path) -> None:
-    async def scenario() -> TaskDag:
+def test_a_second_writer_is_caught_up_with_not_overwritten(wal: Path) -> None:
+    async def scenario() -> tuple[TaskDag, TaskDag]:
         one = await build(wal)
         two = await TaskDag.open(wal, NAME)
         await two.add("d", "from the other writer")
-        with pytest.raises(StorageError, match="another writer"):
-            await one.add("e", "stale")
-        assert "e" not in one
-        return two
+        await one.add("e", "after catching up", depends_on=["d"])
+        assert ids(one) == ["a", "b", "c", "d", "e"] and one.seq == 9
+        before = wal.read_bytes()
+        with pytest.raises(InvalidArgument, match="'e' already exists"):
+            await two.add("e", "planned against a stale DAG")
+        assert wal.read_bytes() == before and two.get("e").title == "after catching up"
+        return one, two
 
-    two = run(scenario())
-    assert reopen(wal).tasks() == two.tasks()
+    one, two = run(scenario())
+    assert reopen(wal).tasks() == one.tasks() == two.tasks()
+    records = [orjson.loads(line) for line in wal.read_bytes().splitlines()]
+    assert [r["seq"] for r in records] == list(range(1, 10))
+    assert [r["op"] for r in records].count("header") == 1
 
 
 def test_a_deleted_file_is_not_silently_recreated(wal: Path) -> None:
@@ -824,7 +829,7 @@ def test_a_cancelled_append_that_failed_raises_its_error(
     assert "d" not in dag and "d" not in reopen(wal)
 
 
-async def until_idle(worker: _Worker) -> None:
+async def until_idle(worker: Worker) -> None:
     async def idle() -> None:
         while worker._serving:
             await asyncio.sleep(0.01)
@@ -835,7 +840,7 @@ async def until_idle(worker: _Worker) -> None:
 def test_the_worker_thread_ends_when_idle_and_comes_back(wal: Path) -> None:
     async def scenario() -> TaskDag:
         dag = await TaskDag.open(wal, NAME)
-        dag._worker = worker = _Worker(idle=0.05)
+        dag._worker = worker = Worker(idle=0.05)
         await dag.add("a", "first")
         assert worker._serving == os.getpid()
         await until_idle(worker)
@@ -850,19 +855,19 @@ def test_the_worker_thread_ends_when_idle_and_comes_back(wal: Path) -> None:
 class LateQueue:
     """A job queue whose first wait times out just as a job is submitted: the worker's race."""
 
-    def __init__(self, worker: _Worker, late: _Job) -> None:
-        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+    def __init__(self, worker: Worker, late: Job) -> None:
+        self.jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self.worker, self.late = worker, late
         self.raced = False
 
-    def get(self, timeout: float) -> _Job:
+    def get(self, timeout: float) -> Job:
         if not self.raced:
             self.raced = True
             self.worker.submit(self.late)
             raise queue.Empty
         return self.jobs.get(timeout=timeout)
 
-    def put(self, job: _Job) -> None:
+    def put(self, job: Job) -> None:
         self.jobs.put(job)
 
     def empty(self) -> bool:
@@ -871,10 +876,10 @@ class LateQueue:
 
 def test_a_job_submitted_as_the_worker_times_out_is_served() -> None:
     async def scenario() -> None:
-        worker = _Worker(idle=0.05)
-        late = _Job(lambda: None, asyncio.get_running_loop())
+        worker = Worker(idle=0.05)
+        late = Job(lambda: None, asyncio.get_running_loop())
         worker._jobs = LateQueue(worker, late)  # type: ignore[assignment]
-        first = _Job(lambda: None, asyncio.get_running_loop())
+        first = Job(lambda: None, asyncio.get_running_loop())
         worker.submit(first)
         await asyncio.wait_for(asyncio.gather(first.waiter, late.waiter), 5)
 
@@ -883,9 +888,9 @@ def test_a_job_submitted_as_the_worker_times_out_is_served() -> None:
 
 def test_a_worker_left_behind_by_fork_is_replaced() -> None:
     async def scenario() -> None:
-        worker = _Worker(idle=0.01)
+        worker = Worker(idle=0.01)
         for _ in range(2):
-            job = _Job(lambda: None, asyncio.get_running_loop())
+            job = Job(lambda: None, asyncio.get_running_loop())
             worker.submit(job)
             await asyncio.wait_for(job.waiter, 5)
             await until_idle(worker)
@@ -897,7 +902,7 @@ def test_a_worker_left_behind_by_fork_is_replaced() -> None:
 def test_a_job_whose_loop_is_closed_still_ends() -> None:
     loop = asyncio.new_event_loop()
     ran: list[int] = []
-    job = _Job(lambda: ran.append(1), loop)
+    job = Job(lambda: ran.append(1), loop)
     loop.close()
     job.run()
     assert job.done and job.error is None and ran == [1]
@@ -905,7 +910,7 @@ def test_a_job_whose_loop_is_closed_still_ends() -> None:
     def fail() -> None:
         raise enospc()
 
-    failing = _Job(fail, asyncio.new_event_loop())
+    failing = Job(fail, asyncio.new_event_loop())
     failing.loop.close()
     failing.run()
     assert failing.done and isinstance(failing.error, OSError)
@@ -929,7 +934,7 @@ def test_listener_sees_each_append_and_its_failure_is_only_logged(
             await dag.set_status("zz", "completed")
         return dag
 
-    with caplog.at_level(logging.WARNING, logger="soong_store.task_wal"):
+    with caplog.at_level(logging.WARNING, logger="soong_store.tasks.wal"):
         dag = run(scenario())
     assert seen == [
         (

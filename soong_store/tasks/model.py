@@ -1,8 +1,8 @@
 """The task model: tasks, the rules of each operation, and the log's record format.
 
-Pure (no I/O): :mod:`soong_store.task_wal` validates an operation here before it appends it,
+Pure (no I/O): :mod:`soong_store.tasks.wal` validates an operation here before it appends it,
 applies it here after the fsync, and replays a log's bytes here. The record format and the
-operations are described in :mod:`soong_store.task_wal`.
+operations are described in :mod:`soong_store.tasks.wal`.
 """
 
 from __future__ import annotations
@@ -62,8 +62,15 @@ class WalState:
     torn_bytes: int = 0
 
 
-def encode_record(seq: int, op: str, args: dict[str, Any]) -> bytes:
-    body = codec.dumps({"seq": seq, "op": op, "args": args}, what=f"task {op} record")
+def encode_record(seq: int, op: str, args: dict[str, Any], *, plain: bool = False) -> bytes:
+    """The line of one record, checksum and newline included.
+
+    ``plain`` says ``args`` passed :func:`decodes_to_itself`: it holds no float, so orjson's
+    output needs no check for a NaN written as ``null``.
+    """
+    what = _WHAT.get(op) or f"task {op} record"
+    record = {"seq": seq, "op": op, "args": args}
+    body = codec.encode(record, what=what) if plain else codec.dumps(record, what=what)
     return b'%s,"crc":"%08x"}\n' % (body[:-1], zlib.crc32(body))
 
 
@@ -110,12 +117,20 @@ def _decode_line(line: bytes, path: Path, lineno: int) -> tuple[str, dict[str, A
     return op, args
 
 
-def parse_log(data: bytes, path: Path, task_name: str | None = None) -> WalState:
+def parse_log(
+    data: bytes, path: Path, task_name: str | None = None, after: WalState | None = None
+) -> WalState:
+    """Replay a log's bytes; with ``after``, the bytes that follow the log ``after`` describes.
+
+    A catch-up (``after`` given) numbers its lines on from ``after.seq`` and applies them to a
+    copy of ``after.tasks``, with exactly the checks of a whole replay.
+    """
     end = data.rfind(b"\n") + 1
     lines = data[:end].split(b"\n")[:-1] if end else []
-    tasks: dict[str, Task] = {}
-    header: str | None = None
-    for lineno, raw in enumerate(lines, 1):
+    start = after or WalState(None)
+    tasks = dict(start.tasks)
+    header = start.task_name
+    for lineno, raw in enumerate(lines, start.seq + 1):
         op, args = _decode_line(raw + b"\n", path, lineno)
         try:
             if lineno == 1:
@@ -128,7 +143,7 @@ def parse_log(data: bytes, path: Path, task_name: str | None = None) -> WalState
             raise TaskDagUnavailable(
                 "task WAL cannot be replayed", path=path, line=lineno, reason=str(exc)
             ) from exc
-    return WalState(header, tasks, len(lines), end, len(data) - end)
+    return WalState(header, tasks, start.seq + len(lines), start.size + end, len(data) - end)
 
 
 def _check_header(op: str, args: dict[str, Any], task_name: str | None) -> str:
@@ -145,6 +160,7 @@ def _check_header(op: str, args: dict[str, Any], task_name: str | None) -> str:
 
 
 def check_task_id(value: Any, what: str = "task id") -> str:
+    """Return ``value`` if it is a valid task id, else raise ``InvalidArgument``."""
     if (
         not isinstance(value, str)
         or not 0 < len(value) <= MAX_TASK_ID
@@ -263,23 +279,27 @@ _OPERATIONS: Final[dict[str, tuple[frozenset[str], _Planner]]] = {
     "update": (frozenset({"task_id", "title", "metadata"}), _plan_update),
     "remove": (frozenset({"task_id"}), _plan_remove),
 }
+_WHAT: Final = {op: f"task {op} record" for op in (*_OPERATIONS, "header")}
 
 
 def plan(tasks: dict[str, Task], op: str, args: dict[str, Any]) -> tuple[str, Task | None]:
     """Validate ``op`` against ``tasks``; return the task id and its new value (None: removed)."""
-    if op not in _OPERATIONS:
+    entry = _OPERATIONS.get(op) if isinstance(op, str) else None
+    if entry is None:
         raise InvalidArgument(f"unknown operation {op!r}")
-    allowed, planner = _OPERATIONS[op]
-    keys = set(args)
-    partial_update = op == "update" and "task_id" in keys and len(keys) > 1 and keys <= allowed
-    if keys != allowed and not partial_update:
-        raise InvalidArgument(
-            f"{op} takes {', '.join(sorted(allowed))}, not {', '.join(sorted(keys))}"
-        )
+    allowed, planner = entry
+    if args.keys() != allowed:  # a keys view compares as a set, without building one
+        keys = set(args)
+        partial = op == "update" and "task_id" in keys and len(keys) > 1 and keys <= allowed
+        if not partial:
+            raise InvalidArgument(
+                f"{op} takes {', '.join(sorted(allowed))}, not {', '.join(sorted(keys))}"
+            )
     return args["task_id"], planner(tasks, args)
 
 
 def apply(tasks: dict[str, Task], task_id: str, task: Task | None) -> None:
+    """Put the planned value of a task into the DAG (``None``: the task is removed)."""
     if task is None:
         del tasks[task_id]
     else:
