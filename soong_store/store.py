@@ -79,6 +79,8 @@ from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
 _READ_RETRY_S = 30.0
+_EPOCH_SPAN = 1e12
+"""Seconds beyond any file's age (an int too large for a float means the same)."""
 _INHERITED: list[object] = []
 """What a forked child's stores held: kept alive, never closed (the parent still uses it)."""
 
@@ -679,7 +681,7 @@ class SessionStore:
         """
         if isinstance(min_age, bool) or not isinstance(min_age, int | float) or min_age < 0:
             raise InvalidArgument(f"invalid min_age {min_age!r}: expected seconds >= 0")
-        cutoff = time.time() - float(min_age)
+        cutoff = time.time() - float(min_age) if min_age < _EPOCH_SPAN else 0.0
         listed = await asyncio.to_thread(lambda: list(self._files.files()))
         old = [rel for rel, mtime in listed if mtime <= cutoff]
         if dry_run:

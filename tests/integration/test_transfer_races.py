@@ -263,3 +263,15 @@ def test_import_without_artifacts_says_how_many_files_it_lacks(
     assert len(out) == 2 and out[0].startswith(f"imported session {sid}:")
     assert out[1].startswith("2 artifact file(s) missing")
     shutil.rmtree(target)
+
+
+async def test_gc_takes_any_age_and_an_age_beyond_every_file_removes_nothing(home: Path) -> None:
+    async with SessionStore(home=home) as store:
+        sid = (await store.create_session(cwd=home)).session_id
+        stray = home / "artifacts" / sid / "stray.bin"
+        stray.parent.mkdir(parents=True)
+        stray.write_bytes(b"orphan")
+        os.utime(stray, (1_000_000_000, 1_000_000_000))
+        for age in (10**400, 1e300, 2**63):
+            assert await store.gc(min_age=age) == []
+        assert stray.exists()
