@@ -5,53 +5,49 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
-from soong_store import SessionStore
 from soong_store.check import check_store
 from soong_store.demo import write_demo
-from tests.conftest import connect_raw, db_path
+from tests.backends import Backend
+from tests.helpers import events_table, execute, nodes_table, side_door
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    home = tmp_path_factory.mktemp("check") / "home"
-
+def demo(module_backend: Backend) -> tuple[Backend, str]:
     async def build() -> str:
-        async with SessionStore(home=home) as store:
-            return await write_demo(store, home / "demo-project")
+        async with module_backend.store() as store:
+            return await write_demo(store, module_backend.home / "demo-project")
 
-    return home, asyncio.run(build())
+    return module_backend, asyncio.run(build())
 
 
 @pytest.fixture
-def damaged(demo: tuple[Path, str], tmp_path: Path) -> dict[str, Any]:
-    """A copy of the demo home (working in its own project folder) and its ids, by node_seq."""
-    home = tmp_path / "home"
-    shutil.copytree(demo[0], home)
+def damaged(demo: tuple[Backend, str], clone: Callable[[Backend, str], Backend]) -> dict[str, Any]:
+    """A copy of the demo (working in its own project folder) and its ids, by node_seq."""
+    backend = clone(demo[0], "home")
+    home = backend.home
     sid = demo[1]
-    con = connect_raw(db_path(home))
-    con.execute("UPDATE sessions SET cwd = ?", (str(home / "demo-project"),))
-    con.commit()
-    nodes = dict(con.execute(f'SELECT node_seq, node_id FROM "nodes_{sid}"').fetchall())
-    runs = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY created_at, run_id")]
-    agents = dict(con.execute("SELECT agent_type, agent_id FROM agents").fetchall())
-    arts = dict(con.execute("SELECT mime_type, artifact_id FROM artifacts").fetchall())
-    return {"home": home, "sid": sid, "con": con, "nodes": nodes, "runs": runs,
+    execute(backend, "UPDATE sessions SET cwd = :cwd", {"cwd": str(home / "demo-project")})
+    nodes = dict(execute(backend, f'SELECT node_seq, node_id FROM "{nodes_table(sid)}"'))
+    runs = [r for (r,) in execute(backend, "SELECT run_id FROM runs ORDER BY created_at, run_id")]
+    agents = dict(execute(backend, "SELECT agent_type, agent_id FROM agents"))
+    arts = dict(execute(backend, "SELECT mime_type, artifact_id FROM artifacts"))
+    return {"backend": backend, "home": home, "sid": sid, "nodes": nodes, "runs": runs,
             "agents": agents, "artifacts": arts}  # fmt: skip
 
 
-def problems(home: Path, session_id: str | None = None) -> list[tuple[str, tuple[str, ...]]]:
+def problems(backend: Backend, session_id: str | None = None) -> list[tuple[str, tuple[str, ...]]]:
     async def run() -> list[tuple[str, tuple[str, ...]]]:
-        async with SessionStore(home=home) as store:
+        async with backend.store() as store:
             report = await check_store(store, session_id)
         return [(p.kind, p.ids) for p in report.problems]
 
@@ -63,50 +59,58 @@ def age(path: Path) -> None:
     os.utime(path, (old, old))
 
 
-async def test_clean_on_the_demo(demo: tuple[Path, str]) -> None:
-    async with SessionStore(home=demo[0]) as store:
+async def test_clean_on_the_demo(demo: tuple[Backend, str]) -> None:
+    async with demo[0].store() as store:
         report = await check_store(store)
         assert report.ok and report.sessions == [demo[1]]
         assert (await check_store(store, demo[1])).ok
 
 
 def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> None:
-    home, sid, con = damaged["home"], damaged["sid"], damaged["con"]
+    backend, home, sid = damaged["backend"], damaged["home"], damaged["sid"]
     n, runs, agents, arts = (
         damaged["nodes"],
         damaged["runs"],
         damaged["agents"],
         damaged["artifacts"],
     )
-    nodes, events = f'"nodes_{sid}"', f'"events_{sid}"'
-    warning = con.execute(
-        f"SELECT event_id, run_id FROM {events} WHERE event_type = 'context_near_limit'"
-    ).fetchone()
-    switched = con.execute(
-        f"SELECT event_id FROM {events} WHERE event_type = 'node_switched'"
-    ).fetchone()[0]
-    nodes_run = dict(con.execute(f"SELECT node_seq, run_id FROM {nodes}").fetchall())
+    nodes, events = f'"{nodes_table(sid)}"', f'"{events_table(sid)}"'
+    ghost = nodes_table("sess_ghost")
+    warning = execute(
+        backend, f"SELECT event_id, run_id FROM {events} WHERE event_type = 'context_near_limit'"
+    )[0]
+    switched = execute(
+        backend, f"SELECT event_id FROM {events} WHERE event_type = 'node_switched'"
+    )[0][0]
+    nodes_run = dict(execute(backend, f"SELECT node_seq, run_id FROM {nodes}"))
     now = "2026-01-01T00:00:00.000000+00:00"
-    with con:
-        con.execute(f"UPDATE {events} SET node_id = NULL WHERE node_id = ?", (n[2],))
-        con.execute(f"UPDATE {nodes} SET parent_id = 'node_nowhere' WHERE node_seq = 3")
-        con.execute(f"UPDATE {nodes} SET parent_id = ? WHERE node_seq = 16", (n[17],))
-        con.execute(f"UPDATE {nodes} SET node_seq = 100 WHERE node_seq = 27")
-        con.execute(f"DELETE FROM {events} WHERE event_id = ?", (warning[0],))
-        con.execute(f"UPDATE {events} SET node_id = 'node_ghost' WHERE event_id = ?", (switched,))
-        con.execute("UPDATE sessions SET active_node_id = 'node_gone'")
-        con.execute("UPDATE runs SET end_node_id = 'node_gone2' WHERE run_id = ?", (runs[0],))
-        con.execute("UPDATE agents SET fork_from_node_id = 'node_gone3' WHERE agent_type = 'fork'")
-        con.execute(f"UPDATE {nodes} SET agent_id = 'agent_ghost' WHERE node_seq = 5")
-        con.execute(f"UPDATE {nodes} SET run_id = 'run_ghost' WHERE node_seq = 4")
-        con.execute(f'UPDATE {nodes} SET content_json = \'[{{"type":"nope"}}]\' WHERE node_seq = 2')
-        con.execute("DELETE FROM artifacts WHERE artifact_id = ?", (arts["text/plain"],))
-        con.execute("UPDATE artifacts SET size_bytes = 5 WHERE mime_type = 'application/json'")
-        con.execute("CREATE TABLE nodes_sess_ghost (x)")
+    with side_door(backend) as con:
+
+        def damage(sql: str, **params: Any) -> None:
+            con.execute(text(sql), params)
+
+        damage(f"UPDATE {events} SET node_id = NULL WHERE node_id = :id", id=n[2])
+        damage(f"UPDATE {nodes} SET parent_id = 'node_nowhere' WHERE node_seq = 3")
+        damage(f"UPDATE {nodes} SET parent_id = :id WHERE node_seq = 16", id=n[17])
+        damage(f"UPDATE {nodes} SET node_seq = 100 WHERE node_seq = 27")
+        damage(f"DELETE FROM {events} WHERE event_id = :id", id=warning[0])
+        damage(f"UPDATE {events} SET node_id = 'node_ghost' WHERE event_id = :id", id=switched)
+        damage("UPDATE sessions SET active_node_id = 'node_gone'")
+        damage("UPDATE runs SET end_node_id = 'node_gone2' WHERE run_id = :id", id=runs[0])
+        damage("UPDATE agents SET fork_from_node_id = 'node_gone3' WHERE agent_type = 'fork'")
+        damage(f"UPDATE {nodes} SET agent_id = 'agent_ghost' WHERE node_seq = 5")
+        damage(f"UPDATE {nodes} SET run_id = 'run_ghost' WHERE node_seq = 4")
+        damage(f'UPDATE {nodes} SET content_json = \'[{{"type":"nope"}}]\' WHERE node_seq = 2')
+        damage("DELETE FROM artifacts WHERE artifact_id = :id", id=arts["text/plain"])
+        damage("UPDATE artifacts SET size_bytes = 5 WHERE mime_type = 'application/json'")
+        damage(f'CREATE TABLE "{ghost}" (x TEXT)')
         for bad in ("bad-id", "sess_no_tables"):
-            row = (bad, ".", "agent_none", None, None, "active", None, now, now)
-            con.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-    con.close()
+            damage(
+                "INSERT INTO sessions VALUES (:id, '.', 'agent_none', NULL, NULL, 'active', NULL,"
+                " :now, :now)",
+                id=bad,
+                now=now,
+            )
     artifacts = home / "artifacts"
     attachment = next((artifacts / sid).glob("*.txt"))
     age(attachment)
@@ -136,10 +140,10 @@ def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> No
         ("orphan_artifact_file", ("sess_ghost/art_x.bin",)),
         ("artifact_size", (arts["application/json"],)),
         ("task_wal", (wal.name,)),
-        ("orphan_table", ("nodes_sess_ghost",)),
+        ("orphan_table", (ghost,)),
         ("invalid_session_id", ("bad-id",)),
-        ("missing_table", ("nodes_sess_no_tables",)),
-        ("missing_table", ("events_sess_no_tables",)),
+        ("missing_table", (nodes_table("sess_no_tables"),)),
+        ("missing_table", (events_table("sess_no_tables"),)),
         ("missing_root_agent", ("sess_no_tables", "agent_none")),
         # what the damage above breaks besides, found by the same rules an import applies
         ("invalid_row", ("sess_no_tables",)),  # its cwd "." is not an absolute path
@@ -147,12 +151,12 @@ def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> No
         ("run_rule", (n[5], nodes_run[5])),  # #5 (now agent_ghost's) is in a run of another
         ("run_rule", (runs[0],)),  # its end node is not its last node any more
     }
-    found = set(problems(home))
+    found = set(problems(backend))
     assert expected - found == set()
     assert {kind for kind, _ in found} == {kind for kind, _ in expected}
 
     done = subprocess.run(
-        [sys.executable, "-m", "soong_store", "--home", str(home), "check", "--json"],
+        [sys.executable, "-m", "soong_store", *backend.cli, "check", "--json"],
         capture_output=True,
         text=True,
     )
@@ -161,70 +165,16 @@ def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> No
     assert report["ok"] is False and report["sessions_checked"] == 3
     assert {(p["kind"], tuple(p["ids"])) for p in report["problems"]} == found
 
-    only = set(problems(home, sid))
+    only = set(problems(backend, sid))
     assert only and all(kind not in ("orphan_table", "missing_table") for kind, _ in only)
     assert ("orphan_artifact_file", ("sess_ghost/art_x.bin",)) not in only
 
 
 def test_a_missing_artifact_file_and_a_young_orphan(damaged: dict[str, Any]) -> None:
     home, sid = damaged["home"], damaged["sid"]
-    damaged["con"].close()
     spilled = next((home / "artifacts" / sid).glob("*.json"))
     spilled.unlink()
     (home / "artifacts" / sid / "art_in_flight.bin").write_bytes(b"a unit about to commit")
-    assert problems(home) == [
+    assert problems(damaged["backend"]) == [
         ("missing_artifact_file", (damaged["artifacts"]["application/json"],))
     ]
-
-
-def overwrite_root_page(home: Path, name: str) -> int:
-    """Fill the root page of table or index ``name`` with 0xff; return its page number."""
-    con = connect_raw(db_path(home))
-    page_size = con.execute("PRAGMA page_size").fetchone()[0]
-    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)).fetchone()
-    con.close()
-    with db_path(home).open("r+b") as db:
-        db.seek((root - 1) * page_size)
-        db.write(b"\xff" * page_size)
-    return int(root)
-
-
-def check_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "soong_store", "--home", str(home), "check", *args]
-    return subprocess.run(command, capture_output=True, text=True)
-
-
-def test_quick_check_finds_a_damaged_page(damaged: dict[str, Any]) -> None:
-    home, sid = damaged["home"], damaged["sid"]
-    damaged["con"].close()
-    root = overwrite_root_page(home, f"nodes_{sid}_parent_id_ix")
-    done = check_cli(home)
-    assert done.returncode == 1 and done.stderr == ""
-    # SQLite words its report differently across versions ("Page 24:" / "Tree 24 page 24:",
-    # and from 3.46 an extra index-entry count).
-    assert done.stdout.startswith("quick_check: ") and f"page {root}:" in done.stdout.lower()
-    assert re.search(r"checked 1 session\(s\): [1-9][0-9]* problems?$", done.stdout.rstrip())
-
-
-def test_a_session_with_a_damaged_table_is_reported_and_the_others_checked(
-    damaged: dict[str, Any],
-) -> None:
-    home, sid = damaged["home"], damaged["sid"]
-    damaged["con"].close()
-
-    async def add_session() -> str:
-        async with SessionStore(home=home) as store:
-            other = (await store.create_session(cwd=str(home))).session_id
-            await store.append_node(other, "user", "message", [{"type": "text", "text": "hi"}])
-            return other
-
-    other = asyncio.run(add_session())
-    overwrite_root_page(home, f"nodes_{sid}")
-    done = check_cli(home, "--json")
-    assert done.returncode == 1 and done.stderr == ""
-    report = json.loads(done.stdout)
-    assert report["sessions_checked"] == 2
-    unreadable = [p for p in report["problems"] if p["kind"] == "unreadable_session"]
-    assert [p["session_id"] for p in unreadable] == [sid]
-    assert "damaged" in unreadable[0]["message"]
-    assert not [p for p in report["problems"] if p["session_id"] == other]
