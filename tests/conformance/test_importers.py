@@ -20,7 +20,7 @@ from soong_store.check import check_store
 from soong_store.cli import IMPORT_FORMATS
 from soong_store.importers import FORMATS, import_file, import_report
 from soong_store.transfer import export_session
-from tests.integration.test_importers_corpus import CORPUS, SUBAGENT, export_rows
+from tests.conformance.test_importers_corpus import CORPUS, SUBAGENT, export_rows
 
 
 def jsonl(*records: Any) -> bytes:
