@@ -66,7 +66,7 @@ class Kind(Protocol):
         """A copy of ``source`` (no store open on it) and of its home's files; dropped at exit."""
 
     def side_engine(self, url: str | URL) -> Engine:
-        """An engine on ``url`` that bypasses the store and enforces no foreign keys."""
+        """An engine on ``url`` that bypasses the store, enforces no foreign keys, pools nothing."""
 
     def foreign_key_violations(self, connection: Connection) -> list[tuple[Any, ...]]:
         """The rows whose references point nowhere (empty where the database forbids them)."""
