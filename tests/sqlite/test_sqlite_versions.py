@@ -3,6 +3,7 @@
 The whole suite runs once per driver (``bash .ci/sqlite-matrix``); these tests pin down the
 choice itself: ``sqlite_module=`` by name or object, ``$SOONG_STORE_SQLITE_MODULE``, and the
 refusal at open of a library below ``MIN_SQLITE_VERSION``, which must leave the home untouched.
+SQLite-only by nature: the drivers are SQLite libraries.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import soong_store
 from soong_store import InvalidArgument, SessionStore, SoongStoreError, StorageError
 from soong_store.backends.sqlite import MIN_SQLITE_VERSION, SQLITE_MODULE_ENV, load_sqlite_module
 from tests.conftest import db_path, text
+
+pytestmark = pytest.mark.sqlite
 
 MIN = ".".join(map(str, MIN_SQLITE_VERSION))
 DRIVER = load_sqlite_module(None) or sqlite3

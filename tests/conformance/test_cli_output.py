@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import re
-from pathlib import Path
 
 import pytest
 
-from soong_store import SessionStore
 from soong_store.cli import main
+from tests.backends import Backend
 from tests.conftest import text
 
 
-def run(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> str:
+def run(capsys: pytest.CaptureFixture[str], backend: Backend, *args: str) -> str:
     capsys.readouterr()
-    code = main(["--home", str(home), *args])
+    code = main([*backend.cli, *args])
     out, err = capsys.readouterr()
     assert code == 0, err
     return out
 
 
-async def deep_branches(home: Path) -> dict[str, str]:
+async def deep_branches(backend: Backend) -> dict[str, str]:
     """Branches three levels deep, the active node at the bottom of the deepest one."""
-    async with SessionStore(home=home) as store:
+    async with backend.store() as store:
         sid = (await store.create_session(cwd=".")).session_id
         parent = None
         for depth in range(3):
@@ -47,16 +46,16 @@ async def deep_branches(home: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def session(home: Path) -> dict[str, str]:
-    return asyncio.run(deep_branches(home))
+def session(backend: Backend) -> dict[str, str]:
+    return asyncio.run(deep_branches(backend))
 
 
 @pytest.mark.parametrize("depth", ["0", "1", "2"])
 def test_tree_depth_keeps_the_active_node_visible(
-    home: Path, session: dict[str, str], capsys: pytest.CaptureFixture[str], depth: str
+    backend: Backend, session: dict[str, str], capsys: pytest.CaptureFixture[str], depth: str
 ) -> None:
-    full = run(capsys, home, "tree", session["sid"])
-    folded = run(capsys, home, "tree", session["sid"], "--depth", depth)
+    full = run(capsys, backend, "tree", session["sid"])
+    folded = run(capsys, backend, "tree", session["sid"], "--depth", depth)
     assert "folded from" in folded
     path = [line for line in full.splitlines() if line[:1] in "*>"]
     assert [line for line in folded.splitlines() if line[:1] in "*>"] == path
@@ -66,9 +65,9 @@ def test_tree_depth_keeps_the_active_node_visible(
 
 
 def test_timeline_names_nodes_by_seq_and_labels_its_columns(
-    home: Path, session: dict[str, str], capsys: pytest.CaptureFixture[str]
+    backend: Backend, session: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lines = run(capsys, home, "timeline", session["sid"], "--width", "300").splitlines()
+    lines = run(capsys, backend, "timeline", session["sid"], "--width", "300").splitlines()
     assert lines[0].split() == ["seq", "run_seq", "time", "level", "event"]
     created = [line for line in lines if " node_created " in line]
     assert [re.search(r"node=(\S+)", line).group(1) for line in created] == [  # type: ignore[union-attr]
@@ -80,8 +79,8 @@ def test_timeline_names_nodes_by_seq_and_labels_its_columns(
 
 
 def test_show_labels_run_status_and_end_reason(
-    home: Path, session: dict[str, str], capsys: pytest.CaptureFixture[str]
+    backend: Backend, session: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = run(capsys, home, "show", session["sid"])
+    out = run(capsys, backend, "show", session["sid"])
     line = next(line for line in out.splitlines() if session["run"] in line)
     assert "status=failed" in line and "end_reason=max_turns" in line and "turns=7" in line

@@ -5,25 +5,34 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
-from soong_store import BranchError, SessionStore
+from soong_store import BranchError
+from tests.backends import Kind
 
 ROLES = ["user", "assistant", "tool", "system"]
 TYPES = ["message", "compaction", "system_note"]
 
 
 class TreeMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    def __init__(self, kind: Kind) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="soong-tree-"))
+        self.database = ExitStack()
         self.runner = asyncio.Runner()
-        self.store = SessionStore(home=self.dir)
+        self.store = self.database.enter_context(kind.fresh(self.dir)).store()
         self.run(self.store.open())
         session = self.run(self.store.create_session(cwd="."))
         self.sid = session.session_id
@@ -41,6 +50,7 @@ class TreeMachine(RuleBasedStateMachine):
             self.run(self.store.close())
         finally:
             self.runner.close()
+            self.database.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def path_to(self, node: str | None) -> list[str]:
@@ -115,5 +125,8 @@ class TreeMachine(RuleBasedStateMachine):
         assert view.token_count == sum(self.tokens[n] for n in expected[cut:])
 
 
-TreeMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
-test_tree_matches_model = TreeMachine.TestCase
+def test_tree_matches_model(backend_kind: Kind) -> None:
+    run_state_machine_as_test(
+        lambda: TreeMachine(backend_kind),
+        settings=settings(max_examples=25, stateful_step_count=30, deadline=None),
+    )

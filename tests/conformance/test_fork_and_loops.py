@@ -8,12 +8,12 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from soong_store import SessionStore, StorageError, StoreClosed
+from tests.backends import Backend
 from tests.conftest import text
 
 CHILD_PATIENCE_S = 60.0
@@ -85,19 +85,19 @@ async def _child_calls(store: SessionStore, sid: str, node: str, art: str) -> li
     return wrong
 
 
-def _child(store: SessionStore, home: Path, sid: str, node: str, art: str) -> str:
+def _child(store: SessionStore, backend: Backend, sid: str, node: str, art: str) -> str:
     async def main() -> str:
         wrong = await _child_calls(store, sid, node, art)
         await store.close()  # lets go of the parent's store; touches nothing of it
-        async with SessionStore(home=home) as own:
+        async with backend.store() as own:
             await own.append_node(sid, "user", "message", text("from the child"))
         return "; ".join(wrong) or "ok"
 
     return asyncio.run(main())
 
 
-def test_a_forked_child_is_refused_every_call_and_opens_its_own(home: Path) -> None:
-    store = SessionStore(home=home)
+def test_a_forked_child_is_refused_every_call_and_opens_its_own(backend: Backend) -> None:
+    store = backend.store()
 
     async def seed() -> tuple[str, str, str]:
         await store.open()
@@ -116,7 +116,7 @@ def test_a_forked_child_is_refused_every_call_and_opens_its_own(home: Path) -> N
         if pid == 0:  # the child: report through the pipe, never return into pytest
             os.close(read)
             try:
-                verdict = _child(store, home, sid, node, art)
+                verdict = _child(store, backend, sid, node, art)
             except BaseException as exc:
                 verdict = f"child failed: {type(exc).__name__}: {exc}"
             os.write(write, verdict.encode())
@@ -145,9 +145,9 @@ def test_a_forked_child_is_refused_every_call_and_opens_its_own(home: Path) -> N
 # -- event loops ---------------------------------------------------------------------------
 
 
-def test_opening_from_two_loops_at_once_opens_once(home: Path) -> None:
+def test_opening_from_two_loops_at_once_opens_once(backend: Backend) -> None:
     before = writer_threads()
-    store = SessionStore(home=home)
+    store = backend.store()
     in_threads(store.open, store.open, store.open)
     assert writer_threads() == before + 1
 
@@ -160,8 +160,8 @@ def test_opening_from_two_loops_at_once_opens_once(home: Path) -> None:
     assert writer_threads() == before
 
 
-def test_one_store_serves_several_loops_at_once(home: Path) -> None:
-    store = SessionStore(home=home)
+def test_one_store_serves_several_loops_at_once(backend: Backend) -> None:
+    store = backend.store()
     asyncio.run(store.open())  # this loop ends here: the store is not bound to it
     sid = asyncio.run(store.create_session(cwd=".")).session_id
 

@@ -8,7 +8,9 @@ import pytest
 
 from soong_store import InvalidIdentifier, NotFound, SessionStore, TaskDagUnavailable
 from soong_store.tasks.wal import TaskStatus
-from tests.conftest import connect_raw, db_path, text
+from tests.backends import Backend
+from tests.conftest import text
+from tests.helpers import table_names
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,14 +36,14 @@ async def test_task_dag_lives_under_session_cwd_and_mirrors_events(
     assert events[2].payload["status"] == "completed"
 
 
-async def test_reopened_store_replays_the_dag(home: Path, tmp_path: Path):
-    async with SessionStore(home=home) as store:
+async def test_reopened_store_replays_the_dag(backend: Backend, tmp_path: Path):
+    async with backend.store() as store:
         sid = (await store.create_session(cwd=str(tmp_path))).session_id
         dag = await store.task_dag(sid, "t")
         await dag.add("a", "A")
         await dag.add("b", "B", depends_on=["a"])
         await dag.set_status("a", "completed")
-    async with SessionStore(home=home) as store:
+    async with backend.store() as store:
         again = await store.task_dag(sid, "t")
         assert again is not dag
         assert [(t.task_id, t.status) for t in again.tasks()] == [
@@ -50,8 +52,8 @@ async def test_reopened_store_replays_the_dag(home: Path, tmp_path: Path):
         ]
 
 
-async def test_damaged_wal_blocks_only_that_task(home: Path, tmp_path: Path):
-    async with SessionStore(home=home) as store:
+async def test_damaged_wal_blocks_only_that_task(backend: Backend, tmp_path: Path):
+    async with backend.store() as store:
         sid = (await store.create_session(cwd=str(tmp_path))).session_id
         await store.append_node(sid, "user", "message", text("plan it"))
         broken = await store.task_dag(sid, "broken")
@@ -62,7 +64,7 @@ async def test_damaged_wal_blocks_only_that_task(home: Path, tmp_path: Path):
     raw = bytearray(broken.path.read_bytes())
     raw[raw.index(b'"A"') + 1] ^= 0x01
     broken.path.write_bytes(bytes(raw))
-    async with SessionStore(home=home) as store:
+    async with backend.store() as store:
         with pytest.raises(TaskDagUnavailable) as info:
             await store.task_dag(sid, "broken")
         assert info.value.path == broken.path and info.value.line == 2
@@ -72,15 +74,11 @@ async def test_damaged_wal_blocks_only_that_task(home: Path, tmp_path: Path):
         await store.append_node(sid, "assistant", "message", text("still writable"))
 
 
-async def test_task_state_never_reaches_sqlite(store: SessionStore, home: Path, tmp_path: Path):
+async def test_task_state_never_reaches_the_database(store: SessionStore, tmp_path: Path):
     sid = (await store.create_session(cwd=str(tmp_path))).session_id
     dag = await store.task_dag(sid, "t")
     await dag.add("a", "A")
-    con = connect_raw(db_path(home))
-    try:
-        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    finally:
-        con.close()
+    names = table_names(store)
     assert not [n for n in names if "task" in n.lower()]
 
 

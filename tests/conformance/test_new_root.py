@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 
 from soong_store import BranchError, SessionArchived, SessionStore
 from soong_store.cli import main
-from tests.conftest import snapshot, text
+from tests.backends import Backend
+from tests.conftest import text
+from tests.helpers import snapshot
 
 
 @pytest.fixture
@@ -60,18 +61,18 @@ async def test_the_next_user_message_is_a_new_root(
     [("assistant", "message"), ("tool", "message"), ("user", "compaction"), ("system", "message")],
 )
 async def test_a_new_root_must_be_a_user_message(
-    store: SessionStore, home: Path, chat: dict[str, str], role: str, node_type: str
+    store: SessionStore, chat: dict[str, str], role: str, node_type: str
 ) -> None:
     sid = chat["sid"]
     await store.switch_node(sid, None)
-    before = snapshot(home)
+    before = snapshot(store)
     with pytest.raises(BranchError, match="new root"):
         await store.append_node(sid, role, node_type, text("x"))
     with pytest.raises(BranchError, match="new root"):
         async with store.transaction(sid) as tx:
             tx.add_node(role, node_type, text("x"))
             tx.add_node("user", "message", text("y"))
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
 async def test_a_unit_may_start_a_new_root_and_continue_it(
@@ -109,11 +110,11 @@ async def test_other_agents_roots_do_not_count(store: SessionStore) -> None:
     assert sub_second.parent_id is not None
 
 
-async def test_no_active_node_survives_reopening(home: Path, chat: dict[str, str]) -> None:
+async def test_no_active_node_survives_reopening(backend: Backend, chat: dict[str, str]) -> None:
     sid = chat["sid"]
-    async with SessionStore(home=home) as other:
+    async with backend.store() as other:
         await other.switch_node(sid, None)
-    async with SessionStore(home=home) as reopened:
+    async with backend.store() as reopened:
         assert (await reopened.get_session(sid)).active_node_id is None
         assert await reopened.active_path(sid) == []
         with pytest.raises(BranchError):
@@ -131,24 +132,24 @@ async def test_an_archived_session_refuses_a_clear(
 
 
 def test_cli_switch_none_and_the_tree_of_several_roots(
-    home: Path, capsys: pytest.CaptureFixture[str]
+    backend: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async def seed() -> tuple[str, str]:
-        async with SessionStore(home=home) as store:
+        async with backend.store() as store:
             sid = (await store.create_session(cwd=".")).session_id
             q = await store.append_node(sid, "user", "message", text("first question"))
             await store.append_node(sid, "assistant", "message", text("first answer"))
             return sid, q.node_id
 
     async def edit(sid: str) -> str:
-        async with SessionStore(home=home) as store:
+        async with backend.store() as store:
             edited = await store.append_node(sid, "user", "message", text("edited question"))
             await store.append_node(sid, "assistant", "message", text("edited answer"))
             return edited.node_id
 
     def run(*args: str, code: int = 0) -> str:
         capsys.readouterr()
-        assert main(["--home", str(home), *args]) == code
+        assert main([*backend.cli, *args]) == code
         out, err = capsys.readouterr()
         return out + err
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,8 @@ from soong_store import (
     SessionStore,
     StorageError,
 )
-from tests.conftest import snapshot, text
+from tests.conftest import text
+from tests.helpers import snapshot
 
 pytestmark = pytest.mark.asyncio
 
@@ -44,33 +44,33 @@ async def test_node_and_event_commit_together(store: SessionStore):
     assert await store.active_path(sid) == tx.nodes
 
 
-async def test_exception_inside_block_leaves_nothing(store: SessionStore, home: Path):
+async def test_exception_inside_block_leaves_nothing(store: SessionStore):
     sid = (await store.create_session(cwd=".")).session_id
-    before = snapshot(home)
+    before = snapshot(store)
     with pytest.raises(RuntimeError):
         async with store.transaction(sid) as tx:
             tx.add_node("user", "message", text("q"))
             tx.add_event("e")
             raise RuntimeError("the caller changed its mind")
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
-async def test_failure_midway_rolls_back_earlier_ops(store: SessionStore, home: Path):
+async def test_failure_midway_rolls_back_earlier_ops(store: SessionStore):
     sid = (await store.create_session(cwd=".")).session_id
     first = await store.append_node(sid, "user", "message", text("q"))
     await store.append_node(sid, "assistant", "message", text("a"))
-    before = snapshot(home)
+    before = snapshot(store)
     with pytest.raises(BranchError):
         async with store.transaction(sid) as tx:
             tx.add_node("user", "message", text("fine"))
             tx.add_event("fine too")
             tx.add_node("assistant", "message", text("bad branch"), parent_id=first.node_id)
-    assert snapshot(home) == before
+    assert snapshot(store) == before
     with pytest.raises(NotFound):
         async with store.transaction(sid) as tx:
             tx.add_node("user", "message", text("fine"))
             tx.add_event("x", node_id="node_nowhere")
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
 async def test_branch_rule_sees_the_units_own_nodes_and_the_active_nodes_children(
@@ -94,10 +94,10 @@ async def test_branch_rule_sees_the_units_own_nodes_and_the_active_nodes_childre
     assert [n.node_seq for n in await store.list_nodes(sid)] == [1, 2, 3, 4, 5]
 
 
-async def test_failure_at_commit_leaves_nothing(store: SessionStore, home: Path):
+async def test_failure_at_commit_leaves_nothing(store: SessionStore):
     sid = (await store.create_session(cwd=".")).session_id
     await store.append_node(sid, "user", "message", text("q"))
-    before = snapshot(home)
+    before = snapshot(store)
     engine = store._write_engine
     assert engine is not None
 
@@ -113,14 +113,14 @@ async def test_failure_at_commit_leaves_nothing(store: SessionStore, home: Path)
                 tx.add_event("e")
     finally:
         event.remove(engine, "commit", fail_commit)
-    assert snapshot(home) == before
+    assert snapshot(store) == before
     again = await store.append_node(sid, "assistant", "message", text("a"))
     assert again.node_seq == 2
 
 
-async def test_bad_input_raises_at_add_and_nothing_is_queued(store: SessionStore, home: Path):
+async def test_bad_input_raises_at_add_and_nothing_is_queued(store: SessionStore):
     sid = (await store.create_session(cwd=".")).session_id
-    before = snapshot(home)
+    before = snapshot(store)
     async with store.transaction(sid) as tx:
         with pytest.raises(InvalidArgument):
             tx.add_node("robot", "message", text("x"))
@@ -129,7 +129,7 @@ async def test_bad_input_raises_at_add_and_nothing_is_queued(store: SessionStore
         with pytest.raises(InvalidArgument):
             tx.add_event("e", level="loud")
     assert tx.nodes == [] and tx.events == []
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
 async def test_finished_unit_refuses_more(store: SessionStore):

@@ -1,32 +1,44 @@
-"""The ``soong-store`` command line, every command run as a subprocess on a temporary home."""
+"""The ``soong-store`` command line, every command run as a subprocess on a fresh database."""
 
 from __future__ import annotations
 
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from soong_store import SessionStore, __version__
+from soong_store import __version__
 from soong_store.cli import main
 from soong_store.migrate import head_revision
-from tests.conftest import connect_raw, db_path, text
+from tests.backends import Backend
+from tests.conftest import text
+from tests.helpers import execute
+
+Where = Backend | Path | None
+"""What a command is pointed at: a backend's home and url, a home alone, or the default."""
 
 
-def cli(home: Path | None, *args: str, env: dict[str, str] | None = None, **kw: Any):
-    base = [sys.executable, "-m", "soong_store"]
-    if home is not None:
-        base += ["--home", str(home)]
+def location(where: Where) -> list[str]:
+    """The options that point the command at ``where``."""
+    if where is None:
+        return []
+    if isinstance(where, Backend):
+        return where.cli
+    return ["--home", str(where)]
+
+
+def cli(where: Where, *args: str, env: dict[str, str] | None = None, **kw: Any):
+    base = [sys.executable, "-m", "soong_store", *location(where)]
     environ = {k: v for k, v in os.environ.items() if k != "SOONG_AGENT_HOME"}
     environ.update(env or {})
     return subprocess.run(
@@ -34,32 +46,32 @@ def cli(home: Path | None, *args: str, env: dict[str, str] | None = None, **kw: 
     )
 
 
-def ok(home: Path | None, *args: str) -> str:
-    done = cli(home, *args)
+def ok(where: Where, *args: str) -> str:
+    done = cli(where, *args)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     return done.stdout
 
 
-def as_json(home: Path | None, *args: str) -> Any:
-    return json.loads(ok(home, *args, "--json"))
+def as_json(where: Where, *args: str) -> Any:
+    return json.loads(ok(where, *args, "--json"))
 
 
-def many(home: Path | None, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+def many(where: Where, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
     """Run several commands as subprocesses at once (each start costs most of a second)."""
     with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(lambda args: cli(home, *args), commands))
+        return list(pool.map(lambda args: cli(where, *args), commands))
 
 
 class InProcess:
     """``cli.main`` in this process, for the many variants of a command already run as one."""
 
-    def __init__(self, capsys: pytest.CaptureFixture[str], home: Path) -> None:
-        self.capsys, self.home = capsys, home
+    def __init__(self, capsys: pytest.CaptureFixture[str], where: Where) -> None:
+        self.capsys, self.where = capsys, where
 
     def __call__(self, *args: str, code: int = 0) -> str:
         self.capsys.readouterr()
-        status = main(["--home", str(self.home), *args])
+        status = main([*location(self.where), *args])
         out, self.err = self.capsys.readouterr()
         assert status == code, self.err
         return out
@@ -78,46 +90,30 @@ def one_error_line(done: subprocess.CompletedProcess[str], code: int = 2) -> str
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One demo home shared by the read-only tests (copy it before changing anything)."""
-    home = tmp_path_factory.mktemp("demo") / "home"
-    doc = as_json(home, "demo")
-    return {"home": home, "sid": doc["session_id"], "tree": doc}
+def demo(module_backend: Backend) -> dict[str, Any]:
+    """One demo shared by the read-only tests (clone it before changing anything)."""
+    doc = as_json(module_backend, "demo")
+    return {"backend": module_backend, "home": module_backend.home, "sid": doc["session_id"],
+            "tree": doc}  # fmt: skip
 
 
 @pytest.fixture
-def demo_copy(demo: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    """A copy of the demo home whose session works in the copy's own project folder."""
-    home = tmp_path / "home"
-    shutil.copytree(demo["home"], home)
-    con = connect_raw(db_path(home))
-    with con:
-        con.execute("UPDATE sessions SET cwd = ?", (str(home / "demo-project"),))
-    con.close()
-    return {**demo, "home": home}
+def demo_copy(demo: dict[str, Any], clone: Callable[[Backend, str], Backend]) -> dict[str, Any]:
+    """A copy of the demo whose session works in the copy's own project folder."""
+    copy = clone(demo["backend"], "home")
+    execute(copy, "UPDATE sessions SET cwd = :cwd", {"cwd": str(copy.home / "demo-project")})
+    return {**demo, "backend": copy, "home": copy.home}
 
 
-def test_demo_without_home_uses_a_temporary_home_and_prints_the_tree() -> None:
-    out = ok(None, "demo")
-    first = out.splitlines()[0]
-    home = Path(first.rsplit(" ", 1)[1])
-    try:
-        assert home.is_dir() and home != Path.home() / ".soong-agent"
-        assert (home / "sessions.sqlite").exists()
-        assert "> " in out and "[sub1]" in out and "[fork1]" in out
-        assert "system/compaction" in out and "← ERROR" in out
-    finally:
-        shutil.rmtree(home)
-
-
-def test_every_command_runs_as_a_subprocess(demo: dict[str, Any], tmp_path: Path) -> None:
+def test_every_command_runs_as_a_subprocess(
+    demo: dict[str, Any], clone: Callable[[Backend, str], Backend]
+) -> None:
     """Each command once through the real entry point (demo: the fixture; export, import and
     check: test_transfer and test_check); their variants run in-process below."""
-    home, sid = demo["home"], demo["sid"]
-    copy = tmp_path / "copy"
-    shutil.copytree(home, copy)
+    backend, sid = demo["backend"], demo["sid"]
+    copy = clone(backend, "copy")
     reads = many(
-        home,
+        backend,
         ("show", sid),
         ("tree", sid),
         ("path", sid),
@@ -140,8 +136,8 @@ def test_every_command_runs_as_a_subprocess(demo: dict[str, Any], tmp_path: Path
     assert "already at revision" in writes[2].stdout
 
 
-def test_version_and_bare_invocation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = InProcess(capsys, tmp_path)
+def test_version_and_bare_invocation(backend: Backend, capsys: pytest.CaptureFixture[str]) -> None:
+    run = InProcess(capsys, backend)
     assert "usage: soong-store" in run()
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
@@ -152,7 +148,7 @@ def test_version_and_bare_invocation(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_demo_session_holds_every_feature(
     demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = InProcess(capsys, demo["home"])
+    run = InProcess(capsys, demo["backend"])
     sid, tree = demo["sid"], demo["tree"]
     shown = run.json("show", sid)
     assert sorted(a["agent_type"] for a in shown["agents"]) == ["fork", "main", "sub"]
@@ -184,44 +180,26 @@ def test_demo_session_holds_every_feature(
     assert tasks["ready"] == ["tests"]
 
 
-def test_upgrade_prints_from_and_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = InProcess(capsys, tmp_path / "home")
+def test_upgrade_prints_from_and_to(backend: Backend, capsys: pytest.CaptureFixture[str]) -> None:
+    run = InProcess(capsys, backend)
     first = run.json("upgrade")
     assert first["from"] is None and first["to"] == first["head"] == head_revision()
     assert "already at revision" in run("upgrade")
 
 
-def test_home_from_environment_url_and_sqlite_module(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    home = tmp_path / "env-home"
-    monkeypatch.setenv("SOONG_AGENT_HOME", str(home))
-    assert main(["upgrade"]) == 0
-    assert db_path(home).exists()
-    capsys.readouterr()
-    assert main(["sessions", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["sessions"] == []
-    url = f"sqlite:///{tmp_path / 'other.sqlite'}"
-    run = InProcess(capsys, tmp_path / "h")
-    assert run.json("--url", url, "--sqlite-module", "sqlite3", "upgrade")["to"] == head_revision()
-    assert (tmp_path / "other.sqlite").exists()
-    run("--sqlite-module", "no_such_module", "sessions", code=2)
-    assert "no_such_module" in run.err
-
-
-async def make_sessions(home: Path, count: int) -> list[str]:
-    async with SessionStore(home=home) as store:
-        made = [(await store.create_session(cwd=str(home))).session_id for _ in range(count)]
+async def make_sessions(backend: Backend, count: int) -> list[str]:
+    async with backend.store() as store:
+        cwd = str(backend.home)
+        made = [(await store.create_session(cwd=cwd)).session_id for _ in range(count)]
         await store.archive_session(made[0])
     return made
 
 
-def test_sessions_pages_and_filters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sessions_pages_and_filters(backend: Backend, capsys: pytest.CaptureFixture[str]) -> None:
     import asyncio
 
-    home = tmp_path / "home"
-    made = asyncio.run(make_sessions(home, 3))
-    run = InProcess(capsys, home)
+    made = asyncio.run(make_sessions(backend, 3))
+    run = InProcess(capsys, backend)
     first = run.json("sessions", "--limit", "2")
     assert [s["session_id"] for s in first["sessions"]] == [made[0], made[2]]
     assert first["next_offset"] == 2
@@ -236,7 +214,7 @@ def test_sessions_pages_and_filters(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_tree_marks_folds_and_filters(
     demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run, sid = InProcess(capsys, demo["home"]), demo["sid"]
+    run, sid = InProcess(capsys, demo["backend"]), demo["sid"]
     lines = run("tree", sid, "--width", "100").splitlines()
     assert all(len(line) <= 100 for line in lines)
     active = [line for line in lines if line.startswith("> ")]
@@ -251,9 +229,9 @@ def test_tree_marks_folds_and_filters(
     assert "nobody" in run.err and run.err.count("\n") == 1
 
 
-async def build_long_session(home: Path) -> str:
-    async with SessionStore(home=home) as store:
-        sid = (await store.create_session(cwd=str(home))).session_id
+async def build_long_session(backend: Backend) -> str:
+    async with backend.store() as store:
+        sid = (await store.create_session(cwd=str(backend.home))).session_id
         long = "word " * 200
         async with store.transaction(sid) as tx:
             previous = None
@@ -265,13 +243,12 @@ async def build_long_session(home: Path) -> str:
     return sid
 
 
-def test_tree_of_a_thousand_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tree_of_a_thousand_nodes(backend: Backend, capsys: pytest.CaptureFixture[str]) -> None:
     import asyncio
 
-    home = tmp_path / "home"
-    sid = asyncio.run(build_long_session(home))
+    sid = asyncio.run(build_long_session(backend))
     started = time.monotonic()
-    lines = InProcess(capsys, home)("tree", sid, "--width", "120").splitlines()
+    lines = InProcess(capsys, backend)("tree", sid, "--width", "120").splitlines()
     assert time.monotonic() - started < 5
     assert len(lines) == 1 + 1 + 1001
     assert max(len(line) for line in lines) <= 120
@@ -281,7 +258,7 @@ def test_tree_of_a_thousand_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_path_shows_the_cut_and_the_token_total(
     demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run, sid = InProcess(capsys, demo["home"]), demo["sid"]
+    run, sid = InProcess(capsys, demo["backend"]), demo["sid"]
     doc = run.json("path", sid)
     assert doc["nodes"][0]["node_type"] == "compaction"
     assert doc["nodes_cut"] == 9 and doc["path_length"] == 9 + len(doc["nodes"])
@@ -293,7 +270,7 @@ def test_path_shows_the_cut_and_the_token_total(
 
 
 def test_timeline_filters(demo: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    run, sid = InProcess(capsys, demo["home"]), demo["sid"]
+    run, sid = InProcess(capsys, demo["backend"]), demo["sid"]
     every = run.json("timeline", sid)["events"]
     assert [e["seq"] for e in every] == list(range(1, len(every) + 1))
     high = run.json("timeline", sid, "--level", "warning")["events"]
@@ -310,13 +287,13 @@ def test_timeline_filters(demo: dict[str, Any], capsys: pytest.CaptureFixture[st
 async def test_timeline_follow_prints_new_events_until_interrupted(
     demo_copy: dict[str, Any],
 ) -> None:
-    home, sid = demo_copy["home"], demo_copy["sid"]
-    async with SessionStore(home=home) as store:
+    backend, sid = demo_copy["backend"], demo_copy["sid"]
+    async with backend.store() as store:
         last = (await store.timeline(sid))[-1].seq
     environ = {k: v for k, v in os.environ.items() if k != "SOONG_AGENT_HOME"}
     args = ["timeline", sid, "--follow", "--json", "--after", str(last), "--interval", "0.05"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "soong_store", "--home", str(home), *args],
+        [sys.executable, "-m", "soong_store", *backend.cli, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -327,7 +304,7 @@ async def test_timeline_follow_prints_new_events_until_interrupted(
     reader = threading.Thread(target=lambda: [printed.put(line) for line in process.stdout])
     reader.start()
     try:
-        async with SessionStore(home=home) as store:
+        async with backend.store() as store:
             await store.append_event(sid, "late_event", payload={"n": 1})
         line = printed.get(timeout=30)
         assert json.loads(line)["event_type"] == "late_event"
@@ -347,7 +324,7 @@ async def test_timeline_follow_prints_new_events_until_interrupted(
 def test_switch_moves_the_active_node(
     demo_copy: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run, sid = InProcess(capsys, demo_copy["home"]), demo_copy["sid"]
+    run, sid = InProcess(capsys, demo_copy["backend"]), demo_copy["sid"]
     node = next(n for n in demo_copy["tree"]["nodes"] if n["node_seq"] == 10)
     assert run.json("switch", sid, "#10")["active_node_id"] == node["node_id"]
     assert any(
@@ -360,7 +337,7 @@ def test_switch_moves_the_active_node(
 def test_tasks_lists_and_shows_dags(
     demo_copy: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run, sid = InProcess(capsys, demo_copy["home"]), demo_copy["sid"]
+    run, sid = InProcess(capsys, demo_copy["backend"]), demo_copy["sid"]
     listed = run.json("tasks", sid)["tasks"]
     assert [(t["task_name"], t["counts"]) for t in listed] == [
         ("fix date parser", {"completed": 3, "pending": 1})
@@ -378,7 +355,7 @@ def test_tasks_lists_and_shows_dags(
 def test_gc_removes_old_orphan_files(
     demo_copy: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run, sid = InProcess(capsys, demo_copy["home"]), demo_copy["sid"]
+    run, sid = InProcess(capsys, demo_copy["backend"]), demo_copy["sid"]
     orphan = demo_copy["home"] / "artifacts" / sid / "art_orphan.bin"
     orphan.write_bytes(b"left by a crash")
     assert run.json("gc", "--dry-run")["paths"] == []
@@ -388,61 +365,3 @@ def test_gc_removes_old_orphan_files(
     assert "removed 1 orphan" in run("gc")
     assert not orphan.exists()
     assert run("check").endswith("no problems\n")
-
-
-def bad_cases(sid: str, tmp: Path) -> list[tuple[str, ...]]:
-    (tmp / "garbage.jsonl").write_text("not json\n")
-    return [
-        ("show", "x; DROP TABLE sessions"),
-        ("show", "sess_20000101_000000_dead"),
-        ("tree", "a-b"),
-        ("path", sid, "node_unknown"),
-        ("path", sid, "bad id!"),
-        ("path", sid, "#999"),
-        ("timeline", sid, "--run", "run_unknown' OR 1=1"),
-        ("timeline", sid, "--level", "loud"),
-        ("switch", sid, "node_unknown"),
-        ("export", "sess_nope"),
-        ("check", "sess/../x"),
-        ("tasks", "sess_nope"),
-        ("import", str(tmp / "missing.jsonl")),
-        ("import", str(tmp / "garbage.jsonl")),
-        ("frobnicate",),
-        ("sessions", "--limit", "0"),
-        ("tree", sid, "--depth", "many"),
-        ("export", sid, "-o", str(tmp / "missing-dir" / "out.jsonl")),
-        ("--sqlite-module", "no_such_module", "sessions"),
-    ]
-
-
-def test_bad_input_exits_2_with_one_line(
-    demo: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    before = db_path(demo["home"]).read_bytes()
-    cases = bad_cases(demo["sid"], tmp_path)
-    as_subprocess = [cases[0], cases[3], cases[14]]
-    for args, done in zip(as_subprocess, many(demo["home"], *as_subprocess), strict=True):
-        assert one_error_line(done) and done.stdout == "", args
-    run = InProcess(capsys, demo["home"])
-    for args in cases:
-        assert run(*args, code=2) == "", args
-        assert run.err.count("\n") == 1 and run.err.startswith("soong-store: "), (args, run.err)
-    assert db_path(demo["home"]).read_bytes() == before
-    assert not (tmp_path / "missing-dir").exists()
-
-
-def test_damaged_database_exits_1_and_a_foreign_one_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    db_path(home).write_bytes(b"this is not a database" * 100)
-    foreign = tmp_path / "x.sqlite"
-    con = connect_raw(foreign)
-    con.execute("CREATE TABLE foreign_table (x)")
-    con.close()
-    run = InProcess(capsys, home)
-    run("sessions", code=1)
-    assert "damaged" in run.err and run.err.count("\n") == 1
-    run("--url", f"sqlite:///{foreign}", "sessions", code=2)
-    assert "foreign_table" in run.err and run.err.count("\n") == 1

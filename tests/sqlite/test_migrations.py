@@ -1,4 +1,9 @@
-"""Alembic migrations: upgrade, drift, per-session revisions, refusals and concurrent opening."""
+"""Alembic migrations: upgrade, drift, per-session revisions, refusals and concurrent opening.
+
+SQLite-only, on purpose: revisions are proved on database files (a 50-session file copied per
+test, file digests, ``sqlite_master`` and PRAGMA ``table_info``/``index_list``), with the journal
+mode of a foreign file left as it was, and batch mode rebuilding SQLite's tables.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ from soong_store.migrate import (
 from soong_store.schema.catalog import is_session_table
 from soong_store.schema.models import Base
 from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
+
+pytestmark = pytest.mark.sqlite
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UNKNOWN = "ffffffffffff"

@@ -20,7 +20,8 @@ from soong_store.check import check_store
 from soong_store.cli import IMPORT_FORMATS
 from soong_store.importers import FORMATS, import_file, import_report
 from soong_store.transfer import export_session
-from tests.integration.test_importers_corpus import CORPUS, SUBAGENT, export_rows
+from tests.backends import Backend
+from tests.conformance.test_importers_corpus import CORPUS, SUBAGENT, export_rows
 
 
 def jsonl(*records: Any) -> bytes:
@@ -467,10 +468,10 @@ def test_the_docs_name_every_format() -> None:
     assert named == list(importers.FORMATS)
 
 
-def test_the_cli_imports_another_agents_file_once(tmp_path: Path) -> None:
+def test_the_cli_imports_another_agents_file_once(backend: Backend) -> None:
     assert set(IMPORT_FORMATS) == set(FORMATS)
     source = CORPUS / "claude-code" / "agent-sessions__claude-small.jsonl"
-    cli = [sys.executable, "-m", "soong_store", "--home", str(tmp_path / "home")]
+    cli = [sys.executable, "-m", "soong_store", *backend.cli]
     first = subprocess.run([*cli, "import", str(source)], capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     assert "claude-code, 1 session(s) written" in first.stdout

@@ -1,6 +1,6 @@
 """Import, export and gc under races and hostile files: nothing lost, mixed or followed.
 
-The races run real processes of the CLI against one home (the way two terminals would), many
+The races run real processes of the CLI against one store (the way two terminals would), many
 rounds each; the hostile files are planted in the artifact folder by hand.
 """
 
@@ -12,41 +12,43 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from soong_store import SessionStore, StorageError
+from soong_store import StorageError
 from soong_store.check import check_store
 from soong_store.demo import write_demo
 from soong_store.transfer import export_session
-from tests.conftest import connect_raw, db_path, text
+from tests.backends import Backend
+from tests.conftest import text
+from tests.helpers import execute, nodes_table
 
 ROUNDS = 10
 CLI = [sys.executable, "-m", "soong_store"]
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, bytes]:
-    """A home with the demo session, and its export (artifacts embedded)."""
-    home = tmp_path_factory.mktemp("races") / "home"
+def demo(module_backend: Backend) -> tuple[Backend, str, bytes]:
+    """A store with the demo session, and its export (artifacts embedded)."""
 
     async def build() -> tuple[str, bytes]:
         out = io.StringIO()
-        async with SessionStore(home=home) as store:
-            sid = await write_demo(store, home / "demo-project")
+        async with module_backend.store() as store:
+            sid = await write_demo(store, module_backend.home / "demo-project")
             await export_session(store, sid, out)
         return sid, out.getvalue().encode()
 
     sid, dump = asyncio.run(build())
-    return home, sid, dump
+    return module_backend, sid, dump
 
 
-def start(home: Path, *args: str) -> subprocess.Popen[str]:
+def start(backend: Backend, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*CLI, "--home", str(home), *args],
+        [*CLI, *backend.cli, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -59,7 +61,7 @@ def files_under(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_two_imports_of_one_file_at_once_lose_no_file(
-    demo: tuple[Path, str, bytes], tmp_path: Path
+    demo: tuple[Backend, str, bytes], new_backend: Callable[[str], Backend], tmp_path: Path
 ) -> None:
     _, sid, dump = demo
     source = tmp_path / "session.jsonl"
@@ -70,34 +72,34 @@ def test_two_imports_of_one_file_at_once_lose_no_file(
     }
     lost = 0
     for round_no in range(ROUNDS):
-        home = tmp_path / f"home{round_no}"
-        home.mkdir()
-        asyncio.run(_open(home))
-        racers = [start(home, "import", str(source)) for _ in range(2)]
+        target = new_backend(f"home{round_no}")
+        target.home.mkdir()
+        asyncio.run(_open(target))
+        racers = [start(target, "import", str(source)) for _ in range(2)]
         outcomes = [(p.communicate(), p.returncode) for p in racers]
         outcomes = [(code, out) for out, code in outcomes]
         codes = sorted(code for code, _ in outcomes)
         assert codes == [0, 2], outcomes
         loser = next(err for code, (_, err) in outcomes if code == 2)
         assert "already exists" in loser
-        present = files_under(home / "artifacts")
+        present = files_under(target.home / "artifacts")
         lost += sum(1 for path in want if path not in present)
         assert sorted(present) == sorted(want)  # no temporary file left either
-        report = asyncio.run(_check(home))
+        report = asyncio.run(_check(target))
         assert report == [], report
     assert lost == 0
 
 
 @pytest.mark.slow
 def test_two_exports_to_one_file_at_once_leave_one_whole_export(
-    demo: tuple[Path, str, bytes], tmp_path: Path
+    demo: tuple[Backend, str, bytes], tmp_path: Path
 ) -> None:
-    home, sid, _ = demo
-    other = asyncio.run(_second_session(home))
+    backend, sid, _ = demo
+    other = asyncio.run(_second_session(backend))
     target = tmp_path / "out.jsonl"
     seen: set[str] = set()
     for _ in range(ROUNDS):
-        racers = [start(home, "export", s, "-o", str(target)) for s in (sid, other)]
+        racers = [start(backend, "export", s, "-o", str(target)) for s in (sid, other)]
         outputs = [p.communicate() for p in racers]
         assert [p.returncode for p in racers] == [0, 0], outputs
         lines = [orjson.loads(line) for line in target.read_bytes().splitlines()]
@@ -111,19 +113,19 @@ def test_two_exports_to_one_file_at_once_leave_one_whole_export(
     assert seen <= {sid, other}
 
 
-async def _open(home: Path) -> None:
-    async with SessionStore(home=home):
+async def _open(backend: Backend) -> None:
+    async with backend.store():
         pass
 
 
-async def _check(home: Path) -> list[Any]:
-    async with SessionStore(home=home) as store:
+async def _check(backend: Backend) -> list[Any]:
+    async with backend.store() as store:
         return [(p.kind, p.ids) for p in (await check_store(store)).problems]
 
 
-async def _second_session(home: Path) -> str:
-    async with SessionStore(home=home) as store:
-        s = await store.create_session(cwd=home)
+async def _second_session(backend: Backend) -> str:
+    async with backend.store() as store:
+        s = await store.create_session(cwd=backend.home)
         await store.append_node(s.session_id, "user", "message", text("another session"))
         await store.put_artifact(s.session_id, b"x" * 5000, filename="x.bin")
         return s.session_id
@@ -132,8 +134,8 @@ async def _second_session(home: Path) -> str:
 # -- gc never follows a link, never removes a file a row names ----------------------------------
 
 
-async def test_gc_unlinks_a_planted_link_and_keeps_its_target(home: Path) -> None:
-    async with SessionStore(home=home) as store:
+async def test_gc_unlinks_a_planted_link_and_keeps_its_target(backend: Backend, home: Path) -> None:
+    async with backend.store() as store:
         a = (await store.create_session(cwd=home)).session_id
         b = (await store.create_session(cwd=home)).session_id
         await store.put_artifact(a, b"a's file")
@@ -153,8 +155,10 @@ async def test_gc_unlinks_a_planted_link_and_keeps_its_target(home: Path) -> Non
         assert (await check_store(store, b)).ok
 
 
-async def test_a_link_in_place_of_a_stored_file_is_refused_not_followed(home: Path) -> None:
-    async with SessionStore(home=home) as store:
+async def test_a_link_in_place_of_a_stored_file_is_refused_not_followed(
+    backend: Backend, home: Path
+) -> None:
+    async with backend.store() as store:
         a = (await store.create_session(cwd=home)).session_id
         b = (await store.create_session(cwd=home)).session_id
         mine = await store.put_artifact(a, b"mine")
@@ -170,8 +174,10 @@ async def test_a_link_in_place_of_a_stored_file_is_refused_not_followed(home: Pa
         assert kinds == {"missing_artifact_file"}
 
 
-async def test_gc_never_removes_a_file_a_row_names_even_if_old(home: Path) -> None:
-    async with SessionStore(home=home) as store:
+async def test_gc_never_removes_a_file_a_row_names_even_if_old(
+    backend: Backend, home: Path
+) -> None:
+    async with backend.store() as store:
         sid = (await store.create_session(cwd=home)).session_id
         kept = await store.put_artifact(sid, b"named")
         stray = home / "artifacts" / sid / "stray.bin"
@@ -186,11 +192,9 @@ async def test_gc_never_removes_a_file_a_row_names_even_if_old(home: Path) -> No
 # -- cycles that reach the database by other means -----------------------------------------------
 
 
-def test_a_parent_cycle_in_the_file_raises_at_once_everywhere(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-
+def test_a_parent_cycle_in_the_file_raises_at_once_everywhere(backend: Backend, home: Path) -> None:
     async def build() -> tuple[str, list[str]]:
-        async with SessionStore(home=home) as store:
+        async with backend.store() as store:
             sid = (await store.create_session(cwd=home)).session_id
             ids = [
                 (await store.append_node(sid, "user", "message", text(f"n{i}"))).node_id
@@ -199,13 +203,14 @@ def test_a_parent_cycle_in_the_file_raises_at_once_everywhere(tmp_path: Path) ->
             return sid, ids
 
     sid, ids = asyncio.run(build())
-    con = connect_raw(db_path(home))
-    with con:  # 2 -> 3 -> 2: a loop the store never writes
-        con.execute(f'UPDATE "nodes_{sid}" SET parent_id = ? WHERE node_id = ?', (ids[3], ids[2]))
-    con.close()
+    execute(  # 2 -> 3 -> 2: a loop the store never writes
+        backend,
+        f'UPDATE "{nodes_table(sid)}" SET parent_id = :parent WHERE node_id = :node',
+        {"parent": ids[3], "node": ids[2]},
+    )
 
     async def reads() -> None:
-        async with SessionStore(home=home) as store:
+        async with backend.store() as store:
             for call in (
                 store.active_path(sid),
                 store.context(sid),
@@ -219,54 +224,57 @@ def test_a_parent_cycle_in_the_file_raises_at_once_everywhere(tmp_path: Path) ->
 
     asyncio.run(reads())
     done = subprocess.run(
-        [*CLI, "--home", str(home), "path", sid], capture_output=True, text=True, timeout=60
+        [*CLI, *backend.cli, "path", sid], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 1 and "parent chain" in done.stderr and done.stdout == ""
 
 
-def test_nan_never_reaches_a_reader_through_import(demo: tuple[Path, str, bytes], tmp_path: Path):
+def test_nan_never_reaches_a_reader_through_import(
+    demo: tuple[Backend, str, bytes], new_backend: Callable[[str], Backend], tmp_path: Path
+):
     _, sid, dump = demo
     lines = [orjson.loads(line) for line in dump.splitlines()]
     node = next(line for line in lines[1:] if line["kind"] == "node")
     node["row"]["content_json"] = '[{"type":"json","data":NaN}]'
     source = tmp_path / "nan.jsonl"
     source.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
-    home = tmp_path / "home"
+    target = new_backend("home")
     done = subprocess.run(
-        [*CLI, "--home", str(home), "import", str(source)], capture_output=True, text=True
+        [*CLI, *target.cli, "import", str(source)], capture_output=True, text=True
     )
     assert done.returncode == 2 and "line " in done.stderr
     shown = subprocess.run(
-        [*CLI, "--home", str(home), "path", sid, "--json"], capture_output=True, text=True
+        [*CLI, *target.cli, "path", sid, "--json"], capture_output=True, text=True
     )
     assert shown.returncode == 2 and "no session" in shown.stderr
-    assert not (home / "artifacts").exists() or not any((home / "artifacts").iterdir())
+    files = target.home / "artifacts"
+    assert not files.exists() or not any(files.iterdir())
 
 
 def test_import_without_artifacts_says_how_many_files_it_lacks(
-    demo: tuple[Path, str, bytes], tmp_path: Path
+    demo: tuple[Backend, str, bytes], new_backend: Callable[[str], Backend], tmp_path: Path
 ) -> None:
-    home, sid, _ = demo
+    backend, sid, _ = demo
     dump = tmp_path / "rows-only.jsonl"
     done = subprocess.run(
-        [*CLI, "--home", str(home), "export", sid, "--no-artifacts", "-o", str(dump)],
+        [*CLI, *backend.cli, "export", sid, "--no-artifacts", "-o", str(dump)],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    target = tmp_path / "elsewhere"
-    done = subprocess.run(
-        [*CLI, "--home", str(target), "import", str(dump)], capture_output=True, text=True
-    )
+    target = new_backend("elsewhere")
+    done = subprocess.run([*CLI, *target.cli, "import", str(dump)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     assert len(out) == 2 and out[0].startswith(f"imported session {sid}:")
     assert out[1].startswith("2 artifact file(s) missing")
-    shutil.rmtree(target)
+    shutil.rmtree(target.home)
 
 
-async def test_gc_takes_any_age_and_an_age_beyond_every_file_removes_nothing(home: Path) -> None:
-    async with SessionStore(home=home) as store:
+async def test_gc_takes_any_age_and_an_age_beyond_every_file_removes_nothing(
+    backend: Backend, home: Path
+) -> None:
+    async with backend.store() as store:
         sid = (await store.create_session(cwd=home)).session_id
         stray = home / "artifacts" / sid / "stray.bin"
         stray.parent.mkdir(parents=True)

@@ -26,12 +26,14 @@ from soong_store import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from tests.conftest import connect_raw, db_path, text
+from tests.backends import Backend
+from tests.conftest import text
+from tests.helpers import events_table, execute, foreign_key_violations, nodes_table, table_names
 
 pytestmark = pytest.mark.asyncio
 
 
-async def test_create_session_makes_root_agent_and_tables(store: SessionStore, home: Path):
+async def test_create_session_makes_root_agent_and_tables(store: SessionStore, backend: Backend):
     s = await store.create_session(cwd="/project", metadata={"title": "t"})
     assert s.session_id.startswith("sess_")
     assert s.status == SessionStatus.ACTIVE
@@ -40,9 +42,8 @@ async def test_create_session_makes_root_agent_and_tables(store: SessionStore, h
     agent = await store.get_agent(s.root_agent_id)
     assert agent.agent_type == AgentType.MAIN
     assert agent.session_id == s.session_id
-    con = connect_raw(db_path(home))
-    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {f"nodes_{s.session_id}", f"events_{s.session_id}"} <= names
+    names = table_names(backend)
+    assert {nodes_table(s.session_id), events_table(s.session_id)} <= names
     events = await store.timeline(s.session_id)
     assert [e.event_type for e in events] == ["session_created"]
 
@@ -108,8 +109,8 @@ async def test_parent_must_exist_in_same_session(store: SessionStore):
     assert await store.active_path(b) == []
 
 
-async def test_switch_node_moves_active_path_and_persists(home: Path):
-    async with SessionStore(home=home) as store:
+async def test_switch_node_moves_active_path_and_persists(backend: Backend):
+    async with backend.store() as store:
         sid = (await store.create_session(cwd=".")).session_id
         n1 = await store.append_node(sid, "user", "message", text("q"))
         n2 = await store.append_node(sid, "assistant", "message", text("a"))
@@ -122,7 +123,7 @@ async def test_switch_node_moves_active_path_and_persists(home: Path):
         await store.switch_node(sid, n2.node_id)
         with pytest.raises(NotFound):
             await store.switch_node(sid, "node_nope")
-    async with SessionStore(home=home) as store:
+    async with backend.store() as store:
         path = await store.active_path(sid)
         assert [n.node_id for n in path] == [n1.node_id, n2.node_id]
         assert [n.node_id for n in await store.active_path(sid, n3.node_id)] == [
@@ -438,7 +439,9 @@ async def test_archive_refuses_writes_but_reads_and_forks(store: SessionStore):
         await store.get_session(sid)
 
 
-async def test_delete_removes_rows_and_tables_and_nothing_else(store: SessionStore, home: Path):
+async def test_delete_removes_rows_and_tables_and_nothing_else(
+    store: SessionStore, backend: Backend
+):
     keep = await store.create_session(cwd=".")
     await store.append_node(keep.session_id, "user", "message", text("keep"))
     gone = await store.create_session(cwd=".")
@@ -448,14 +451,15 @@ async def test_delete_removes_rows_and_tables_and_nothing_else(store: SessionSto
     await store.start_run(gsid, sub.agent_id)
     await store.append_node(gsid, "user", "message", text("bye"), run_id=run.run_id)
     await store.delete_session(gsid)
-    con = connect_raw(db_path(home))
-    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert f"nodes_{gsid}" not in tables and f"events_{gsid}" not in tables
-    assert f"nodes_{keep.session_id}" in tables
+    tables = table_names(backend)
+    assert nodes_table(gsid) not in tables and events_table(gsid) not in tables
+    assert nodes_table(keep.session_id) in tables
     for table in ("sessions", "agents", "runs"):
-        count = con.execute(f"SELECT count(*) FROM {table} WHERE session_id=?", (gsid,)).fetchone()
-        assert count == (0,)
-    assert con.execute("PRAGMA foreign_key_check").fetchall() == []
+        count = execute(
+            backend, f"SELECT count(*) FROM {table} WHERE session_id = :sid", {"sid": gsid}
+        )
+        assert count == [(0,)]
+    assert foreign_key_violations(backend) == []
     assert len(await store.active_path(keep.session_id)) == 1
     with pytest.raises(NotFound):
         await store.delete_session(gsid)
@@ -463,8 +467,8 @@ async def test_delete_removes_rows_and_tables_and_nothing_else(store: SessionSto
         await store.active_path(gsid)
 
 
-async def test_reopen_keeps_everything(home: Path):
-    async with SessionStore(home=home) as store:
+async def test_reopen_keeps_everything(backend: Backend):
+    async with backend.store() as store:
         s = await store.create_session(cwd=".")
         sid = s.session_id
         run = await store.start_run(sid, s.root_agent_id)
@@ -478,7 +482,7 @@ async def test_reopen_keeps_everything(home: Path):
             )
         before_path = await store.active_path(sid)
         before_events = await store.timeline(sid)
-    async with SessionStore(home=home) as store:
+    async with backend.store() as store:
         assert await store.active_path(sid) == before_path
         assert await store.timeline(sid) == before_events
         n = await store.append_node(sid, "user", "message", text("after"), run_id=run.run_id)
@@ -486,26 +490,12 @@ async def test_reopen_keeps_everything(home: Path):
         assert (await store.timeline(sid))[-1].seq == before_events[-1].seq + 1
 
 
-async def test_durability_full_store_works(home: Path):
-    async with SessionStore(home=home, durability="full") as store:
+async def test_durability_full_store_works(backend: Backend):
+    async with backend.store(durability="full") as store:
         sid = (await store.create_session(cwd=".")).session_id
         await store.append_node(sid, "user", "message", text("x"))
     with pytest.raises(InvalidArgument):
-        SessionStore(home=home, durability="sometimes")  # type: ignore[arg-type]
-
-
-async def test_env_home_is_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("SOONG_AGENT_HOME", str(tmp_path / "envhome"))
-    async with SessionStore() as store:
-        await store.create_session(cwd=".")
-    assert (tmp_path / "envhome" / "sessions.sqlite").exists()
-
-
-async def test_url_overrides_location(tmp_path: Path):
-    db = tmp_path / "elsewhere.sqlite"
-    async with SessionStore(home=tmp_path / "h", url=f"sqlite:///{db}") as store:
-        await store.create_session(cwd=".")
-    assert db.exists() and not (tmp_path / "h" / "sessions.sqlite").exists()
+        backend.store(durability="sometimes")
 
 
 async def test_cwd_is_stored_absolute(store: SessionStore, tmp_path: Path, monkeypatch):

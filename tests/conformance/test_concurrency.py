@@ -1,4 +1,4 @@
-"""Concurrent writers: coroutines of one store, and several OS processes on one file."""
+"""Concurrent writers: coroutines of one store, and several OS processes on one database."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from soong_store import SessionStore
-from tests.conftest import connect_raw, db_path, text
+from tests.backends import Backend
+from tests.conftest import text
+from tests.helpers import events_table, execute, nodes_table
 
 pytestmark = pytest.mark.asyncio
 
@@ -75,8 +76,8 @@ WORKER = textwrap.dedent(
     import asyncio, sys
     from soong_store import SessionStore
 
-    async def main(home, shared, n):
-        async with SessionStore(home=home) as store:
+    async def main(home, url, shared, n):
+        async with SessionStore(home=home, url=url) as store:
             own = (await store.create_session(cwd=".")).session_id
             for i in range(n):
                 for sid in (shared, own):
@@ -86,18 +87,18 @@ WORKER = textwrap.dedent(
                         tx.add_event("proc_tick", payload={"i": i})
         print(own)
 
-    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
     """
 )
 
 
 @pytest.mark.slow
-async def test_several_processes_share_one_database(home: Path):
-    async with SessionStore(home=home) as store:
+async def test_several_processes_share_one_database(backend: Backend):
+    async with backend.store() as store:
         shared = (await store.create_session(cwd=".")).session_id
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(home), shared, "40"],
+            [sys.executable, "-c", WORKER, str(backend.home), backend.url, shared, "40"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -108,13 +109,12 @@ async def test_several_processes_share_one_database(home: Path):
     for proc, (_out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
         assert "locked" not in err
-    con = connect_raw(db_path(home))
-    seqs = [r[0] for r in con.execute(f"SELECT node_seq FROM nodes_{shared}")]
+    seqs = [r[0] for r in execute(backend, f'SELECT node_seq FROM "{nodes_table(shared)}"')]
     assert len(seqs) == 160
     assert_dense(seqs)
-    events = [r[0] for r in con.execute(f"SELECT seq FROM events_{shared}")]
+    events = [r[0] for r in execute(backend, f'SELECT seq FROM "{events_table(shared)}"')]
     assert_dense(events)
     assert len(events) == 1 + 160 * 2
     for out, _ in outputs:
         own = out.strip()
-        assert con.execute(f"SELECT count(*) FROM nodes_{own}").fetchone() == (40,)
+        assert execute(backend, f'SELECT count(*) FROM "{nodes_table(own)}"') == [(40,)]

@@ -6,7 +6,6 @@ import asyncio
 import base64
 import io
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,46 +15,42 @@ from typing import Any
 import orjson
 import pytest
 
-from soong_store import InvalidArgument, SessionStore, TextBlock
+from soong_store import InvalidArgument, TextBlock
 from soong_store.check import check_store
 from soong_store.cli.render import export_markdown
 from soong_store.demo import write_demo
 from soong_store.sql.session_writer import SessionWriter
 from soong_store.transfer import export_session, import_session
-from tests.conftest import connect_raw, db_path, snapshot
+from tests.backends import Backend
+from tests.helpers import events_table, nodes_table, snapshot
+from tests.helpers import rows as table_rows
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    home = tmp_path_factory.mktemp("transfer") / "home"
-
+def demo(module_backend: Backend) -> tuple[Backend, str]:
     async def build() -> str:
-        async with SessionStore(home=home) as store:
-            return await write_demo(store, home / "demo-project")
+        async with module_backend.store() as store:
+            return await write_demo(store, module_backend.home / "demo-project")
 
-    return home, asyncio.run(build())
+    return module_backend, asyncio.run(build())
 
 
 @pytest.fixture
-def copy(demo: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
-    home = tmp_path / "home"
-    shutil.copytree(demo[0], home)
-    return home, demo[1]
+def copy(
+    demo: tuple[Backend, str], clone: Callable[[Backend, str], Backend]
+) -> tuple[Backend, str]:
+    return clone(demo[0], "home"), demo[1]
 
 
-def rows_of(home: Path, sid: str) -> dict[str, list[tuple[Any, ...]]]:
-    """The session's rows in every table, read with raw sqlite3."""
-    con = connect_raw(db_path(home))
-    try:
-        out = {
-            name: sorted(con.execute(f"SELECT * FROM {name} WHERE session_id = ?", (sid,)))
-            for name in ("sessions", "agents", "runs", "artifacts")
-        }
-        for name in (f"nodes_{sid}", f"events_{sid}"):
-            out[name.split("_")[0]] = sorted(con.execute(f'SELECT * FROM "{name}"'))
-        return out
-    finally:
-        con.close()
+def rows_of(backend: Backend, sid: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The session's rows in every table, read behind the store's back."""
+    out = {
+        name: sorted(table_rows(backend, name, {"session_id": sid}))
+        for name in ("sessions", "agents", "runs", "artifacts")
+    }
+    out["nodes"] = sorted(table_rows(backend, nodes_table(sid)))
+    out["events"] = sorted(table_rows(backend, events_table(sid)))
+    return out
 
 
 def files_of(home: Path) -> dict[str, bytes]:
@@ -63,9 +58,11 @@ def files_of(home: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-async def exported(home: Path, sid: str, *, with_artifacts: bool = True) -> list[dict[str, Any]]:
+async def exported(
+    backend: Backend, sid: str, *, with_artifacts: bool = True
+) -> list[dict[str, Any]]:
     out = io.StringIO()
-    async with SessionStore(home=home) as store:
+    async with backend.store() as store:
         await export_session(store, sid, out, with_artifacts=with_artifacts)
     return [orjson.loads(line) for line in out.getvalue().splitlines()]
 
@@ -74,32 +71,34 @@ def encode(lines: list[dict[str, Any]]) -> list[bytes]:
     return [orjson.dumps(line) for line in lines]
 
 
-def test_round_trip_through_the_cli_is_equal(demo: tuple[Path, str], tmp_path: Path) -> None:
-    home, sid = demo
-    target = tmp_path / "other-machine"
+def test_round_trip_through_the_cli_is_equal(
+    demo: tuple[Backend, str], new_backend: Callable[[str], Backend], tmp_path: Path
+) -> None:
+    backend, sid = demo
+    target = new_backend("other-machine")
     dump = tmp_path / "session.jsonl"
-    command = [sys.executable, "-m", "soong_store", "--home"]
+    command = [sys.executable, "-m", "soong_store"]
     done = subprocess.run(
-        [*command, str(home), "export", sid, "-o", str(dump)],
+        [*command, *backend.cli, "export", sid, "-o", str(dump)],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0 and done.stderr == "" and done.stdout == ""
     with dump.open("rb") as source:
         done = subprocess.run(
-            [*command, str(target), "import", "-"], stdin=source, capture_output=True, text=True
+            [*command, *target.cli, "import", "-"], stdin=source, capture_output=True, text=True
         )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"imported session {sid}:")
-    assert rows_of(target, sid) == rows_of(home, sid)
-    assert files_of(target) == files_of(home)
+    assert rows_of(target, sid) == rows_of(backend, sid)
+    assert files_of(target.home) == files_of(backend.home)
 
 
-async def test_new_id_copies_next_to_the_original(copy: tuple[Path, str]) -> None:
-    home, sid = copy
-    before = rows_of(home, sid)
-    lines = await exported(home, sid)
-    async with SessionStore(home=home) as store:
+async def test_new_id_copies_next_to_the_original(copy: tuple[Backend, str]) -> None:
+    backend, sid = copy
+    before = rows_of(backend, sid)
+    lines = await exported(backend, sid)
+    async with backend.store() as store:
         result = await import_session(store, encode(lines), new_id=True)
         new = result.session_id
         assert new != sid and result.source_session_id == sid
@@ -123,7 +122,7 @@ async def test_new_id_copies_next_to_the_original(copy: tuple[Path, str]) -> Non
         assert sum(a.artifact_id in refs for a in copied_art) == 2
         agents = {a.agent_id for a in await store.list_agents(new)}
         assert agents.isdisjoint(a.agent_id for a in await store.list_agents(sid))
-    assert rows_of(home, sid) == before
+    assert rows_of(backend, sid) == before
 
 
 def mutate(kind: str, change: Callable[[dict[str, Any]], Any], nth: int = 0) -> Any:
@@ -271,20 +270,20 @@ REFUSALS: dict[str, Callable[[list[dict[str, Any]]], Any]] = {
 
 @pytest.mark.parametrize("case", REFUSALS)
 async def test_a_bad_file_is_refused_and_nothing_is_written(
-    copy: tuple[Path, str], case: str
+    copy: tuple[Backend, str], case: str
 ) -> None:
-    home, sid = copy
-    lines = REFUSALS[case](await exported(home, sid))
-    before, files = snapshot(home), files_of(home)
-    async with SessionStore(home=home) as store:
+    backend, sid = copy
+    lines = REFUSALS[case](await exported(backend, sid))
+    before, files = snapshot(backend), files_of(backend.home)
+    async with backend.store() as store:
         for new_id in (False, True):
             with pytest.raises(InvalidArgument) as caught:
                 await import_session(store, encode(lines), new_id=new_id)
             assert "\n" not in str(caught.value)
             if lines:
                 assert re.search(r"^bad export file, line \d+: ", str(caught.value))
-    assert snapshot(home) == before
-    assert files_of(home) == files
+    assert snapshot(backend) == before
+    assert files_of(backend.home) == files
 
 
 def renamed(lines: list[dict[str, Any]], old: str, new: str) -> list[bytes]:
@@ -292,37 +291,37 @@ def renamed(lines: list[dict[str, Any]], old: str, new: str) -> list[bytes]:
 
 
 async def test_an_existing_session_is_refused_also_in_another_case(
-    copy: tuple[Path, str], tmp_path: Path
+    copy: tuple[Backend, str], tmp_path: Path
 ) -> None:
-    home, sid = copy
-    lines = await exported(home, sid)
-    (home / "artifacts" / sid / "stray.bin").write_bytes(b"x")
-    before, files = snapshot(home), files_of(home)
-    async with SessionStore(home=home) as store:
+    backend, sid = copy
+    lines = await exported(backend, sid)
+    (backend.home / "artifacts" / sid / "stray.bin").write_bytes(b"x")
+    before, files = snapshot(backend), files_of(backend.home)
+    async with backend.store() as store:
         for attempt in (encode(lines), renamed(lines, sid, sid.upper())):
             with pytest.raises(InvalidArgument, match="already exists"):
                 await import_session(store, attempt)
         with pytest.raises(InvalidArgument, match="agent .* already exists"):
             await import_session(store, renamed(lines, sid, "sess_20000101_000000_0000"))
         await store.delete_session(sid)
-    assert snapshot(home) != before
-    async with SessionStore(home=home) as store:
+    assert snapshot(backend) != before
+    async with backend.store() as store:
         result = await import_session(store, encode(lines))
         assert result.session_id == sid
-    assert files_of(home) == files
+    assert files_of(backend.home) == files
 
 
 async def test_an_orphan_file_in_the_way_is_replaced(
-    copy: tuple[Path, str], tmp_path: Path
+    copy: tuple[Backend, str], new_backend: Callable[[str], Backend]
 ) -> None:
-    home, sid = copy
-    lines = await exported(home, sid)
-    target = tmp_path / "target"
+    backend, sid = copy
+    lines = await exported(backend, sid)
+    target = new_backend("target")
     artifact = next(line for line in lines[1:] if line["kind"] == "artifact")
-    squatter = target / "artifacts" / artifact["row"]["path"]
+    squatter = target.home / "artifacts" / artifact["row"]["path"]
     squatter.parent.mkdir(parents=True)
     squatter.write_bytes(b"someone else's file")
-    async with SessionStore(home=target) as store:
+    async with target.store() as store:
         await import_session(store, encode(lines))
         assert (await check_store(store)).ok
         data = await store.read_artifact(artifact["row"]["artifact_id"])
@@ -330,26 +329,26 @@ async def test_an_orphan_file_in_the_way_is_replaced(
 
 
 async def test_an_export_without_artifacts_imports_its_rows_and_counts_the_files(
-    copy: tuple[Path, str], tmp_path: Path
+    copy: tuple[Backend, str], new_backend: Callable[[str], Backend]
 ) -> None:
-    home, sid = copy
-    lines = await exported(home, sid, with_artifacts=False)
+    backend, sid = copy
+    lines = await exported(backend, sid, with_artifacts=False)
     assert lines[0]["with_artifacts"] is False
     assert all("data_b64" not in line for line in lines[1:])
-    target = tmp_path / "target"
-    async with SessionStore(home=target) as store:
+    target = new_backend("target")
+    async with target.store() as store:
         result = await import_session(store, encode(lines))
         assert result.missing_files == lines[0]["counts"]["artifacts"] > 0
         assert len(await store.list_artifacts(sid)) == result.missing_files
         report = await check_store(store)
     assert {p.kind for p in report.problems} == {"missing_artifact_file"}
-    assert not (target / "artifacts").exists()
+    assert not (target.home / "artifacts").exists()
 
 
-async def test_markdown_renders_the_active_path(demo: tuple[Path, str]) -> None:
-    home, sid = demo
+async def test_markdown_renders_the_active_path(demo: tuple[Backend, str]) -> None:
+    backend, sid = demo
     out = io.StringIO()
-    async with SessionStore(home=home) as store:
+    async with backend.store() as store:
         await export_markdown(store, sid, out)
         path = await store.active_path(sid)
     text = out.getvalue()
@@ -359,8 +358,8 @@ async def test_markdown_renders_the_active_path(demo: tuple[Path, str]) -> None:
     assert "**tool error**" in text and "**tool call** `edit_file`" in text
 
 
-async def test_new_id_rewrites_ids_only_where_ids_are_held(home: Path, tmp_path: Path) -> None:
-    async with SessionStore(home=home) as store:
+async def test_new_id_rewrites_ids_only_where_ids_are_held(backend: Backend, home: Path) -> None:
+    async with backend.store() as store:
         sid = (await store.create_session(cwd=home)).session_id
         root = (await store.get_session(sid)).root_agent_id
         run = await store.start_run(sid, root)
@@ -395,10 +394,10 @@ async def test_new_id_rewrites_ids_only_where_ids_are_held(home: Path, tmp_path:
 
 
 async def test_import_and_fork_write_nodes_through_the_one_insert_path(
-    copy: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+    copy: tuple[Backend, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home, sid = copy
-    lines = await exported(home, sid)
+    backend, sid = copy
+    lines = await exported(backend, sid)
     written: list[str] = []
     original = SessionWriter._put_node
 
@@ -407,7 +406,7 @@ async def test_import_and_fork_write_nodes_through_the_one_insert_path(
         original(self, row)
 
     monkeypatch.setattr(SessionWriter, "_put_node", spy)
-    async with SessionStore(home=home) as store:
+    async with backend.store() as store:
         copied = await import_session(store, encode(lines), new_id=True)
         assert written.count(copied.session_id) == copied.counts["nodes"]
         fork = await store.fork_session(sid, (await store.active_path(sid))[-1].node_id)

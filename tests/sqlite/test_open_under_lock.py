@@ -1,4 +1,8 @@
-"""Opening a database already at head takes no write lock: it never waits behind a writer."""
+"""Opening a database already at head takes no write lock: it never waits behind a writer.
+
+SQLite-only, on purpose: the writer is another connection holding ``BEGIN IMMEDIATE`` on the
+database file, SQLite's one write lock for the whole file.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ import pytest
 from soong_store import SessionStore
 from soong_store.migrate import current_revision, head_revision, upgrade
 from tests.conftest import connect_raw, db_path, text
+
+pytestmark = pytest.mark.sqlite
 
 # Far below the writer's own patience (120 s) and any lock timeout of the old open path: an open
 # that waits for the lock fails these bounds, an open that does not is done in well under a second.

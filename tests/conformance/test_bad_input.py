@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,8 @@ from soong_store import (
     SessionStore,
     SoongStoreError,
 )
-from tests.conftest import snapshot, text
+from tests.conftest import text
+from tests.helpers import snapshot
 
 pytestmark = pytest.mark.asyncio
 
@@ -38,7 +38,7 @@ HOSTILE_RECORD_IDS = ["node_1' OR 1=1 --", "a b", "", "x" * 200, "n\n", 5]
 
 
 @pytest.fixture
-async def seeded(store: SessionStore, home: Path) -> dict[str, Any]:
+async def seeded(store: SessionStore) -> dict[str, Any]:
     s = await store.create_session(cwd=".")
     run = await store.start_run(s.session_id, s.root_agent_id)
     node = await store.append_node(s.session_id, "user", "message", text("q"), run_id=run.run_id)
@@ -46,8 +46,8 @@ async def seeded(store: SessionStore, home: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("bad", HOSTILE_SESSION_IDS)
-async def test_hostile_session_ids_refused_before_sql(store: SessionStore, home: Path, seeded, bad):
-    before = snapshot(home)
+async def test_hostile_session_ids_refused_before_sql(store: SessionStore, seeded, bad):
+    before = snapshot(store)
     calls = [
         store.get_session(bad),
         store.archive_session(bad),
@@ -70,13 +70,13 @@ async def test_hostile_session_ids_refused_before_sql(store: SessionStore, home:
     with pytest.raises(InvalidIdentifier):
         async with store.transaction(bad):
             pass
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
 @pytest.mark.parametrize("bad", HOSTILE_RECORD_IDS)
-async def test_hostile_record_ids_refused(store: SessionStore, home: Path, seeded, bad):
+async def test_hostile_record_ids_refused(store: SessionStore, seeded, bad):
     sid = seeded["sid"]
-    before = snapshot(home)
+    before = snapshot(store)
     calls = [
         store.get_node(sid, bad),
         store.switch_node(sid, bad),
@@ -93,12 +93,12 @@ async def test_hostile_record_ids_refused(store: SessionStore, home: Path, seede
     for call in calls:
         with pytest.raises(InvalidIdentifier):
             await call
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
-async def test_unknown_ids_are_not_found(store: SessionStore, home: Path, seeded):
+async def test_unknown_ids_are_not_found(store: SessionStore, seeded):
     sid = seeded["sid"]
-    before = snapshot(home)
+    before = snapshot(store)
     calls = [
         store.get_session("sess_20990101_000000_abcd"),
         store.get_node(sid, "node_unknown"),
@@ -119,7 +119,7 @@ async def test_unknown_ids_are_not_found(store: SessionStore, home: Path, seeded
     for call in calls:
         with pytest.raises(NotFound):
             await call
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
 BAD_NODE_ARGS: list[dict[str, Any]] = [
@@ -149,13 +149,13 @@ BAD_NODE_ARGS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("override", BAD_NODE_ARGS, ids=lambda o: repr(o)[:40])
-async def test_bad_node_input_refused(store: SessionStore, home: Path, seeded, override):
+async def test_bad_node_input_refused(store: SessionStore, seeded, override):
     args: dict[str, Any] = {"role": "user", "node_type": "message", "content": text("x")}
     args.update(override)
-    before = snapshot(home)
+    before = snapshot(store)
     with pytest.raises(InvalidArgument):
         await store.append_node(seeded["sid"], **args)
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
 BAD_CALLS = [
@@ -181,7 +181,7 @@ BAD_CALLS = [
 
 
 @pytest.mark.parametrize(("method", "kwargs"), BAD_CALLS, ids=lambda x: str(x)[:40])
-async def test_bad_arguments_refused(store: SessionStore, home: Path, seeded, method, kwargs):
+async def test_bad_arguments_refused(store: SessionStore, seeded, method, kwargs):
     full = dict(kwargs)
     if method in ("append_event", "create_agent"):
         full["session_id"] = seeded["sid"]
@@ -191,11 +191,11 @@ async def test_bad_arguments_refused(store: SessionStore, home: Path, seeded, me
         full["run_id"] = seeded["run"]
     if method == "update_agent":
         full["agent_id"] = seeded["agent"]
-    before = snapshot(home)
+    before = snapshot(store)
     with pytest.raises(InvalidArgument) as info:
         await getattr(store, method)(**full)
     assert isinstance(info.value, SoongStoreError) and str(info.value)
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
 async def test_nan_message_names_where(store: SessionStore, seeded):

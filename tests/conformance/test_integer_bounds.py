@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from soong_store import InvalidArgument, SessionStore
 from soong_store.cli import main
-from tests.conftest import snapshot, text
+from tests.backends import Backend
+from tests.conftest import text
+from tests.helpers import snapshot
 
 TOO_BIG = [2**63, 10**30, 10**5000]
 MAX = 2**63 - 1
@@ -56,13 +57,13 @@ async def _tx_node(store: SessionStore, sid: str, tokens: int) -> None:
 @pytest.mark.parametrize("value", TOO_BIG + [-(2**63) - 1, -(10**5000)], ids=bits)
 @pytest.mark.parametrize("name", sorted(counts({"sid": "", "run": ""}, 0)))
 async def test_counts_out_of_range_are_invalid_and_change_nothing(
-    store: SessionStore, home: Path, seeded: dict[str, str], name: str, value: int
+    store: SessionStore, seeded: dict[str, str], name: str, value: int
 ) -> None:
-    before = snapshot(home)
+    before = snapshot(store)
     with pytest.raises(InvalidArgument, match="turn_count|token_count") as raised:
         await counts(seeded, value)[name](store)
     assert f"to {MAX}" in str(raised.value)
-    assert snapshot(home) == before
+    assert snapshot(store) == before
 
 
 async def test_the_largest_count_is_stored(store: SessionStore, seeded: dict[str, str]) -> None:
@@ -101,10 +102,10 @@ async def test_bad_bounds_are_invalid(
 
 
 @pytest.mark.parametrize("name", ["spill_bytes", "spill_tokens", "max_artifact_bytes"])
-def test_constructor_integers_out_of_range_are_invalid(tmp_path: Path, name: str) -> None:
+def test_constructor_integers_out_of_range_are_invalid(backend: Backend, name: str) -> None:
     for bad in (0, -1, -(10**5000), True, "1", 1.0):
         with pytest.raises(InvalidArgument, match=name):
-            SessionStore(home=tmp_path, **{name: bad})
+            backend.store(**{name: bad})
 
 
 @pytest.mark.parametrize(
@@ -118,9 +119,9 @@ def test_constructor_integers_out_of_range_are_invalid(tmp_path: Path, name: str
     ids=lambda options: "+".join(options),
 )
 async def test_huge_constructor_integers_mean_no_limit(
-    tmp_path: Path, options: dict[str, int]
+    backend: Backend, options: dict[str, int]
 ) -> None:
-    async with SessionStore(home=tmp_path, **options) as store:
+    async with backend.store(**options) as store:
         sid = (await store.create_session(cwd=".")).session_id
         big = [{"type": "json", "data": {"rows": ["x" * 100] * 400}}]
         node = await store.append_node(sid, "tool", "message", big)
@@ -131,14 +132,13 @@ async def test_huge_constructor_integers_mean_no_limit(
 
 
 def test_cli_paging_and_cursors_take_any_integer(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    backend: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    home = tmp_path / "home"
     huge = str(10**40)
 
     def run(*args: str) -> str:
         capsys.readouterr()
-        code = main(["--home", str(home), *args])
+        code = main([*backend.cli, *args])
         out, err = capsys.readouterr()
         assert code == 0, err
         return out

@@ -1,4 +1,8 @@
-"""A command that reads a home without a database says so and creates nothing."""
+"""A command that reads a home without a database says so and creates nothing.
+
+SQLite-only, on purpose: "no database" is a home without ``sessions.sqlite`` (or a ``--url`` to
+a file that is not there), and the messages name the home or that file's URL.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import pytest
 from soong_store import SessionStore
 from soong_store.cli import main
 from tests.conftest import text
+
+pytestmark = pytest.mark.sqlite
 
 SID = "sess_20240101_000000_abcd"
 NODE = "node_01m8rfgay19mbhqry6bfye0yy5"

@@ -6,6 +6,9 @@ database by force (a raw connection, CHECK constraints and foreign keys off, the
 put where the rows say) and runs ``check`` on the session. The two must agree: the import
 refuses if and only if the forced write was impossible (the database itself refused the rows)
 or ``check`` reports a problem.
+
+SQLite-only: the forced write needs ``PRAGMA ignore_check_constraints``, which SQLite alone has
+(a server database cannot take a row its CHECK constraints refuse without dropping them).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.transfer import export_session, read_export
 from tests.conftest import db_path
+
+pytestmark = pytest.mark.sqlite
 
 GLOBAL = {"session": sessions_table, "agent": agents_table, "run": runs_table}
 GLOBAL["artifact"] = artifacts_table

@@ -1,4 +1,9 @@
-"""Schema conformance with DESIGN.md §3 and §4, read back with raw sqlite3 from real files."""
+"""Schema conformance with DESIGN.md §3 and §4, read back with raw sqlite3 from real files.
+
+SQLite-only, on purpose: the columns, indexes, foreign keys and constraints are read with
+PRAGMAs and ``sqlite_master``, duplicates are inserted on a raw connection to see SQLite's own
+UNIQUE and CHECK errors, and the journal mode and ``synchronous`` are SQLite settings.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ from soong_store import (
 from soong_store.backends.sqlite import make_engine
 from soong_store.schema import catalog as factory
 from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
+
+pytestmark = pytest.mark.sqlite
 
 GLOBAL_TABLES = {
     "sessions": "session_id PK, cwd, root_agent_id, active_node_id?, parent_session_id?, status, "

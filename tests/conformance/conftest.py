@@ -1,0 +1,67 @@
+"""The conformance suite: what the store does through its API, once per backend.
+
+Every test here reaches its database through ``backend`` (or ``store``, a store open on it), and
+looks behind the store's back only with :mod:`tests.helpers`. ``backend_kind`` is parametrized
+by :data:`tests.backends.BACKENDS`, each parameter marked, so ``-m sqlite`` or ``-m postgresql``
+picks a backend. Tests that must look at SQLite files or features live in ``tests/sqlite``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from soong_store import SessionStore
+from tests.backends import BACKENDS, KINDS, Backend, Kind
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend_kind(request: pytest.FixtureRequest) -> Kind:
+    """The backend of this run of a test (session-scoped so module fixtures can use it too)."""
+    return KINDS[request.param]
+
+
+@pytest.fixture
+def backend(backend_kind: Kind, tmp_path: Path) -> Iterator[Backend]:
+    """A fresh, empty database, its files under ``tmp_path / "home"``."""
+    with backend_kind.fresh(tmp_path / "home") as made:
+        yield made
+
+
+@pytest.fixture
+def home(backend: Backend) -> Path:
+    """The home of the test's store: where its artifact files are."""
+    return backend.home
+
+
+@pytest.fixture
+async def store(backend: Backend) -> AsyncIterator[SessionStore]:
+    async with backend.store() as opened:
+        yield opened
+
+
+@pytest.fixture
+def new_backend(backend_kind: Kind, tmp_path: Path) -> Iterator[Callable[[str], Backend]]:
+    """More fresh databases of the test's backend, each with its home at ``tmp_path / name``."""
+    with ExitStack() as made:
+        yield lambda name: made.enter_context(backend_kind.fresh(tmp_path / name))
+
+
+@pytest.fixture
+def clone(backend_kind: Kind, tmp_path: Path) -> Iterator[Callable[[Backend, str], Backend]]:
+    """Copies of a database and its home, the copy's home at ``tmp_path / name``."""
+    with ExitStack() as made:
+        yield lambda source, name: made.enter_context(backend_kind.clone(source, tmp_path / name))
+
+
+@pytest.fixture(scope="module")
+def module_backend(
+    backend_kind: Kind, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Backend]:
+    """A fresh database shared by one module's tests: those that only read it, or clone it."""
+    folder = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    with backend_kind.fresh(folder / "home") as made:
+        yield made
