@@ -1,9 +1,10 @@
 """The one retry policy: how long, and how often, a busy database is tried again.
 
 Every place that waits out another connection's lock (the writer's batches, reads, the open-time
-upgrade, the switch to WAL) is to run under the same :class:`RetryPolicy`, so that a store has
-a single deadline. Delays start small and double up to a cap, each drawn with jitter so that
-processes waiting on one lock do not wake in step; the last wait never runs past the deadline. The clock, the sleep and the jitter are parameters, so the policy is tested
+upgrade, the switch to WAL) runs under the same :class:`RetryPolicy`, so a store has a single
+deadline (``SessionStore(lock_wait=...)``). Delays start small and double up to a cap, each drawn
+with jitter so that processes waiting on one lock do not wake in step; the last wait never runs
+past the deadline. The clock, the sleep and the jitter are parameters, so the policy is tested
 without waiting.
 """
 

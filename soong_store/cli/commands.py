@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 from sqlalchemy import Connection, make_url, select
 
-from soong_store.backends.sqlite import is_sqlite, make_engine
 from soong_store.check import check_store
 from soong_store.cli import render
 from soong_store.demo import write_demo
@@ -29,7 +28,7 @@ from soong_store.model import codec
 from soong_store.model.enums import EventLevel
 from soong_store.model.ids import check_id, check_session_id
 from soong_store.schema.catalog import session_tables
-from soong_store.store import SessionStore, default_home
+from soong_store.store import SessionStore, backend_of, default_home
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 from soong_store.transfer import export_session, import_session, session_counts
 
@@ -95,13 +94,12 @@ def _open_existing(args: argparse.Namespace) -> SessionStore:
     """The store of a command that reads what is there: ``NotFound`` if there is no database.
 
     Opening a store creates its home and database; a command that only looks must not leave an
-    empty one behind (nor its folder), so a missing SQLite file is refused first.
+    empty one behind (nor its folder), so a database the backend cannot find is refused first.
     """
     store = _open_store(args)
-    url = make_url(store.url)
-    file = url.database if is_sqlite(url) and not url.query.get("uri") else None
-    if file and file != ":memory:" and not Path(file).exists():
-        raise NotFound(f"no database in {where(args)}: {file} does not exist")
+    backend = backend_of(store)
+    if not backend.database_exists():
+        raise NotFound(f"no database in {where(args)}: {backend.location} does not exist")
     return store
 
 
@@ -124,7 +122,7 @@ async def cmd_upgrade(args: argparse.Namespace) -> int:
     """Bring the database to the newest schema revision."""
     store = _open_store(args)
     store.home.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(store.url, "admin", sqlite_module=store._sqlite_module)
+    engine = backend_of(store).engine("admin")
     try:
         before = await asyncio.to_thread(current_revision, engine)
         await asyncio.to_thread(upgrade, engine)
