@@ -37,7 +37,7 @@ from soong_store.rules.row import KINDS
 from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
 from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.store import SessionStore
+from soong_store.store import SessionStore, artifact_files, run_read
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 
 __all__ = ["ORPHAN_GRACE_S", "Problem", "Report", "check_store"]
@@ -184,10 +184,10 @@ async def check_store(
         NotFound: ``session_id`` names no session.
     """
     try:
-        lines = await store._read(_quick_check)
+        lines = await run_read(store, _quick_check)
     except StorageError as exc:  # damage that stops SQLite's own check: say so and go on
         lines = [str(exc)]
-    facts = await store._read(partial(_database_facts, session_id=session_id))
+    facts = await run_read(store, partial(_database_facts, session_id=session_id))
     if session_id is not None and not facts["sessions"]:
         # Its row is looked up raw: a session whose row is damaged is checked, not refused.
         await store.get_session(session_id)
@@ -196,7 +196,7 @@ async def check_store(
         if line != "ok":
             report.problems.append(Problem("quick_check", None, (), " ".join(line.split())))
     tables = {name.lower() for name in facts["tables"]}
-    files = ArtifactFiles(store.home / "artifacts")
+    files = artifact_files(store)
     total = len(report.sessions)
     for done, sid in enumerate(report.sessions, 1):
         report.problems += await _check_session(store, sid, tables, files)
@@ -235,7 +235,7 @@ async def _check_session(
         if name.lower() not in tables
     ]
     try:
-        facts = await store._read(partial(_session_facts, session_id=sid, tables=tables))
+        facts = await run_read(store, partial(_session_facts, session_id=sid, tables=tables))
     except StorageError as exc:  # a damaged page of this session's tables: go on with the rest
         return [*out, Problem("unreadable_session", sid, (sid,), str(exc))]
     if not facts.rows.rows["session"]:  # deleted meanwhile

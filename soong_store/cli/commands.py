@@ -28,7 +28,7 @@ from soong_store.model import codec
 from soong_store.model.enums import EventLevel
 from soong_store.model.ids import check_id, check_session_id
 from soong_store.schema.catalog import session_tables
-from soong_store.store import SessionStore, backend_of, default_home
+from soong_store.store import SessionStore, backend_of, default_home, run_read
 from soong_store.task_wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 from soong_store.transfer import export_session, import_session, session_counts
 
@@ -161,7 +161,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
         agents = await store.list_agents(sid)
         runs = await store.list_runs(sid)
         artifacts = await store.list_artifacts(sid)
-        counts = await store._read(lambda c: session_counts(c, sid))
+        counts = await run_read(store, partial(session_counts, session_id=sid))
         active = session.active_node_id
         active_seq = (await store.get_node(sid, active)).node_seq if active else None
     if args.json:
@@ -198,7 +198,10 @@ async def cmd_path(args: argparse.Namespace) -> int:
         # The context of the path's own end node: both reads see the same path (nodes never
         # change) even if the active node moves in between.
         context = await store.context(sid, path[-1].node_id if path else node)
-        nodes = 0 if path else (await store._read(lambda c: session_counts(c, sid)))["nodes"]
+        if path:
+            nodes = 0
+        else:
+            nodes = (await run_read(store, partial(session_counts, session_id=sid)))["nodes"]
     if args.json:
         _emit(render.path_document(sid, path, context))
     elif not path and nodes:
@@ -227,7 +230,7 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
         while True:
             batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
             if not args.json and any(e.node_id not in node_seqs for e in batch if e.node_id):
-                node_seqs = await store._read(partial(_node_seqs, session_id=sid))
+                node_seqs = await run_read(store, partial(_node_seqs, session_id=sid))
             for e in batch:
                 after = max(after, e.seq)
                 if LEVELS.index(e.level) < low or (args.type and e.event_type not in args.type):
