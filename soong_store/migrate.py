@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -27,6 +27,8 @@ from soong_store.backends.base import Backend, dialect_of, open_backend
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.model.ids import check_session_id
+from soong_store.schema.catalog import events_table_name, nodes_table_name
+from soong_store.schema.models import sessions_table
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -149,8 +151,9 @@ def _stored_revision(engine: Engine) -> str | None:
 
 def session_ids(connection: Connection) -> list[str]:
     """Every session id in the database, validated (they become table names)."""
-    rows = connection.execute(text("SELECT session_id FROM sessions ORDER BY session_id"))
-    return [check_session_id(sid) for (sid,) in rows]
+    column = sessions_table.c.session_id
+    rows = connection.execute(select(column).order_by(column)).scalars()
+    return [check_session_id(sid) for sid in rows]
 
 
 def session_table_names(connection: Connection, kind: Literal["nodes", "events"]) -> list[str]:
@@ -164,7 +167,8 @@ def session_table_names(connection: Connection, kind: Literal["nodes", "events"]
     """
     if kind not in ("nodes", "events"):
         raise ValueError(f"kind must be 'nodes' or 'events', not {kind!r}")
-    return [f"{kind}_{sid}" for sid in session_ids(connection)]
+    name = nodes_table_name if kind == "nodes" else events_table_name
+    return [name(sid) for sid in session_ids(connection)]
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from soong_store.backends.base import (
 )
 from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.errors import InvalidArgument, NotFound, StorageError
+from soong_store.schema.catalog import StoredTables, table_owner
 
 
 def driver_error(message: str, cls: type[Exception] = sqlite3.OperationalError) -> DBAPIError:
@@ -168,3 +169,29 @@ def test_translated_lets_store_errors_and_cancellation_through(passing: BaseExce
 def test_sqlalchemy_s_operational_error_of_a_lock_is_busy() -> None:
     locked = sqlite3.OperationalError("database is locked")
     assert SQLiteBackend.is_busy(OperationalError("BEGIN IMMEDIATE", (), locked))
+
+
+# -- the catalog's view of stored tables (pure) ---------------------------------------------
+
+
+def test_a_table_s_owner_is_the_session_its_name_holds() -> None:
+    assert table_owner("nodes_sess_a") == "sess_a"
+    assert table_owner("events_Sess_B") == "Sess_B"
+    assert table_owner("sessions") is None
+
+
+def test_stored_tables_name_what_is_missing_and_what_is_orphaned() -> None:
+    stored = StoredTables(["events_b", "nodes_a", "nodes_b", "nodes_c"], fold_case=False)
+    assert stored.names == ("events_b", "nodes_a", "nodes_b", "nodes_c")
+    assert stored.missing("a") == ["events_a"]
+    assert stored.missing("b") == []
+    assert stored.orphans(["a", "b"]) == ["nodes_c"]
+    assert not stored.has("NODES_A")
+
+
+def test_stored_tables_compare_names_as_a_case_folding_database_does() -> None:
+    stored = StoredTables(["nodes_Sess_A", "events_sess_a"], fold_case=True)
+    assert stored.has("NODES_sess_a")
+    assert stored.missing("sess_a") == []
+    assert stored.orphans(["SESS_A"]) == []
+    assert stored.orphans(["other"]) == ["events_sess_a", "nodes_Sess_A"]
