@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from sqlalchemy import Connection, func, select
 
+from soong_store.backends.base import lock_session
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.files.store import ArtifactFiles
 from soong_store.model import codec
@@ -236,6 +237,7 @@ def _insert_bundle(
 ) -> None:
     """The writer job of an import: refuse a taken id, put the files in place, insert the rows."""
     sid = bundle.session_id
+    lock_session(connection, sid)
     taken = connection.execute(
         select(sessions_table.c.session_id).where(
             func.lower(sessions_table.c.session_id) == sid.lower()

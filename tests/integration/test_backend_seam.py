@@ -1,15 +1,20 @@
-"""The backend seam on a real SQLite file: one lock deadline per store; is the database there."""
+"""The backend seam on a real SQLite file: the store's one lock deadline, the per-session lock hook,
+whether a database exists."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import Connection
 
 from soong_store import SessionStore
 from soong_store.backends.base import open_backend
+from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.errors import InvalidArgument, StorageError
+from soong_store.transfer import export_session, import_session
 from tests.conftest import connect_raw, db_path, text
 
 
@@ -37,6 +42,31 @@ def test_a_lock_wait_that_is_not_positive_seconds_is_refused(home: Path, bad: An
         SessionStore(home=home, lock_wait=bad)
     assert repr(bad) in str(caught.value)
     assert not home.exists()
+
+
+async def test_every_job_that_writes_or_makes_a_session_takes_its_lock(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locked: list[str] = []
+
+    def record(cls: type[SQLiteBackend], connection: Connection, session_id: str) -> None:
+        locked.append(session_id)
+
+    monkeypatch.setattr(SQLiteBackend, "lock_session", classmethod(record))
+    async with SessionStore(home=home) as store:
+        sid = (await store.create_session(cwd=".")).session_id
+        assert sid in locked
+        locked.clear()
+        node = await store.append_node(sid, "user", "message", text("q"))
+        assert locked and set(locked) == {sid}
+        locked.clear()
+        fork = await store.fork_session(sid, node.node_id)
+        assert fork.session_id in locked
+        out = io.StringIO()
+        await export_session(store, sid, out)
+        locked.clear()
+        copy = await import_session(store, out.getvalue().splitlines(), new_id=True)
+        assert locked[0] == copy.session_id  # before the import looks whether the id is free
 
 
 def test_a_sqlite_database_exists_once_its_file_does(tmp_path: Path) -> None:
