@@ -1,5 +1,5 @@
 """The backend seam on a real SQLite file: the store's one lock deadline, the per-session lock hook,
-whether a database exists."""
+whether a database exists, and the snapshot tests compare."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from soong_store.backends.base import open_backend
 from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.transfer import export_session, import_session
-from tests.conftest import connect_raw, db_path, text
+from tests.conftest import connect_raw, db_path, snapshot, text
 
 
 async def test_a_write_held_off_past_the_store_s_lock_wait_fails_cleanly(
@@ -77,3 +77,18 @@ def test_a_sqlite_database_exists_once_its_file_does(tmp_path: Path) -> None:
     assert plain.location == uri.location == str(file)
     file.write_bytes(b"")
     assert plain.database_exists() and uri.database_exists()
+
+
+async def test_the_snapshot_sees_every_change_and_only_changes(home: Path) -> None:
+    async with SessionStore(home=home) as store:
+        sid = (await store.create_session(cwd=".")).session_id
+        before = snapshot(home)
+        assert snapshot(home) == before
+        await store.append_node(sid, "user", "message", text("a change"))
+        after = snapshot(home)
+    assert after != before
+    assert [k for k in after if after[k] != before[k]] == [
+        f"events_{sid}",
+        f"nodes_{sid}",
+        "sessions",
+    ]
