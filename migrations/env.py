@@ -1,7 +1,7 @@
 """Alembic environment of soong_store.
 
 Used two ways: by ``soong_store.migrate`` (which passes a live connection, already inside a
-``BEGIN IMMEDIATE`` transaction, through ``config.attributes["connection"]``), and by the
+transaction that holds the write lock, through ``config.attributes["connection"]``), and by the
 ``alembic`` command from the repository root (which names the database with ``-x url=...``,
 else ``$SOONG_AGENT_HOME/sessions.sqlite``, else ``~/.soong-agent/sessions.sqlite``).
 Only the global tables are Alembic's: the per-session ``nodes_*``/``events_*`` tables are
@@ -18,7 +18,8 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection
 
-from soong_store.backends.sqlite import database_url, make_engine
+from soong_store.backends import default_url
+from soong_store.backends.base import dialect_of, open_backend
 from soong_store.schema.catalog import is_session_table
 from soong_store.schema.models import Base
 
@@ -42,7 +43,7 @@ def _url() -> str:
         return url
     home = Path(os.environ.get("SOONG_AGENT_HOME") or Path.home() / ".soong-agent")
     home.mkdir(parents=True, exist_ok=True)
-    return database_url(home).render_as_string(hide_password=False)
+    return default_url(home).render_as_string(hide_password=False)
 
 
 def _configure(connection: Connection) -> None:
@@ -50,7 +51,7 @@ def _configure(connection: Connection) -> None:
         connection=connection,
         target_metadata=Base.metadata,
         include_name=include_name,
-        render_as_batch=connection.dialect.name == "sqlite",
+        render_as_batch=dialect_of(connection).alters_by_rebuild,
         compare_type=True,
     )
 
@@ -76,7 +77,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(_url(), "admin")
+    engine = open_backend(_url()).engine("admin")
     try:
         with engine.connect() as connection, connection.begin():
             _configure(connection)

@@ -6,7 +6,8 @@ snapshot per session, applies the one rule set of stored data to them
 problem it finds as a :class:`Problem` naming the session and the ids involved, so that a person
 can find each one. It never changes anything.
 
-Kinds of problem: of the database, ``quick_check`` (SQLite's ``PRAGMA quick_check``),
+Kinds of problem: of the database, ``quick_check`` (the database's own check of its storage,
+asked of the backend: SQLite's ``quick_check``),
 ``invalid_session_id``, ``missing_table``, ``unreadable_session`` (a damaged page; the other
 sessions are still checked), ``orphan_table``; of a row on its own, ``invalid_row`` (a type,
 range, enum, id, timestamp or JSON text the store would not write), ``invalid_content``; of a
@@ -26,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 from sqlalchemy import Connection, func, select
 
@@ -35,9 +35,9 @@ from soong_store.files.store import ArtifactFiles
 from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
-from soong_store.schema.catalog import session_tables
+from soong_store.schema.catalog import StoredTables, session_tables, stored_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.store import SessionStore
+from soong_store.store import SessionStore, artifact_files, backend_of, run_read
 from soong_store.tasks.wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 
 __all__ = ["ORPHAN_GRACE_S", "Problem", "Report", "check_store"]
@@ -61,26 +61,23 @@ class Report:
         return not self.problems
 
 
-def _rows(connection: Connection, sql: str, *params: Any) -> list[dict[str, Any]]:
-    return [dict(row) for row in connection.exec_driver_sql(sql, params).mappings()]
+@dataclass(frozen=True, slots=True)
+class _Database:
+    """The session ids to check, the session tables stored and every artifact path."""
+
+    sessions: list[str]
+    tables: StoredTables
+    paths: set[str]
 
 
-def _quick_check(connection: Connection) -> list[str]:
-    return [str(row[0]) for row in connection.exec_driver_sql("PRAGMA quick_check")]
-
-
-def _database_facts(connection: Connection, session_id: str | None) -> dict[str, Any]:
-    """The session ids to check, every table name and every artifact path."""
-    where, params = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
-    sessions = [
-        str(r["session_id"])
-        for r in _rows(connection, f"SELECT session_id FROM sessions {where} ORDER BY 1", *params)
-    ]
-    tables = [
-        r["name"] for r in _rows(connection, "SELECT name FROM sqlite_master WHERE type = 'table'")
-    ]
-    paths = {r["path"] for r in _rows(connection, "SELECT DISTINCT path FROM artifacts")}
-    return {"sessions": sessions, "tables": tables, "paths": paths}
+def _database_facts(connection: Connection, session_id: str | None) -> _Database:
+    column = sessions_table.c.session_id
+    wanted = select(column).order_by(column)
+    if session_id:
+        wanted = wanted.where(column == session_id)
+    sessions = [str(sid) for sid in connection.execute(wanted).scalars()]
+    paths = set(connection.execute(select(artifacts_table.c.path).distinct()).scalars())
+    return _Database(sessions, stored_tables(connection), paths)
 
 
 _GLOBAL = (("agent", agents_table), ("run", runs_table), ("artifact", artifacts_table))
@@ -94,7 +91,7 @@ class _Facts:
     folder_paths: set[str]
 
 
-def _session_facts(connection: Connection, session_id: str, tables: set[str]) -> _Facts:
+def _session_facts(connection: Connection, session_id: str, tables: StoredTables) -> _Facts:
     rows = SessionRows(session_id)
     session = select(sessions_table).where(sessions_table.c.session_id == session_id)
     rows.rows["session"] = [dict(r) for r in connection.execute(session).mappings()]
@@ -103,7 +100,7 @@ def _session_facts(connection: Connection, session_id: str, tables: set[str]) ->
         rows.rows[kind] = [dict(r) for r in connection.execute(stmt).mappings()]
     pair = session_tables(session_id)
     for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
-        if table.name.lower() in tables:
+        if tables.has(table.name):
             found = connection.execute(select(table).order_by(table.c[key])).mappings()
             rows.rows[kind] = [{str(k): v for k, v in r.items()} for r in found]
     column = artifacts_table.c.path
@@ -184,41 +181,36 @@ async def check_store(
         NotFound: ``session_id`` names no session.
     """
     try:
-        lines = await store._read(_quick_check)
-    except StorageError as exc:  # damage that stops SQLite's own check: say so and go on
+        lines = await run_read(store, backend_of(store).integrity_problems)
+    except StorageError as exc:  # damage that stops the database's own check: say so, go on
         lines = [str(exc)]
-    facts = await store._read(partial(_database_facts, session_id=session_id))
-    if session_id is not None and not facts["sessions"]:
+    facts = await run_read(store, partial(_database_facts, session_id=session_id))
+    if session_id is not None and not facts.sessions:
         # Its row is looked up raw: a session whose row is damaged is checked, not refused.
         await store.get_session(session_id)
-    report = Report(sessions=list(facts["sessions"]))
+    report = Report(sessions=list(facts.sessions))
     for line in lines:
-        if line != "ok":
-            report.problems.append(Problem("quick_check", None, (), " ".join(line.split())))
-    tables = {name.lower() for name in facts["tables"]}
-    files = ArtifactFiles(store.home / "artifacts")
+        report.problems.append(Problem("quick_check", None, (), " ".join(line.split())))
+    files = artifact_files(store)
     total = len(report.sessions)
     for done, sid in enumerate(report.sessions, 1):
-        report.problems += await _check_session(store, sid, tables, files)
+        report.problems += await _check_session(store, sid, facts.tables, files)
         if progress is not None:
             progress(done, total)
     if session_id is None:
-        sessions = {sid.lower() for sid in report.sessions}
-        for name in sorted(facts["tables"]):
-            kind, _, owner = name.partition("_")
-            if kind in ("nodes", "events") and owner.lower() not in sessions:
-                report.problems.append(
-                    Problem("orphan_table", None, (name,), f"table {name} belongs to no session")
-                )
+        report.problems += [
+            Problem("orphan_table", None, (name,), f"table {name} belongs to no session")
+            for name in facts.tables.orphans(report.sessions)
+        ]
         checked = frozenset(report.sessions)
         report.problems += await asyncio.to_thread(
-            _orphan_files, files, facts["paths"], None, "", checked
+            _orphan_files, files, facts.paths, None, "", checked
         )
     return report
 
 
 async def _check_session(
-    store: SessionStore, sid: str, tables: set[str], files: ArtifactFiles
+    store: SessionStore, sid: str, tables: StoredTables, files: ArtifactFiles
 ) -> list[Problem]:
     if SESSION_ID_RE.fullmatch(sid) is None:
         return [
@@ -231,11 +223,10 @@ async def _check_session(
         ]
     out = [
         Problem("missing_table", sid, (name,), f"table {name} of session {sid} is missing")
-        for name in (f"nodes_{sid}", f"events_{sid}")
-        if name.lower() not in tables
+        for name in tables.missing(sid)
     ]
     try:
-        facts = await store._read(partial(_session_facts, session_id=sid, tables=tables))
+        facts = await run_read(store, partial(_session_facts, session_id=sid, tables=tables))
     except StorageError as exc:  # a damaged page of this session's tables: go on with the rest
         return [*out, Problem("unreadable_session", sid, (sid,), str(exc))]
     if not facts.rows.rows["session"]:  # deleted meanwhile

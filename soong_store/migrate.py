@@ -1,32 +1,34 @@
 """Schema migrations: Alembic glue, the open-time upgrade, and the per-session table helper.
 
 Revisions live in the top-level ``migrations/`` folder, shipped in the wheel as the package
-``soong_store._migrations``. Every Alembic call here runs on a live connection passed through
-``config.attributes["connection"]`` inside one ``BEGIN IMMEDIATE`` transaction: several processes
-opening an old database at once upgrade it exactly once (the others wait for the lock, then find
-it at head), and a failed upgrade leaves the database as it was. The revision is first read
-without any transaction of the store's own, so a database already at head is opened (and asked
-for its revision) without waiting behind another process's write.
+``soong_store._migrations``. Every Alembic call here runs on a live connection of the backend's
+admin engine, passed through ``config.attributes["connection"]``, inside one transaction that
+takes the write lock as it begins: several processes opening an old database at once upgrade it
+exactly once (the others wait for the lock, under the store's retry policy, then find it at
+head), and a failed upgrade leaves the database as it was. The revision is first read without
+any transaction of the store's own, so a database already at head is opened (and asked for its
+revision) without waiting behind another process's write.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
-from sqlalchemy import Connection, Engine, inspect, make_url, text
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from soong_store.backends.errors import translate
-from soong_store.backends.sqlite import foreign_key_violations, is_busy, is_sqlite, make_engine
+from soong_store.backends.base import Backend, dialect_of, open_backend
+from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.model.ids import check_session_id
+from soong_store.schema.catalog import events_table_name, nodes_table_name
+from soong_store.schema.models import sessions_table
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -39,7 +41,6 @@ importing Alembic (a fifth of the package's import time); Alembic is loaded only
 """
 
 _ALEMBIC_LOCK = threading.Lock()  # Alembic keeps module-level state (alembic.context, alembic.op).
-_LOCK_WAIT_S = 120.0
 
 
 def script_location() -> str:
@@ -77,10 +78,10 @@ def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
         SchemaVersionError: the database is at a revision this code does not know, or holds
             tables that are not soong_store's; nothing is changed.
     """
-    with _admin(url_or_engine) as engine:
+    with _admin(url_or_engine) as (engine, retry):
         if revision == "head" and _stored_revision(engine) == HEAD_REVISION:
             return
-        _upgrade_locked(engine, revision)
+        _upgrade_locked(engine, revision, retry)
 
 
 def current_revision(url_or_engine: str | URL | Engine) -> str | None:
@@ -88,15 +89,10 @@ def current_revision(url_or_engine: str | URL | Engine) -> str | None:
 
     Asking never creates a database file and never waits for another process's write.
     """
-    if not isinstance(url_or_engine, Engine):
-        url = make_url(url_or_engine)
-        if is_sqlite(url) and url.database and not Path(url.database).exists():
-            return None
-    with _admin(url_or_engine) as engine:
-        try:
-            rows = _read_revisions(engine)
-        except SQLAlchemyError as exc:
-            raise translate(exc) from exc
+    if not isinstance(url_or_engine, Engine) and not open_backend(url_or_engine).database_exists():
+        return None
+    with _admin(url_or_engine) as (engine, _retry), dialect_of(engine).translated():
+        rows = _read_revisions(engine)
     if not rows:
         return None
     if len(rows) > 1:
@@ -107,10 +103,10 @@ def current_revision(url_or_engine: str | URL | Engine) -> str | None:
     return rows[0]
 
 
-def ensure_schema(engine: Engine) -> None:
+def ensure_schema(engine: Engine, retry: RetryPolicy) -> None:
     """Bring a database to head when a store opens; refuse one this code does not know."""
     if _stored_revision(engine) != HEAD_REVISION:
-        _upgrade_locked(engine, "head")
+        _upgrade_locked(engine, "head", retry)
 
 
 _REVISION_QUERY = "SELECT version_num FROM alembic_version"
@@ -120,8 +116,8 @@ def _read_revisions(engine: Engine) -> list[str] | None:
     """The rows of ``alembic_version`` (``None`` when there is no such table).
 
     The query runs on the driver connection outside any transaction the store would begin (the
-    admin engine's is ``BEGIN IMMEDIATE``), so it takes no write lock: in WAL mode it reads the
-    last commit even while another connection writes.
+    admin engine's begins by taking the write lock), so it waits for no writer: it reads the last
+    commit even while another connection writes.
     """
     raw = engine.raw_connection()
     error: type[Exception] = engine.dialect.loaded_dbapi.Error
@@ -133,16 +129,11 @@ def _read_revisions(engine: Engine) -> list[str] | None:
         finally:
             cursor.close()
     except error as exc:
-        if _missing_table(exc):
+        if dialect_of(engine).is_missing_table(exc):
             return None
         raise DBAPIError.instance(_REVISION_QUERY, (), exc, error, dialect=engine.dialect) from exc
     finally:
         raw.close()
-
-
-def _missing_table(exc: BaseException) -> bool:
-    detail = str(exc).lower()
-    return "no such table" in detail or "does not exist" in detail
 
 
 def _stored_revision(engine: Engine) -> str | None:
@@ -160,8 +151,9 @@ def _stored_revision(engine: Engine) -> str | None:
 
 def session_ids(connection: Connection) -> list[str]:
     """Every session id in the database, validated (they become table names)."""
-    rows = connection.execute(text("SELECT session_id FROM sessions ORDER BY session_id"))
-    return [check_session_id(sid) for (sid,) in rows]
+    column = sessions_table.c.session_id
+    rows = connection.execute(select(column).order_by(column)).scalars()
+    return [check_session_id(sid) for sid in rows]
 
 
 def session_table_names(connection: Connection, kind: Literal["nodes", "events"]) -> list[str]:
@@ -175,38 +167,36 @@ def session_table_names(connection: Connection, kind: Literal["nodes", "events"]
     """
     if kind not in ("nodes", "events"):
         raise ValueError(f"kind must be 'nodes' or 'events', not {kind!r}")
-    return [f"{kind}_{sid}" for sid in session_ids(connection)]
+    name = nodes_table_name if kind == "nodes" else events_table_name
+    return [name(sid) for sid in session_ids(connection)]
 
 
 @contextmanager
-def _admin(url_or_engine: str | URL | Engine) -> Iterator[Engine]:
+def _admin(url_or_engine: str | URL | Engine) -> Iterator[tuple[Engine, RetryPolicy]]:
+    """An admin engine (the caller's, or one made and disposed of here) and the retry policy."""
     if isinstance(url_or_engine, Engine):
-        yield url_or_engine
+        yield url_or_engine, RetryPolicy()
         return
-    engine = make_engine(url_or_engine, "admin")
+    backend = open_backend(url_or_engine)
+    engine = backend.engine("admin")
     try:
-        yield engine
+        yield engine, backend.retry
     finally:
         engine.dispose()
 
 
-def _upgrade_locked(engine: Engine, revision: str) -> None:
-    deadline = time.monotonic() + _LOCK_WAIT_S
-    while True:
-        try:
-            with _ALEMBIC_LOCK, engine.connect() as connection:
-                with connection.begin():
-                    _upgrade_in_transaction(connection, revision)
-                return
-        except OperationalError as exc:
-            if not is_busy(exc) or time.monotonic() > deadline:
-                raise translate(exc) from exc
-            time.sleep(0.05)
-        except SQLAlchemyError as exc:  # e.g. "file is not a database"
-            raise translate(exc) from exc
+def _upgrade_locked(engine: Engine, revision: str, retry: RetryPolicy) -> None:
+    dialect = dialect_of(engine)
+
+    def attempt() -> None:
+        with _ALEMBIC_LOCK, engine.connect() as connection, connection.begin():
+            _upgrade_in_transaction(connection, revision, dialect)
+
+    with dialect.translated():  # a damaged file, or not a database at all
+        retry.run(attempt, dialect.is_busy)
 
 
-def _upgrade_in_transaction(connection: Connection, revision: str) -> None:
+def _upgrade_in_transaction(connection: Connection, revision: str, dialect: type[Backend]) -> None:
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
@@ -216,11 +206,7 @@ def _upgrade_in_transaction(connection: Connection, revision: str) -> None:
     script = ScriptDirectory.from_config(config)
     current = MigrationContext.configure(connection).get_current_revision()
     if current is None:
-        foreign = [
-            name
-            for name in inspect(connection).get_table_names()
-            if name != "alembic_version" and not name.startswith("sqlite_")
-        ]
+        foreign = [name for name in dialect.table_names(connection) if name != "alembic_version"]
         if foreign:
             shown = ", ".join(sorted(foreign)[:5])
             raise SchemaVersionError(
@@ -243,6 +229,6 @@ def _upgrade_in_transaction(connection: Connection, revision: str) -> None:
         command.upgrade(config, revision)
     except CommandError as exc:
         raise SchemaVersionError(f"cannot upgrade to {revision!r}: {exc}") from exc
-    violations = foreign_key_violations(connection)
+    violations = dialect.foreign_key_violations(connection)
     if violations:
         raise StorageError(f"upgrade left foreign-key violations: {violations[:5]}")

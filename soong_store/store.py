@@ -4,17 +4,24 @@ The store validates every argument before anything is queued, sends writes to it
 :class:`~soong_store.writer.Writer` and runs reads on a small pool of reader threads, each read in
 one snapshot. Opening a store creates the home folder, upgrades the database to the newest schema
 (once, even with several processes starting together) and starts the writer; closing it drains the
-writer and releases every connection.
+writer and releases every connection. What differs between databases is asked of the store's
+backend (:mod:`soong_store.backends`), chosen by the URL's dialect when the store is made.
+
+The functions at the end of this module (:func:`run_read`, :func:`run_write`,
+:func:`artifact_files`, :func:`backend_of`) are the store's **internal surface**: what the check,
+export and import, the CLI and the importers of this package need beyond the public API. They are
+not part of the public API (``soong_store.__all__``) and may change with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
@@ -24,17 +31,10 @@ from typing import Any, Self, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import OperationalError
 
-from soong_store.backends.errors import translate
-from soong_store.backends.sqlite import (
-    READ_POOL_SIZE,
-    Durability,
-    database_url,
-    is_busy,
-    load_sqlite_module,
-    make_engine,
-)
+from soong_store.backends import default_url
+from soong_store.backends.base import Backend, Durability, open_backend
+from soong_store.backends.retry import DEFAULT_DEADLINE_S, RetryPolicy
 from soong_store.errors import InvalidArgument, StorageError, StoreClosed
 from soong_store.files.artifacts import (
     MAX_ARTIFACT_BYTES,
@@ -78,7 +78,6 @@ from soong_store.uow import UnitOfWork
 from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
-_READ_RETRY_S = 30.0
 _EPOCH_SPAN = 1e12
 """Seconds beyond any file's age (an int too large for a float means the same)."""
 _INHERITED: list[object] = []
@@ -110,6 +109,10 @@ class SessionStore:
     in the child raises :class:`~soong_store.errors.StorageError` (the writer's thread and the
     connections stay in the parent); the child opens a store of its own. ``close()`` in the
     child only lets go of the inherited store, without touching the parent's connections.
+
+    Contention: work that finds the database locked by another connection is tried again with
+    backoff for up to ``lock_wait`` seconds (writes, reads, the open-time upgrade alike); only
+    then does the caller get a :class:`~soong_store.errors.StorageError`.
     """
 
     def __init__(
@@ -122,13 +125,19 @@ class SessionStore:
         spill_bytes: int = SPILL_BYTES,
         spill_tokens: int = SPILL_TOKENS,
         max_artifact_bytes: int = MAX_ARTIFACT_BYTES,
+        lock_wait: float = DEFAULT_DEADLINE_S,
     ) -> None:
         if durability not in ("normal", "full"):
             raise InvalidArgument(f"invalid durability {durability!r}: expected 'normal' or 'full'")
         self.home = Path(home) if home is not None else default_home()
-        self.url = url if url is not None else database_url(self.home)
+        self.url = url if url is not None else default_url(self.home)
         self.durability: Durability = durability
-        self._sqlite_module = load_sqlite_module(sqlite_module)
+        self._backend = open_backend(
+            self.url,
+            durability=durability,
+            module=sqlite_module,
+            retry=RetryPolicy(deadline=_check_lock_wait(lock_wait)),
+        )
         self._policy = SpillPolicy(
             max_bytes=check_bound(spill_bytes, "spill_bytes", low=1) or SPILL_BYTES,
             max_tokens=check_bound(spill_tokens, "spill_tokens", low=1) or SPILL_TOKENS,
@@ -182,24 +191,23 @@ class SessionStore:
             )
 
     def _open_sync(self) -> None:
+        backend = self._backend
         # The engine refuses an unusable driver (too old a SQLite) before anything is created.
-        admin = make_engine(self.url, "admin", sqlite_module=self._sqlite_module)
+        admin = backend.engine("admin")
         try:
             self.home.mkdir(parents=True, exist_ok=True)
-            ensure_schema(admin)
+            ensure_schema(admin, backend.retry)
         finally:
             admin.dispose()
-        options: dict[str, Any] = {
-            "durability": self.durability,
-            "sqlite_module": self._sqlite_module,
-        }
-        self._write_engine = make_engine(self.url, "write", **options)
+        self._write_engine = backend.engine("write")
         with self._write_engine.connect():
             pass  # the first write connection switches the file to WAL before any reader opens
-        self._read_engine = make_engine(self.url, "read", **options)
-        self._readers = ThreadPoolExecutor(READ_POOL_SIZE, thread_name_prefix="soong-store-read")
+        self._read_engine = backend.engine("read")
+        self._readers = ThreadPoolExecutor(
+            backend.read_connections, thread_name_prefix="soong-store-read"
+        )
         self._file_pool = FilePool(self._files)
-        self._writer = Writer(self._write_engine)
+        self._writer = Writer(self._write_engine, retry=backend.retry)
         self._writer.start()
 
     async def close(self) -> None:
@@ -252,18 +260,16 @@ class SessionStore:
         return await loop.run_in_executor(self._readers, self._read_sync, query)
 
     def _read_sync(self, query: Callable[[Connection], T]) -> T:
-        assert self._read_engine is not None
-        deadline = time.monotonic() + _READ_RETRY_S
-        while True:
-            try:
-                with self._read_engine.connect() as connection, connection.begin():
-                    return query(connection)
-            except OperationalError as exc:
-                if not is_busy(exc) or time.monotonic() > deadline:
-                    raise translate(exc) from exc
-                time.sleep(0.01)
-            except Exception as exc:
-                raise translate(exc) from exc
+        engine = self._read_engine
+        assert engine is not None
+
+        def attempt() -> T:
+            with engine.connect() as connection, connection.begin():
+                return query(connection)
+
+        backend = self._backend
+        with backend.translated():
+            return backend.retry.run(attempt, backend.is_busy)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -336,6 +342,10 @@ class SessionStore:
 
     def _link_files(self, plan: fork.ForkPlan) -> list[str]:
         """The fork's own links to its source's files; a source file already lost is skipped."""
+        with self._backend.translated():
+            return self._link_each(plan)
+
+    def _link_each(self, plan: fork.ForkPlan) -> list[str]:
         made: list[str] = []
         try:
             for shared in plan.files.values():
@@ -344,9 +354,9 @@ class SessionStore:
                 except FileNotFoundError:  # check reports the copy's row as it did the source's
                     continue
                 made.append(shared.path)
-        except BaseException as exc:
+        except BaseException:
             self._files.discard(made)
-            raise translate(exc) from exc
+            raise
         return made
 
     # -- agents and runs --------------------------------------------------------------------
@@ -748,3 +758,42 @@ class SessionStore:
         await self.append_event(
             session_id, f"task_{operation}", payload={"task_name": task_name, **arguments}
         )
+
+
+def _check_lock_wait(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise InvalidArgument(f"invalid lock_wait {value!r}: expected seconds > 0", lock_wait=value)
+    return float(value)
+
+
+# -- the internal surface -------------------------------------------------------------------
+# For this package's check, transfer, CLI and importers: not public API (see the module
+# docstring). Each is a thin door to the store's own plumbing, so that no caller reaches for a
+# private attribute.
+
+
+def run_read(store: SessionStore, query: Callable[[Connection], T]) -> Awaitable[T]:
+    """Run ``query`` on a read connection of ``store``, in one snapshot (errors translated)."""
+    return store._read(query)
+
+
+def run_write(
+    store: SessionStore,
+    job: Callable[[Connection], T],
+    on_abort: Callable[[], None] | None = None,
+) -> Awaitable[T]:
+    """Run ``job`` in ``store``'s writer, in its transaction; ``on_abort`` when it did not commit.
+
+    A job must be re-runnable (the writer retries a batch that found the database locked).
+    """
+    return store._write(job, on_abort=on_abort)
+
+
+def artifact_files(store: SessionStore) -> ArtifactFiles:
+    """The artifact folder of ``store``'s home."""
+    return store._files
+
+
+def backend_of(store: SessionStore) -> Backend:
+    """The backend ``store`` runs on (its engines, checks and error translation)."""
+    return store._backend

@@ -1,9 +1,9 @@
 """The writer: one FIFO queue into one write connection, owned by one thread.
 
 Every write of a store is a *job*, a function of a SQLAlchemy ``Connection``. Jobs run in the
-order they were submitted, each inside a ``BEGIN IMMEDIATE`` transaction. Jobs that are already
-waiting when the writer picks up work are committed together (group commit), each isolated by a
-savepoint, so one failing job rolls back only itself.
+order they were submitted, each inside a transaction that begins by taking the write lock (the
+backend's begin-write). Jobs that are already waiting when the writer picks up work are committed
+together (group commit), each isolated by a savepoint, so one failing job rolls back only itself.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import asyncio
 import contextlib
 import logging
 import queue
-import random
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -22,9 +20,9 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
-from soong_store.backends.errors import translate
-from soong_store.backends.sqlite import is_busy
-from soong_store.errors import SoongStoreError, StorageError, StoreClosed
+from soong_store.backends.base import dialect_of
+from soong_store.backends.retry import RetryPolicy
+from soong_store.errors import StorageError, StoreClosed
 
 T = TypeVar("T")
 Job = Callable[[Connection], T]
@@ -75,7 +73,8 @@ class Writer:
       other thread touches it. Callers never see it.
     - **Submitting.** :meth:`submit` is a coroutine: it enqueues the job and awaits its outcome.
       Jobs run in FIFO order. A job's exception is raised in its own caller only (translated to
-      a :class:`~soong_store.errors.SoongStoreError`); other jobs of the same batch still commit.
+      a :class:`~soong_store.errors.SoongStoreError` as it leaves :meth:`submit`); other jobs of
+      the same batch still commit.
     - **Prerequisites.** A job may wait for others' work (artifact files being written) before
       it is queued: the thread that finishes the last one queues it, with no round trip through
       the event loop. If one failed, the job is not run, ``on_abort`` runs and the caller gets
@@ -83,8 +82,9 @@ class Writer:
     - **Cancellation.** Once submitted, a job runs and commits (or fails) as a whole whatever
       happens to the awaiting task: cancelling the caller only stops the waiting, never half a
       unit of work.
-    - **Contention.** Another process holding the lock makes the writer wait (busy timeout) and
-      then retry the whole batch with jittered backoff, up to ``lock_wait`` seconds; only then
+    - **Contention.** Another process holding the lock makes the writer wait (the database's
+      busy timeout) and then retry the whole batch with the backoff of its
+      :class:`~soong_store.backends.retry.RetryPolicy`, up to the policy's deadline; only then
       does the caller get a :class:`~soong_store.errors.StorageError`.
     - **Closing.** :meth:`close` lets every job already submitted (waiting or queued) finish,
       then stops the thread and closes the connection. Submitting after that raises
@@ -100,10 +100,13 @@ class Writer:
       (``on_abort`` is called when a job's work did not commit, to undo side effects).
     """
 
-    def __init__(self, engine: Engine, *, max_batch: int = 64, lock_wait: float = 120.0) -> None:
+    def __init__(
+        self, engine: Engine, *, retry: RetryPolicy | None = None, max_batch: int = 64
+    ) -> None:
         self._engine = engine
+        self._dialect = dialect_of(engine)
+        self._retry = retry if retry is not None else RetryPolicy()
         self._max_batch = max_batch
-        self._lock_wait = lock_wait
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
         self._thread = threading.Thread(target=self._main, name="soong-store-writer", daemon=True)
@@ -140,7 +143,8 @@ class Writer:
             self._queue_after(pending, after)
         else:
             self._queue.put(pending)
-        result: T = await pending.future
+        with self._dialect.translated():
+            result: T = await pending.future
         return result
 
     def _queue_after(self, pending: _Pending, after: Sequence[Prerequisite]) -> None:
@@ -159,7 +163,7 @@ class Writer:
             if failed is None:
                 self._queue.put(pending)
             else:
-                pending.outcome = (False, translate(failed))
+                pending.outcome = (False, failed)
                 self._abort(pending)
                 self._deliver(pending)
             with self._waiting_done:
@@ -229,7 +233,7 @@ class Writer:
         """Leave no transaction open after a failed attempt, whatever state the failure left.
 
         A failure raised around COMMIT can leave the driver inside its transaction while
-        SQLAlchemy believes it ended; the next ``BEGIN IMMEDIATE`` would then fail forever.
+        SQLAlchemy believes it ended; the next begin-write would then fail forever.
         """
         connection = self._connection
         if connection is None:
@@ -238,15 +242,14 @@ class Writer:
             if connection.in_transaction():
                 connection.rollback()
             raw = connection.connection.dbapi_connection
-            if raw is not None and getattr(raw, "in_transaction", False):
+            if raw is not None and self._dialect.driver_in_transaction(connection):
                 raw.rollback()
         except Exception:
             log.warning("write connection could not be reset; reconnecting", exc_info=True)
             connection.invalidate()
 
     def _run_batch(self, batch: list[_Pending]) -> None:
-        deadline = time.monotonic() + self._lock_wait
-        delay = 0.002
+        retry = self._retry.start()
         pending = list(batch)
         while pending:
             try:
@@ -256,23 +259,24 @@ class Writer:
                 # The failing job took the others' work down with it: fail it alone and run
                 # the rest again in a fresh transaction.
                 self._recover()
-                pending[aborted.index].outcome = (False, translate(aborted.cause))
+                pending[aborted.index].outcome = (False, aborted.cause)
                 del pending[aborted.index]
             except (_BatchBusy, OperationalError) as exc:
-                if isinstance(exc, OperationalError) and not is_busy(exc):
+                if isinstance(exc, OperationalError) and not self._dialect.is_busy(exc):
                     self._recover()
-                    self._fail_all(pending, translate(exc))
+                    self._fail_all(pending, exc)
                     break
-                if time.monotonic() > deadline:
-                    error = StorageError(f"the database stayed locked for {self._lock_wait:.0f} s")
-                    self._fail_all(pending, error)
+                if retry.expired:
+                    waited = self._retry.deadline
+                    self._fail_all(
+                        pending, StorageError(f"the database stayed locked for {waited:g} s")
+                    )
                     break
                 self._recover()
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.25)
+                retry.wait()
             except Exception as exc:  # commit failed: disk full, I/O error, damaged file
                 self._recover()
-                self._fail_all(pending, translate(exc))
+                self._fail_all(pending, exc)
                 break
         for item in batch:
             if not item.outcome[0]:
@@ -296,26 +300,26 @@ class Writer:
                 try:
                     result = item.job(connection)
                 except Exception as exc:
-                    if isinstance(exc, OperationalError) and is_busy(exc):
+                    if isinstance(exc, OperationalError) and self._dialect.is_busy(exc):
                         raise _BatchBusy from exc
                     if savepoint is None:
                         transaction.rollback()
-                        item.outcome = (False, translate(exc))
+                        item.outcome = (False, exc)
                         return
-                    if not _driver_in_transaction(connection):
+                    if not self._dialect.driver_in_transaction(connection):
                         raise _JobAborted(index, exc) from exc
                     try:
                         savepoint.rollback()
                     except Exception:
                         raise _JobAborted(index, exc) from exc
-                    item.outcome = (False, translate(exc))
+                    item.outcome = (False, exc)
                 else:
                     if savepoint is not None:
                         savepoint.commit()
                     item.outcome = (True, result)
 
     @staticmethod
-    def _fail_all(batch: list[_Pending], error: SoongStoreError) -> None:
+    def _fail_all(batch: list[_Pending], error: BaseException) -> None:
         for item in batch:
             item.outcome = (False, error)
 
@@ -333,9 +337,3 @@ class Writer:
 
         with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
             item.loop.call_soon_threadsafe(settle)
-
-
-def _driver_in_transaction(connection: Connection) -> bool:
-    """Whether the driver's transaction is still open (SQLite ends it by itself on some errors)."""
-    raw = connection.connection.dbapi_connection
-    return bool(getattr(raw, "in_transaction", True))

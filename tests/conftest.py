@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
+from soong_store.backends import default_url
+from soong_store.backends.base import open_backend
 from soong_store.backends.sqlite import load_sqlite_module, sqlite_version
 from tests import postgres_server
 
@@ -51,23 +53,17 @@ def connect_raw(path: Path | str, **kwargs: Any) -> sqlite3.Connection:
 
 
 def snapshot(home: Path) -> dict[str, Any]:
-    """Every table's rows and the schema, read with a raw connection, to prove nothing changed."""
-    con = connect_raw(db_path(home))
+    """The schema and every table's rows, as the backend reads them, to prove nothing changed.
+
+    Read on a connection of its own in one read snapshot, so it never waits for a writer.
+    """
+    backend = open_backend(default_url(home))
+    engine = backend.engine("read")
     try:
-        names = [
-            r[0]
-            for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
-        ]
-        data: dict[str, Any] = {
-            "schema": con.execute(
-                "SELECT type, name, sql FROM sqlite_master ORDER BY name"
-            ).fetchall()
-        }
-        for name in names:
-            data[name] = sorted(con.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr)
-        return data
+        with engine.connect() as connection, connection.begin():
+            return backend.snapshot(connection)
     finally:
-        con.close()
+        engine.dispose()
 
 
 def text(value: str) -> list[dict[str, str]]:

@@ -1,46 +1,64 @@
-"""Engines and dialect specifics: every SQLite-only statement of the store lives here.
+"""The SQLite backend: every SQLite-only statement, setting and message of the store lives here.
 
-Three kinds of engine share one database:
+Three kinds of engine share one database file:
 
 - ``write``: the writer's single connection. Transactions start with ``BEGIN IMMEDIATE`` so that
   the write lock is taken up front (a deferred transaction that upgrades to a writer later can
-  fail with ``SQLITE_BUSY`` without the busy handler ever being called).
+  fail with ``SQLITE_BUSY`` without the busy handler ever being called). That lock is the
+  database's, so the per-session lock is a no-op here.
 - ``read``: a small pool for readers; ``BEGIN`` (deferred) gives each read a consistent WAL
   snapshot across its statements and never blocks the writer.
-- ``admin``: schema work. No journal-mode change and no foreign-key enforcement, so that a
-  database this code refuses is left untouched and Alembic's batch mode can rebuild tables.
+- ``admin``: schema work, also under ``BEGIN IMMEDIATE``. No journal-mode change and no
+  foreign-key enforcement, so that a database this code refuses is left untouched and Alembic's
+  batch mode can rebuild tables (hence :meth:`SQLiteBackend.foreign_key_violations` afterwards).
 
 pysqlite's own transaction handling is switched off (``isolation_level = None``) and the store
 issues ``BEGIN`` itself; that is also what lets ``PRAGMA journal_mode=WAL`` work on every driver
-(old pysqlite3 builds refuse it inside their implicit transaction).
+(old pysqlite3 builds refuse it inside their implicit transaction). SQLite's busy handler waits
+``BUSY_TIMEOUT_MS`` for a lock; past that, the store's retry policy tries the work again.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import Connection, Engine, create_engine, event, make_url
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Select,
+    create_engine,
+    event,
+    literal_column,
+    select,
+    table,
+)
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from soong_store.errors import InvalidArgument, StorageError
-
-Role = Literal["write", "read", "admin"]
-Durability = Literal["normal", "full"]
+from soong_store.backends.base import Backend, Durability, ErrorKind, Role
+from soong_store.backends.retry import RetryPolicy
+from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 
 MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""
 
 SQLITE_MODULE_ENV = "SOONG_STORE_SQLITE_MODULE"
 BUSY_TIMEOUT_MS = 5_000
-_WAL_WAIT_S = 30.0
 READ_POOL_SIZE = 4
+
+_PATTERNS: tuple[tuple[ErrorKind, tuple[str, ...]], ...] = (
+    (ErrorKind.BUSY, ("database is locked", "database is busy", "table is locked")),
+    (ErrorKind.FULL, ("disk is full", "disk i/o error")),
+    (ErrorKind.DAMAGED, ("malformed", "not a database")),
+    (ErrorKind.MISSING_TABLE, ("no such table",)),
+)
+"""SQLite's messages (lowercased) by what they mean; the first kind that matches wins."""
 
 
 def database_url(home: Path) -> URL:
@@ -66,11 +84,6 @@ def load_sqlite_module(name_or_module: str | ModuleType | None) -> ModuleType | 
         ) from exc
 
 
-def is_sqlite(url: str | URL) -> bool:
-    """Whether a URL names a SQLite database."""
-    return make_url(url).get_backend_name() == "sqlite"
-
-
 def sqlite_version(module: ModuleType | None) -> tuple[int, ...]:
     """The version of the SQLite library a DB-API module links."""
     if module is None:
@@ -81,50 +94,130 @@ def sqlite_version(module: ModuleType | None) -> tuple[int, ...]:
     return info
 
 
+class SQLiteBackend(Backend):
+    """SQLite in WAL mode, through the standard library's driver or another DB-API module."""
+
+    name = "sqlite"
+    title = "SQLite"
+    fold_case = True
+    read_connections = READ_POOL_SIZE
+    alters_by_rebuild = True
+
+    def __init__(
+        self,
+        url: str | URL,
+        *,
+        durability: Durability = "normal",
+        module: str | ModuleType | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        loaded = load_sqlite_module(module)
+        super().__init__(url, durability=durability, module=loaded, retry=retry)
+        self._module = loaded
+
+    def engine(self, role: Role) -> Engine:
+        """An engine for one role (see the module docstring), after checking the SQLite build."""
+        version = sqlite_version(self._module)
+        if version < MIN_SQLITE_VERSION:
+            need = ".".join(map(str, MIN_SQLITE_VERSION))
+            have = ".".join(map(str, version))
+            raise StorageError(
+                f"SQLite {have} is too old: soong_store needs SQLite {need} or newer"
+            )
+        self._file()
+        kwargs: dict[str, Any] = {
+            "connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        }
+        if self._module is not None:
+            kwargs["module"] = self._module
+        if role == "read":
+            kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
+        elif role == "write":
+            kwargs.update(pool_size=1, max_overflow=0)
+        else:
+            kwargs["poolclass"] = NullPool
+        engine = create_engine(self.url, **kwargs)
+        _install_hooks(engine, role, self.durability, self.retry)
+        return engine
+
+    def _file(self) -> Path:
+        """The database file the URL names (an in-memory database is refused)."""
+        database = self.url.database
+        if database is None or database in ("", ":memory:"):
+            raise InvalidArgument("an in-memory SQLite database cannot be shared: give a file URL")
+        if self.url.query.get("uri") and database.startswith("file:"):
+            return Path(unquote(urlsplit(database).path))
+        return Path(database)
+
+    def database_exists(self) -> bool:
+        """Whether the database file is there."""
+        return self._file().exists()
+
+    @property
+    def location(self) -> str:
+        """The database file."""
+        return str(self._file())
+
+    @classmethod
+    def classify(cls, exc: BaseException) -> ErrorKind | None:
+        """SQLite says what went wrong only in words: match them."""
+        if isinstance(exc, SoongStoreError):
+            return None
+        text = str(exc.orig if isinstance(exc, DBAPIError) else exc).lower()
+        for kind, patterns in _PATTERNS:
+            if any(pattern in text for pattern in patterns):
+                return kind
+        return None
+
+    @classmethod
+    def lock_session(cls, connection: Connection, session_id: str) -> None:
+        """Nothing to take: the writer's ``BEGIN IMMEDIATE`` already holds the database's lock."""
+
+    @classmethod
+    def driver_in_transaction(cls, connection: Connection) -> bool:
+        """The driver's ``in_transaction`` (SQLite rolls back by itself on a full disk, for one)."""
+        raw = connection.connection.dbapi_connection
+        return bool(getattr(raw, "in_transaction", True))
+
+    @classmethod
+    def integrity_problems(cls, connection: Connection) -> list[str]:
+        """``PRAGMA quick_check``'s lines other than ``ok``."""
+        lines = [str(row[0]) for row in connection.exec_driver_sql("PRAGMA quick_check")]
+        return [line for line in lines if line != "ok"]
+
+    @classmethod
+    def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
+        """``PRAGMA foreign_key_check``'s rows."""
+        return [tuple(row) for row in connection.exec_driver_sql("PRAGMA foreign_key_check")]
+
+    @classmethod
+    def snapshot(cls, connection: Connection) -> dict[str, Any]:
+        """``sqlite_master`` (every object's DDL) and each table's rows, sorted."""
+        master = connection.exec_driver_sql(
+            "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+        )
+        objects = [tuple(row) for row in master]
+        data: dict[str, Any] = {"schema": objects}
+        for kind, name, _sql in objects:
+            if kind == "table":
+                every: Select[Any] = select(literal_column("*")).select_from(table(name))
+                data[name] = sorted((tuple(r) for r in connection.execute(every)), key=repr)
+        return data
+
+
 def make_engine(
     url: str | URL,
     role: Role,
     *,
     durability: Durability = "normal",
     sqlite_module: str | ModuleType | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Engine:
-    """Create an engine for one role, with the pragmas and transaction style that role needs."""
-    url = make_url(url)
-    module = load_sqlite_module(sqlite_module)
-    if url.get_backend_name() != "sqlite":
-        raise StorageError(
-            f"unsupported database backend {url.get_backend_name()!r}: this version runs on SQLite",
-            url=url.render_as_string(hide_password=True),
-        )
-    if durability not in ("normal", "full"):
-        raise InvalidArgument(
-            f"invalid durability {durability!r}: expected 'normal' or 'full'",
-            durability=durability,
-        )
-    version = sqlite_version(module)
-    if version < MIN_SQLITE_VERSION:
-        need = ".".join(map(str, MIN_SQLITE_VERSION))
-        have = ".".join(map(str, version))
-        raise StorageError(f"SQLite {have} is too old: soong_store needs SQLite {need} or newer")
-    if url.database in (None, "", ":memory:"):
-        raise InvalidArgument("an in-memory SQLite database cannot be shared: give a file URL")
-    kwargs: dict[str, Any] = {
-        "connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
-    }
-    if module is not None:
-        kwargs["module"] = module
-    if role == "read":
-        kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
-    elif role == "write":
-        kwargs.update(pool_size=1, max_overflow=0)
-    else:
-        kwargs["poolclass"] = NullPool
-    engine = create_engine(url, **kwargs)
-    _install_sqlite_hooks(engine, role, durability)
-    return engine
+    """An engine of one role on a SQLite URL (a shortcut for tests and tools)."""
+    return SQLiteBackend(url, durability=durability, module=sqlite_module, retry=retry).engine(role)
 
 
-def _install_sqlite_hooks(engine: Engine, role: Role, durability: Durability) -> None:
+def _install_hooks(engine: Engine, role: Role, durability: Durability, retry: RetryPolicy) -> None:
     pragmas = [f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}"]
     if role != "admin":
         pragmas += [
@@ -141,7 +234,7 @@ def _install_sqlite_hooks(engine: Engine, role: Role, durability: Durability) ->
             for pragma in pragmas:
                 cursor.execute(pragma)
             if role != "admin":
-                _ensure_wal(cursor)
+                _ensure_wal(cursor, retry)
         finally:
             cursor.close()
 
@@ -157,13 +250,14 @@ def _install_sqlite_hooks(engine: Engine, role: Role, durability: Durability) ->
             raise DBAPIError.instance(begin, (), exc, error, dialect=connection.dialect) from exc
 
 
-def _ensure_wal(cursor: Any) -> None:
+def _ensure_wal(cursor: Any, retry: RetryPolicy) -> None:
     """Switch the file to WAL once (the mode is persistent), waiting out other processes.
 
     Changing the journal mode needs the file to itself; SQLite answers "database is locked" at
-    once, without calling the busy handler, while another process holds a lock, so this retries.
+    once, without calling the busy handler, while another process holds a lock, so this retries
+    under the store's policy.
     """
-    deadline = time.monotonic() + _WAL_WAIT_S
+    attempts = retry.start()
     while True:
         try:
             if cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
@@ -171,19 +265,9 @@ def _ensure_wal(cursor: Any) -> None:
             if cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal":
                 return
         except Exception as exc:
-            if not is_busy(exc) or time.monotonic() > deadline:
+            if not SQLiteBackend.is_busy(exc) or attempts.expired:
                 raise
-        if time.monotonic() > deadline:
-            raise StorageError("could not switch the database to WAL mode")
-        time.sleep(0.01)
-
-
-def is_busy(exc: BaseException) -> bool:
-    """Whether a driver error means "another connection holds the lock: try again"."""
-    text = str(getattr(exc, "orig", exc)).lower()
-    return any(m in text for m in ("database is locked", "database is busy", "table is locked"))
-
-
-def foreign_key_violations(connection: Connection) -> list[tuple[Any, ...]]:
-    """Rows that break a foreign key (schema work runs with enforcement off, so it checks)."""
-    return [tuple(row) for row in connection.exec_driver_sql("PRAGMA foreign_key_check")]
+        else:
+            if attempts.expired:
+                raise StorageError("could not switch the database to WAL mode")
+        attempts.wait()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from soong_store import __version__
-from soong_store.backends.errors import translate
+from soong_store.backends.base import translate
 from soong_store.cli.commands import (
     LEVELS,
     PROG,

@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 from sqlalchemy import Connection, make_url, select
 
-from soong_store.backends.sqlite import is_sqlite, make_engine
 from soong_store.check import check_store
 from soong_store.cli import render
 from soong_store.demo import write_demo
@@ -29,7 +28,7 @@ from soong_store.model import codec
 from soong_store.model.enums import EventLevel
 from soong_store.model.ids import check_id, check_session_id
 from soong_store.schema.catalog import session_tables
-from soong_store.store import SessionStore, default_home
+from soong_store.store import SessionStore, backend_of, default_home, run_read
 from soong_store.tasks.wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 from soong_store.transfer import export_session, import_session, session_counts
 
@@ -95,13 +94,12 @@ def _open_existing(args: argparse.Namespace) -> SessionStore:
     """The store of a command that reads what is there: ``NotFound`` if there is no database.
 
     Opening a store creates its home and database; a command that only looks must not leave an
-    empty one behind (nor its folder), so a missing SQLite file is refused first.
+    empty one behind (nor its folder), so a database the backend cannot find is refused first.
     """
     store = _open_store(args)
-    url = make_url(store.url)
-    file = url.database if is_sqlite(url) and not url.query.get("uri") else None
-    if file and file != ":memory:" and not Path(file).exists():
-        raise NotFound(f"no database in {where(args)}: {file} does not exist")
+    backend = backend_of(store)
+    if not backend.database_exists():
+        raise NotFound(f"no database in {where(args)}: {backend.location} does not exist")
     return store
 
 
@@ -124,7 +122,7 @@ async def cmd_upgrade(args: argparse.Namespace) -> int:
     """Bring the database to the newest schema revision."""
     store = _open_store(args)
     store.home.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(store.url, "admin", sqlite_module=store._sqlite_module)
+    engine = backend_of(store).engine("admin")
     try:
         before = await asyncio.to_thread(current_revision, engine)
         await asyncio.to_thread(upgrade, engine)
@@ -163,7 +161,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
         agents = await store.list_agents(sid)
         runs = await store.list_runs(sid)
         artifacts = await store.list_artifacts(sid)
-        counts = await store._read(lambda c: session_counts(c, sid))
+        counts = await run_read(store, partial(session_counts, session_id=sid))
         active = session.active_node_id
         active_seq = (await store.get_node(sid, active)).node_seq if active else None
     if args.json:
@@ -200,7 +198,10 @@ async def cmd_path(args: argparse.Namespace) -> int:
         # The context of the path's own end node: both reads see the same path (nodes never
         # change) even if the active node moves in between.
         context = await store.context(sid, path[-1].node_id if path else node)
-        nodes = 0 if path else (await store._read(lambda c: session_counts(c, sid)))["nodes"]
+        if path:
+            nodes = 0
+        else:
+            nodes = (await run_read(store, partial(session_counts, session_id=sid)))["nodes"]
     if args.json:
         _emit(render.path_document(sid, path, context))
     elif not path and nodes:
@@ -229,7 +230,7 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
         while True:
             batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
             if not args.json and any(e.node_id not in node_seqs for e in batch if e.node_id):
-                node_seqs = await store._read(partial(_node_seqs, session_id=sid))
+                node_seqs = await run_read(store, partial(_node_seqs, session_id=sid))
             for e in batch:
                 after = max(after, e.seq)
                 if LEVELS.index(e.level) < low or (args.type and e.event_type not in args.type):

@@ -20,7 +20,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from soong_store.backends.errors import translate
+from soong_store.backends.base import translate
 from soong_store.errors import SoongStoreError, StoreClosed
 from soong_store.files.store import ArtifactFiles
 

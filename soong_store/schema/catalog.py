@@ -1,17 +1,23 @@
-"""The session table factory: the one place that knows where a session's tables live.
+"""The catalog of session tables: the one place that names them and knows where they live.
 
 Each session owns ``nodes_<sid>`` and ``events_<sid>``. They are SQLAlchemy Core tables built on a
 MetaData of their own (never Alembic's), from a session id validated before any name is formed.
 Every constraint is named: Alembic's batch mode keeps only named CHECK constraints when it
 rebuilds a table, and a revision over every session's tables must not lose them. Built tables are
 cached with a bound, so thousands of sessions do not mean thousands of live
-``Table`` objects. A ``schema`` may be given so that a later change can move idle sessions into
-attached shard databases without touching any caller: callers only ever ask this module.
+``Table`` objects.
+
+Every pair lives in the main database today (the default schema). A ``schema`` may be given so
+that a later change can move idle sessions into attached shard databases, or PostgreSQL schemas,
+without touching any caller: callers only ever ask this module, for a session's tables
+(:func:`session_tables`), their names (:func:`session_table_names`, for a revision over every
+session), or which session tables are stored (:func:`stored_tables`, for the integrity check).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -30,6 +36,7 @@ from sqlalchemy import (
     inspect,
 )
 
+from soong_store.backends.base import dialect_of
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.ids import check_session_id
 
@@ -78,9 +85,57 @@ def events_table_name(session_id: str) -> str:
     return EVENTS_PREFIX + check_session_id(session_id)
 
 
+def session_table_names(session_id: str) -> tuple[str, str]:
+    """The names of a session's node and event tables."""
+    return nodes_table_name(session_id), events_table_name(session_id)
+
+
 def is_session_table(name: str) -> bool:
     """Whether a table name belongs to a session (so that Alembic's autogenerate skips it)."""
     return name.startswith((NODES_PREFIX, EVENTS_PREFIX))
+
+
+def table_owner(name: str) -> str | None:
+    """The session id a session table's name holds (``None`` for any other table)."""
+    for prefix in (NODES_PREFIX, EVENTS_PREFIX):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return None
+
+
+class StoredTables:
+    """The session tables one read found where pairs live, compared as the database compares."""
+
+    __slots__ = ("_fold_case", "_keys", "names")
+
+    def __init__(self, names: Iterable[str], *, fold_case: bool) -> None:
+        self.names: tuple[str, ...] = tuple(sorted(names))
+        """Every session table found, sorted, as stored."""
+        self._fold_case = fold_case
+        self._keys = frozenset(self._key(n) for n in self.names)
+
+    def _key(self, name: str) -> str:
+        return name.lower() if self._fold_case else name
+
+    def has(self, name: str) -> bool:
+        """Whether a table of that name is stored."""
+        return self._key(name) in self._keys
+
+    def missing(self, session_id: str) -> list[str]:
+        """The tables of a session's pair that are not stored."""
+        return [n for n in session_table_names(session_id) if not self.has(n)]
+
+    def orphans(self, session_ids: Iterable[str]) -> list[str]:
+        """The stored session tables whose session is none of ``session_ids``."""
+        owners = {self._key(sid) for sid in session_ids}
+        return [n for n in self.names if self._key(table_owner(n) or "") not in owners]
+
+
+def stored_tables(connection: Connection) -> StoredTables:
+    """Which session tables the database holds (in the main database, where every pair is)."""
+    dialect = dialect_of(connection)
+    found = [n for n in dialect.table_names(connection) if is_session_table(n)]
+    return StoredTables(found, fold_case=dialect.fold_case)
 
 
 def _one_of(column: str, enum: type[StrEnum]) -> CheckConstraint:

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.elements import ClauseElement
 
+from soong_store.backends.base import lock_session
 from soong_store.errors import (
     BranchError,
     InvalidArgument,
@@ -187,6 +188,7 @@ class SessionWriter:
         cls, connection: Connection, session_id: str, *, writable: bool = True
     ) -> SessionWriter:
         """Load the session (``NotFound``) and, when writing, refuse an archived one."""
+        lock_session(connection, session_id)
         sql = _statements(session_id, connection.dialect)
         db = Runner(connection)
         try:

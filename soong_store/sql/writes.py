@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, exists, select, update
 
+from soong_store.backends.base import lock_session
 from soong_store.errors import (
     ConcurrentRunError,
     InvalidArgument,
@@ -61,6 +62,7 @@ def create_session(
     """
     while True:
         chosen = session_id or new_session_id()
+        lock_session(connection, chosen)
         taken = connection.execute(
             select(exists().where(sessions_table.c.session_id == chosen))
         ).scalar()

@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from sqlalchemy import Connection, func, select
 
+from soong_store.backends.base import lock_session
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.files.store import ArtifactFiles
 from soong_store.model import codec
@@ -43,7 +44,7 @@ from soong_store.schema.models import agents_table, artifacts_table, runs_table,
 from soong_store.sql import reads
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
 from soong_store.sql.session_writer import SessionWriter
-from soong_store.store import SessionStore
+from soong_store.store import SessionStore, artifact_files, run_read, run_write
 from soong_store.transfer.format import FORMAT, FORMAT_VERSION, Bundle, Progress, read_export
 
 __all__ = [
@@ -117,7 +118,7 @@ async def export_session(
     The artifact files' bytes are embedded unless ``with_artifacts`` is false.
     """
     sid = check_session_id(session_id)
-    rows = await store._read(partial(session_rows, session_id=sid))
+    rows = await run_read(store, partial(session_rows, session_id=sid))
     counts = {f"{kind}s": len(rows[kind]) for kind in KINDS[1:]}
     header = {
         "format": FORMAT,
@@ -127,7 +128,7 @@ async def export_session(
         "with_artifacts": with_artifacts,
         "counts": counts,
     }
-    files = ArtifactFiles(store.home / "artifacts")
+    files = artifact_files(store)
     total, done = sum(counts.values()) + 1, 0
     out.write(codec.dumps_text(header) + "\n")
     for kind in KINDS:
@@ -236,6 +237,7 @@ def _insert_bundle(
 ) -> None:
     """The writer job of an import: refuse a taken id, put the files in place, insert the rows."""
     sid = bundle.session_id
+    lock_session(connection, sid)
     taken = connection.execute(
         select(sessions_table.c.session_id).where(
             func.lower(sessions_table.c.session_id) == sid.lower()
@@ -318,7 +320,7 @@ async def import_session(
     source = bundle.session_id
     if new_id:
         bundle = renamed(bundle)
-    files = ArtifactFiles(store.home / "artifacts")
+    files = artifact_files(store)
     staged = _Staged()
 
     def stage() -> None:
@@ -337,11 +339,11 @@ async def import_session(
     await asyncio.to_thread(stage)
     job = partial(_insert_bundle, bundle=bundle, files=files, staged=staged)
     try:
-        await store._write(job, on_abort=drop)
+        await run_write(store, job, on_abort=drop)
     except BaseException:
         if staged.published:  # in place but not committed: gone again, under the write lock
             cleanup = partial(remove_unreferenced, files=files, paths=staged.published)
-            await store._write(cleanup)
+            await run_write(store, cleanup)
         raise
     counts = {f"{k}s": len(bundle.rows[k]) for k in KINDS[1:]}
     missing = sum(1 for r in bundle.rows["artifact"] if r["artifact_id"] not in bundle.data)

@@ -162,7 +162,9 @@ class Harness:
         try:
             result = self.run(call())
         except (SoongStoreError, ValueError) as exc:
+            reached = list(self.statements)  # the call's own: the snapshot below runs SQL too
             assert self.state() == before, f"refused ({exc!r}) but something was written"
+            self.statements[:] = reached
             if isinstance(exc, InvalidIdentifier):
                 assert self.statements == [], f"a refused id reached SQL: {self.statements}"
             self.refused += 1

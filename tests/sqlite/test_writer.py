@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from soong_store import StoreClosed
+from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.sqlite import make_engine
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.migrate import upgrade
@@ -203,7 +204,7 @@ async def test_lock_held_by_another_connection_is_waited_out(engine, tmp_path: P
 async def test_lock_held_past_lock_wait_fails_the_write_cleanly(engine, tmp_path: Path):
     holder = connect_raw(tmp_path / "w.sqlite", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    writer = Writer(engine, lock_wait=0.3)
+    writer = Writer(engine, retry=RetryPolicy(deadline=0.3))
     writer.start()
     try:
         with pytest.raises(StorageError, match="stayed locked"):

@@ -1,0 +1,281 @@
+"""The backend seam: everything that differs between databases, behind one small contract.
+
+A :class:`Backend` subclass serves one SQLAlchemy dialect, named by its ``name``, and registers
+itself under that name when it is defined (the shape of Alembic's ``DefaultImpl`` registry).
+:func:`open_backend` picks the class by ``url.get_backend_name()``; a URL no backend is
+registered for is refused with one :class:`~soong_store.errors.StorageError`.
+
+The contract has two halves:
+
+- **A configured backend** (an instance, made from a URL, a durability and the store's
+  :class:`~soong_store.backends.retry.RetryPolicy`): engines per role (``write``: the writer's one
+  connection, whose transactions begin by taking the write lock; ``read``: a small pool, each
+  read one snapshot; ``admin``: schema work, changing nothing it need not), whether the database
+  exists, and where it is (for messages).
+- **What a dialect does on any connection** (class methods, so that code holding only a
+  connection asks :func:`dialect_of`): busy detection and error classification, the per-session
+  write lock, listing tables, integrity checks, foreign-key violations and a snapshot of every
+  table's rows for tests.
+
+Error translation is split the same way: a backend classifies a driver error into an
+:class:`ErrorKind` (by its own message patterns or codes); :func:`translate` and the one context
+manager :func:`translated` turn kinds into soong_store errors, the same for every database. SQL
+itself is never here: statements are shared SQLAlchemy Core.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from types import ModuleType, TracebackType
+from typing import Any, ClassVar, Literal
+
+from sqlalchemy import Connection, Engine, inspect, make_url
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+
+from soong_store.backends.retry import RetryPolicy
+from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
+
+Role = Literal["write", "read", "admin"]
+Durability = Literal["normal", "full"]
+
+
+class ErrorKind(StrEnum):
+    """What a driver error means, whatever words the driver used."""
+
+    BUSY = "busy"
+    """Another connection holds a lock: the same work may succeed when tried again."""
+    FULL = "full"
+    """The disk is full or failed: nothing of the call was stored."""
+    DAMAGED = "damaged"
+    """The database itself is damaged."""
+    MISSING_TABLE = "missing_table"
+    """A statement named a table that is not there."""
+
+
+_REGISTRY: dict[str, type[Backend]] = {}
+
+
+class Backend:
+    """The base contract every database backend implements (see the module docstring)."""
+
+    name: ClassVar[str]
+    """The SQLAlchemy dialect name served (``url.get_backend_name()``); defining it registers."""
+    title: ClassVar[str]
+    """The database's name for people ("SQLite")."""
+    fold_case: ClassVar[bool] = False
+    """Whether the database treats table names that differ only in case as one name."""
+    read_connections: ClassVar[int] = 4
+    """The size of the read pool, and so of the store's reader threads."""
+    alters_by_rebuild: ClassVar[bool] = False
+    """Whether changing a table means rebuilding it (Alembic's batch mode in revisions)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if isinstance(name, str):
+            _REGISTRY[name] = cls
+
+    def __init__(
+        self,
+        url: str | URL,
+        *,
+        durability: Durability = "normal",
+        module: str | ModuleType | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise InvalidArgument(
+                f"invalid durability {durability!r}: expected 'normal' or 'full'",
+                durability=durability,
+            )
+        self.url = make_url(url)
+        self.durability: Durability = durability
+        self.module = module
+        """The DB-API module the engines use (``None``: the dialect's default)."""
+        self.retry = retry if retry is not None else RetryPolicy()
+
+    # -- a configured backend -------------------------------------------------------------
+
+    def engine(self, role: Role) -> Engine:
+        """A new engine for one role, with the begin-write and settings that role needs."""
+        raise NotImplementedError
+
+    def database_exists(self) -> bool:
+        """Whether the database is there already (asking creates nothing)."""
+        raise NotImplementedError
+
+    @property
+    def location(self) -> str:
+        """Where the database is, for messages (never a password)."""
+        return self.url.render_as_string(hide_password=True)
+
+    # -- what the dialect does on any connection ------------------------------------------
+
+    @classmethod
+    def classify(cls, exc: BaseException) -> ErrorKind | None:
+        """What a driver error (or SQLAlchemy's wrapper of one) means; ``None``: nothing known."""
+        return None
+
+    @classmethod
+    def is_busy(cls, exc: BaseException) -> bool:
+        """Whether ``exc`` means "another connection holds the lock: try again"."""
+        return cls.classify(exc) is ErrorKind.BUSY
+
+    @classmethod
+    def is_missing_table(cls, exc: BaseException) -> bool:
+        """Whether ``exc`` says a statement named a table that does not exist."""
+        return cls.classify(exc) is ErrorKind.MISSING_TABLE
+
+    @classmethod
+    def translate(cls, exc: BaseException) -> SoongStoreError:
+        """The soong_store error that stands for ``exc`` (see :func:`translate`)."""
+        return translate(exc, cls)
+
+    @classmethod
+    def translated(cls) -> translated:
+        """Re-raise every error of the block as a soong_store error (see :func:`translated`)."""
+        return translated(cls)
+
+    @classmethod
+    def lock_session(cls, connection: Connection, session_id: str) -> None:
+        """Take the write lock of one session for the rest of the transaction.
+
+        Called by every writer job that writes to a session or creates one, before it reads the
+        session's counters, so that seqs stay dense with writers in other processes and hosts.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def driver_in_transaction(cls, connection: Connection) -> bool:
+        """Whether the driver still holds the transaction open (some end it on their own)."""
+        return True
+
+    @classmethod
+    def table_names(cls, connection: Connection, schema: str | None = None) -> list[str]:
+        """The tables of the database (or of one schema), leaving out the database's own."""
+        return list(inspect(connection).get_table_names(schema=schema))
+
+    @classmethod
+    def integrity_problems(cls, connection: Connection) -> list[str]:
+        """The database's own check of its storage: one line per problem, none when sound."""
+        raise NotImplementedError
+
+    @classmethod
+    def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
+        """Rows that break a foreign key (schema work may run with enforcement off)."""
+        raise NotImplementedError
+
+    @classmethod
+    def snapshot(cls, connection: Connection) -> dict[str, Any]:
+        """The schema and every table's rows, in an order of their own: equal means unchanged.
+
+        For tests that prove a refused call changed nothing.
+        """
+        raise NotImplementedError
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The backend registered for a dialect name; ``StorageError`` if there is none."""
+    found = _REGISTRY.get(name)
+    if found is None:
+        known = ", ".join(cls.title for cls in _REGISTRY.values()) or "nothing"
+        raise StorageError(
+            f"unsupported database backend {name!r}: this version runs on {known}",
+            backend=name,
+        )
+    return found
+
+
+def open_backend(
+    url: str | URL,
+    *,
+    durability: Durability = "normal",
+    module: str | ModuleType | None = None,
+    retry: RetryPolicy | None = None,
+) -> Backend:
+    """The backend of a URL's dialect, configured (no connection is made yet).
+
+    Raises:
+        InvalidArgument: ``url`` is not a database URL.
+        StorageError: no backend is registered for its dialect.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise InvalidArgument(f"invalid database url {url!r}: {exc}", url=url) from exc
+    cls = backend_class(parsed.get_backend_name())
+    return cls(parsed, durability=durability, module=module, retry=retry)
+
+
+def dialect_of(bind: Connection | Engine) -> type[Backend]:
+    """The backend of the database a connection or engine talks to."""
+    return backend_class(bind.dialect.name)
+
+
+def lock_session(connection: Connection, session_id: str) -> None:
+    """Take one session's write lock in the connection's transaction (its backend's hook)."""
+    dialect_of(connection).lock_session(connection, session_id)
+
+
+def _classify(exc: BaseException, dialect: type[Backend] | None) -> ErrorKind | None:
+    if dialect is not None:
+        return dialect.classify(exc)
+    for cls in _REGISTRY.values():  # no backend at hand: whichever recognises the error
+        kind = cls.classify(exc)
+        if kind is not None:
+            return kind
+    return None
+
+
+def translate(exc: BaseException, dialect: type[Backend] | None = None) -> SoongStoreError:
+    """The soong_store error that stands for ``exc`` (itself when it already is one).
+
+    A driver error becomes a :class:`StorageError` saying what its kind means (the call stored
+    nothing, or the database is damaged) and naming the driver's class; another SQLAlchemy or
+    file-system error a ``StorageError`` of its own; anything else an "unexpected" one.
+    """
+    if isinstance(exc, SoongStoreError):
+        return exc
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        detail = str(exc.orig)
+        kind = _classify(exc, dialect)
+        if kind is ErrorKind.FULL:
+            message = f"storage failed: {detail} (nothing of this call was stored)"
+        elif kind is ErrorKind.DAMAGED:
+            message = f"the database file is damaged: {detail}"
+        else:
+            message = f"database error: {detail}"
+        error = StorageError(message, driver_error=type(exc.orig).__name__)
+    elif isinstance(exc, SQLAlchemyError | OSError):
+        error = StorageError(f"storage failed: {exc}")
+    else:
+        return StorageError(f"unexpected {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+class translated:
+    """Re-raise every error of the block as a soong_store error (``raise ... from`` the original).
+
+    soong_store's own errors pass unchanged; ``BaseException``s that are not errors
+    (cancellation, interrupts) are never touched. A class rather than a generator: it wraps
+    every write a caller awaits, so entering it must cost next to nothing.
+    """
+
+    __slots__ = ("_dialect",)
+
+    def __init__(self, dialect: type[Backend] | None = None) -> None:
+        self._dialect = dialect
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, Exception) and not isinstance(exc, SoongStoreError):
+            raise translate(exc, self._dialect) from exc
