@@ -25,15 +25,9 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.elements import ClauseElement
 
-from soong_store.errors import (
-    BranchError,
-    InvalidArgument,
-    InvalidTransition,
-    NotFound,
-    SessionArchived,
-)
+from soong_store.errors import NotFound, SessionArchived
 from soong_store.files.artifacts import ArtifactOp
-from soong_store.model.enums import TERMINAL_RUN_STATUSES, AgentType, NodeType, Role, SessionStatus
+from soong_store.model.enums import SessionStatus
 from soong_store.model.ids import utc_now
 from soong_store.model.records import (
     ArtifactRecord,
@@ -44,6 +38,7 @@ from soong_store.model.records import (
     node_record,
 )
 from soong_store.ops import EventOp, NodeOp, Op
+from soong_store.rules import tree
 from soong_store.schema.catalog import CACHE_SIZE, SessionTables, session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.sql.prepared import Prepared, Runner
@@ -279,42 +274,20 @@ class SessionWriter:
         # The session row names its root agent under a foreign key: it exists, no lookup needed.
         return bool(agent_id == self.session["root_agent_id"])
 
-    def _default_parent(self, agent_id: str, run: dict[str, Any] | None) -> str | None:
-        if self._is_root(agent_id):
-            active: str | None = self.session["active_node_id"]
-            return active
-        if run is not None and run["end_node_id"] is not None:
-            end: str | None = run["end_node_id"]
-            return end
-        agent = self.agent(agent_id)
-        latest = self._latest_node_of(agent_id)
-        if latest is not None:
-            return latest
-        if agent["agent_type"] == AgentType.FORK:
-            fork_point: str | None = agent["fork_from_node_id"]
-            return fork_point
-        return None
-
     def add_node(self, op: NodeOp) -> dict[str, Any]:
         """Insert a node after resolving its agent, parent and branch; return its row."""
         run = None
         if op.run_id is not None:
-            state = self._run_state(op.run_id)
-            run = state.row
-            if run["status"] in TERMINAL_RUN_STATUSES:
-                raise InvalidTransition(
-                    f"run {op.run_id!r} is {run['status']}: it takes no more nodes",
-                    run_id=op.run_id,
-                )
-        agent_id = op.agent_id or (run["agent_id"] if run else self.session["root_agent_id"])
-        if run is not None and run["agent_id"] != agent_id:
-            raise InvalidArgument(
-                f"node agent {agent_id!r} is not the agent of run {op.run_id!r}",
-                agent_id=agent_id,
-                run_id=op.run_id,
-            )
-        if not self._is_root(agent_id):
-            self.agent(agent_id)
+            run = self._run_state(op.run_id).row
+            tree.check_run_takes_nodes(op.run_id, run["status"])
+        agent_id = tree.node_agent(
+            op.agent_id,
+            root_agent_id=self.session["root_agent_id"],
+            run_id=op.run_id,
+            run_agent_id=None if run is None else run["agent_id"],
+        )
+        root_agent = self._is_root(agent_id)
+        agent = None if root_agent else self.agent(agent_id)
         spilled = {artifact.artifact_id for artifact in op.artifacts}
         for artifact_id in op.artifact_refs:
             if artifact_id not in spilled:
@@ -323,22 +296,23 @@ class SessionWriter:
         if parent_id is not None:
             self.require_node(parent_id)
         else:
-            parent_id = self._default_parent(agent_id, run)
-        root_agent = self._is_root(agent_id)
-        if op.role != Role.USER or op.node_type != NodeType.MESSAGE:
-            if parent_id is not None and self.has_child(parent_id):
-                raise BranchError(
-                    f"node {parent_id!r} already has a child: only a user message may open a "
-                    f"branch, got role={op.role} node_type={op.node_type}",
-                    parent_id=parent_id,
-                )
-            if parent_id is None and root_agent and self._root_agent_has_root():
-                raise BranchError(
-                    f"session {self.session_id!r} has no active node and already has a root: "
-                    f"only a user message may start a new root, got role={op.role} "
-                    f"node_type={op.node_type}",
-                    parent_id=None,
-                )
+            parent_id = tree.default_parent(
+                root_agent=root_agent,
+                active_node_id=self.session["active_node_id"],
+                run_end_node_id=None if run is None else run["end_node_id"],
+                agent_type=None if agent is None else agent["agent_type"],
+                fork_from_node_id=None if agent is None else agent["fork_from_node_id"],
+                latest_node=lambda: self._latest_node_of(agent_id),
+            )
+        tree.check_branch(
+            self.session_id,
+            op.role,
+            op.node_type,
+            parent_id,
+            root_agent=root_agent,
+            parent_has_child=self.has_child,
+            root_agent_has_root=self._root_agent_has_root,
+        )
         row = {
             "node_id": op.node_id,
             "node_seq": self._take_node_seq(),
