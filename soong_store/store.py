@@ -70,9 +70,8 @@ from soong_store.ops import Op, artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.sql import fork, reads, writes
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
-from soong_store.sql.session_writer import Committed, apply_ops
 from soong_store.task_wal import TaskDag, task_root, task_wal_path
-from soong_store.uow import UnitOfWork
+from soong_store.uow import Committed, UnitOfWork, apply_ops
 from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
