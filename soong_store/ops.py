@@ -13,13 +13,9 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from soong_store.errors import InvalidArgument
-from soong_store.files.artifacts import (
-    ArtifactOp,
-    SpillPolicy,
-    StartFile,
-    drop_files,
-    spill_large_json,
-)
+from soong_store.files.artifacts import ArtifactOp, SpillPolicy, drop_files
+from soong_store.files.spill import spill_large_json
+from soong_store.files.store import StartFile
 from soong_store.model import codec
 from soong_store.model.content import ContentBlock, artifact_refs, encode_content, validate_content
 from soong_store.model.enums import EventLevel, NodeType, Role

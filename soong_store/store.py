@@ -486,7 +486,7 @@ class SessionStore:
         # Files first, row second: a crash in between leaves an orphan file for gc, never a row
         # without its file. A unit that does not commit takes its files away again. Once
         # submitted, the unit goes on even if the caller is cancelled, so nothing strands.
-        writes: list[FileWrite] = []
+        writes: list[Prerequisite] = []
         for f in files:
             assert f.write is not None, "a unit of work starts each file as it is added"
             writes.append(f.write)

@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from soong_store.errors import InvalidArgument
-from soong_store.files.artifacts import ArtifactOp, SpillPolicy, StartFile, drop_files
+from soong_store.files.artifacts import ArtifactOp, SpillPolicy, drop_files
+from soong_store.files.store import StartFile
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.records import (
     ArtifactRecord,

@@ -28,7 +28,7 @@ from soong_store import (
     ToolResultBlock,
 )
 from soong_store.check import check_store
-from soong_store.files.artifacts import estimate_tokens, summarize_json
+from soong_store.files.spill import estimate_tokens, summarize_json
 from soong_store.files.store import ArtifactFiles
 from tests.conftest import connect_raw, db_path, snapshot, text
 
