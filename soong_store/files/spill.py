@@ -14,7 +14,7 @@ from typing import Any
 from soong_store.files.artifacts import ArtifactOp, SpillPolicy, drop_files
 from soong_store.files.store import StartFile
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, JsonBlock, ToolResultBlock
+from soong_store.model.content import ContentBlock, JsonBlock, Leaf, Place, rebuild
 
 _SUMMARY_CHARS = 600
 
@@ -86,17 +86,10 @@ def spill_large_json(
     """
     spilled: list[ArtifactOp] = []
 
-    def visit(block: Any, tool_call_id: str | None, where: str) -> Any:
-        if isinstance(block, ToolResultBlock):
-            inner = [
-                visit(item, block.tool_call_id, f"{where}.content[{i}]")
-                for i, item in enumerate(block.content)
-            ]
-            changed = any(a is not b for a, b in zip(inner, block.content, strict=True))
-            return block.model_copy(update={"content": inner}) if changed else block
+    def spill(place: Place, block: Leaf) -> Leaf:
         if not isinstance(block, JsonBlock) or block.artifact_ref is not None:
             return block
-        what = f"{where}.data"
+        what = f"{place.where}.data"
         data = codec.encode(block.data, what=what)
         if len(data) <= policy.max_bytes and (
             len(data) <= policy.max_tokens or estimate_tokens(data) <= policy.max_tokens
@@ -108,7 +101,7 @@ def spill_large_json(
             data,
             policy=policy,
             mime_type="application/json",
-            tool_call_id=tool_call_id,
+            tool_call_id=None if place.owner is None else place.owner.tool_call_id,
         )
         op.event = False
         spilled.append(op)
@@ -118,7 +111,7 @@ def spill_large_json(
         return JsonBlock(summary=op.summary, artifact_ref=op.artifact_id)
 
     try:
-        stored = [visit(block, None, f"content[{i}]") for i, block in enumerate(blocks)]
+        stored = rebuild(blocks, spill)
     except BaseException:
         drop_files(spilled)
         raise

@@ -4,12 +4,13 @@ A node's content is a list of blocks, a strict discriminated union on ``type``: 
 unknown fields are refused, and nothing is coerced (a number is not a string). One
 :class:`~pydantic.TypeAdapter` is built at import time and used for every validation, both of
 caller input (plain dicts or block models) and of JSON read back from the database.
+:func:`walk` is the one walk over blocks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal, Self
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Annotated, Any, Literal, NamedTuple, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -175,29 +176,101 @@ def decode_stored_content(text: str) -> list[ContentBlock]:
     return blocks
 
 
-def artifact_refs(blocks: list[ContentBlock]) -> list[str]:
+# -- the one walk over blocks ------------------------------------------------------------------
+
+Leaf = TextBlock | JsonBlock | ToolCallBlock | ArtifactRefBlock
+"""A block that holds no blocks: any block but a tool result, or an item of one."""
+
+T = TypeVar("T")
+
+
+class Place(NamedTuple):
+    """Where a leaf block sits in a node's content."""
+
+    position: int
+    """The position of its block in the content."""
+    item: int | None = None
+    """Its position in the tool result's content, when it is an item of one."""
+    owner: ToolResultBlock | None = None
+    """The tool result it is an item of."""
+
+    @property
+    def where(self) -> str:
+        """The leaf's path as messages name it: ``content[2]`` or ``content[2].content[0]``."""
+        top = f"content[{self.position}]"
+        return top if self.item is None else f"{top}.content[{self.item}]"
+
+    @property
+    def depth(self) -> int:
+        """How many JSON containers hold the leaf's fields in ``content_json``."""
+        return 2 if self.item is None else 4
+
+
+def _leaves(index: int, block: ContentBlock) -> Iterator[tuple[Place, Leaf]]:
+    if isinstance(block, ToolResultBlock):
+        for item, leaf in enumerate(block.content):
+            yield Place(index, item, block), leaf
+    else:
+        yield Place(index), block
+
+
+def walk(blocks: Iterable[ContentBlock]) -> Iterator[tuple[Place, Leaf]]:
+    """Every leaf of ``blocks`` in order, with its place: a block, or an item of a tool result.
+
+    Everything that looks into content blocks goes through this walk (or :func:`fold`, which
+    is the same walk), so a new kind of block that holds others changes one function.
+    """
+    for index, block in enumerate(blocks):
+        yield from _leaves(index, block)
+
+
+def fold(
+    blocks: Iterable[ContentBlock],
+    leaf: Callable[[Place, Leaf], T],
+    result: Callable[[ToolResultBlock, list[T]], T],
+) -> list[T]:
+    """One value per block: ``leaf`` of a leaf block, ``result`` of a tool result and its items."""
+    out: list[T] = []
+    for index, block in enumerate(blocks):
+        values = [leaf(place, item) for place, item in _leaves(index, block)]
+        out.append(result(block, values) if isinstance(block, ToolResultBlock) else values[0])
+    return out
+
+
+def rebuild(
+    blocks: Iterable[ContentBlock], change: Callable[[Place, Leaf], Leaf]
+) -> list[ContentBlock]:
+    """``blocks`` with each leaf replaced by ``change(place, leaf)``; untouched blocks are kept."""
+
+    def result(block: ToolResultBlock, items: list[ContentBlock]) -> ContentBlock:
+        if all(a is b for a, b in zip(items, block.content, strict=True)):
+            return block
+        return block.model_copy(update={"content": items})
+
+    return fold(blocks, change, result)
+
+
+def _ref_of(leaf: Leaf) -> str | None:
+    if isinstance(leaf, ArtifactRefBlock):
+        return leaf.artifact_id
+    if isinstance(leaf, JsonBlock):
+        return leaf.artifact_ref
+    return None
+
+
+def artifact_refs(blocks: Iterable[ContentBlock]) -> list[str]:
     """The artifact ids the blocks refer to (attachments and spilled JSON), in order."""
-    refs: list[str] = []
-    for block in blocks:
-        items = block.content if isinstance(block, ToolResultBlock) else [block]
-        for item in items:
-            if isinstance(item, ArtifactRefBlock):
-                refs.append(item.artifact_id)
-            elif isinstance(item, JsonBlock) and item.artifact_ref is not None:
-                refs.append(item.artifact_ref)
-    return refs
+    return [ref for _, leaf in walk(blocks) if (ref := _ref_of(leaf)) is not None]
 
 
 def map_artifact_refs(blocks: list[ContentBlock], mapping: dict[str, str]) -> list[ContentBlock]:
     """The blocks with every artifact reference renamed through ``mapping`` (a forked copy)."""
 
-    def rename(item: Any) -> Any:
-        if isinstance(item, ArtifactRefBlock) and item.artifact_id in mapping:
-            return item.model_copy(update={"artifact_id": mapping[item.artifact_id]})
-        if isinstance(item, JsonBlock) and item.artifact_ref in mapping:
-            return item.model_copy(update={"artifact_ref": mapping[item.artifact_ref]})
-        if isinstance(item, ToolResultBlock):
-            return item.model_copy(update={"content": [rename(i) for i in item.content]})
-        return item
+    def rename(_: Place, leaf: Leaf) -> Leaf:
+        if isinstance(leaf, ArtifactRefBlock) and leaf.artifact_id in mapping:
+            return leaf.model_copy(update={"artifact_id": mapping[leaf.artifact_id]})
+        if isinstance(leaf, JsonBlock) and leaf.artifact_ref in mapping:
+            return leaf.model_copy(update={"artifact_ref": mapping[leaf.artifact_ref]})
+        return leaf
 
-    return [rename(block) for block in blocks]
+    return rebuild(blocks, rename)
