@@ -13,11 +13,11 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from soong_store.errors import InvalidArgument
-from soong_store.files.artifacts import ArtifactOp, SpillPolicy, drop_files
+from soong_store.files.artifacts import ArtifactOp, SpillPolicy
 from soong_store.files.spill import spill_large_json
 from soong_store.files.store import StartFile
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, artifact_refs, encode_content, validate_content
+from soong_store.model.content import ContentBlock, artifact_refs, validate_content
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.ids import check_optional_id, new_id
 
@@ -128,7 +128,7 @@ class NodeOp:
     node_type: NodeType
     content_json: str
     content: list[ContentBlock]
-    """The blocks read back from ``content_json``: what the node's record holds."""
+    """The blocks as a read of ``content_json`` returns them: what the node's record holds."""
     agent_id: str | None
     run_id: str | None
     parent_id: str | None
@@ -175,14 +175,9 @@ class NodeOp:
         tokens = check_token_count(token_count)
         own_event = None if event is None else _node_event(event, node_id)
         created = EventOp.build(NODE_CREATED, node_id=node_id) if own_event is None else None
-        blocks, spilled = spill_large_json(
+        content_json, stored, spilled = spill_large_json(
             session_id, validate_content(content), policy, start_file
         )
-        try:
-            content_json, stored = encode_content(blocks)
-        except BaseException:
-            drop_files(spilled)
-            raise
         for artifact in spilled:
             artifact.node_id = node_id
         return cls(
@@ -199,7 +194,7 @@ class NodeOp:
             event=own_event,
             created=created,
             artifacts=spilled,
-            artifact_refs=artifact_refs(blocks),
+            artifact_refs=artifact_refs(stored),
         )
 
 

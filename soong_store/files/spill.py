@@ -14,7 +14,8 @@ from typing import Any
 from soong_store.files.artifacts import ArtifactOp, SpillPolicy, drop_files
 from soong_store.files.store import StartFile
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, JsonBlock, Leaf, Place, rebuild
+from soong_store.model.content import ContentBlock, JsonBlock, Place
+from soong_store.model.content_json import encode_content
 
 _SUMMARY_CHARS = 600
 
@@ -78,24 +79,22 @@ def spill_large_json(
     blocks: list[ContentBlock],
     policy: SpillPolicy,
     start_file: StartFile,
-) -> tuple[list[ContentBlock], list[ArtifactOp]]:
-    """Move every JSON block over the thresholds (also inside tool results) to an artifact.
+) -> tuple[str, list[ContentBlock], list[ArtifactOp]]:
+    """Encode a node's content, moving every JSON block over the thresholds to an artifact.
 
-    A spilled block's file starts (``start_file``) before its bytes are checked for NaN, so the
+    Returns the ``content_json`` text, the blocks as a read returns them and the artifacts. Each
+    JSON block's data is encoded once (:func:`~soong_store.model.content_json.encode_content`):
+    its bytes are measured, and either written to the artifact's file or put into the text. A
+    spilled block's file starts (``start_file``) before its bytes are checked for NaN, so the
     check overlaps the disk; a failure drops every file started here.
     """
     spilled: list[ArtifactOp] = []
 
-    def spill(place: Place, block: Leaf) -> Leaf:
-        if not isinstance(block, JsonBlock) or block.artifact_ref is not None:
-            return block
-        what = f"{place.where}.data"
-        data = codec.encode(block.data, what=what)
+    def spill(place: Place, block: JsonBlock, data: bytes) -> JsonBlock | None:
         if len(data) <= policy.max_bytes and (
             len(data) <= policy.max_tokens or estimate_tokens(data) <= policy.max_tokens
         ):
-            codec.check_finite(data, block.data, what=what)
-            return block
+            return None
         op = ArtifactOp.build(
             session_id,
             data,
@@ -107,12 +106,12 @@ def spill_large_json(
         spilled.append(op)
         op.write = start_file(op.path, data)
         op.summary = summarize_json(block.data, len(data))  # bounded by construction
-        codec.check_finite(data, block.data, what=what)
+        codec.check_finite(data, block.data, what=f"{place.where}.data")
         return JsonBlock(summary=op.summary, artifact_ref=op.artifact_id)
 
     try:
-        stored = rebuild(blocks, spill)
+        content_json, stored = encode_content(blocks, spill=spill)
     except BaseException:
         drop_files(spilled)
         raise
-    return stored, spilled
+    return content_json, stored, spilled

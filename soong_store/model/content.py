@@ -3,8 +3,8 @@
 A node's content is a list of blocks, a strict discriminated union on ``type``: unknown types and
 unknown fields are refused, and nothing is coerced (a number is not a string). One
 :class:`~pydantic.TypeAdapter` is built at import time and used for every validation, both of
-caller input (plain dicts or block models) and of JSON read back from the database.
-:func:`walk` is the one walk over blocks.
+caller input (plain dicts or block models) and of JSON read back from the database
+(:mod:`soong_store.model.content_json`). :func:`walk` is the one walk over blocks.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pydantic import (
 )
 
 from soong_store.errors import InvalidContent
-from soong_store.model import codec
 
 
 class _Block(BaseModel):
@@ -105,7 +104,8 @@ ContentBlock = Annotated[
 ]
 """Any one block; the union is discriminated on ``type``."""
 
-_CONTENT = TypeAdapter(list[ContentBlock])
+CONTENT = TypeAdapter(list[ContentBlock])
+"""The one adapter of a node's content, built at import time."""
 
 
 def validate_content(content: object) -> list[ContentBlock]:
@@ -121,59 +121,11 @@ def validate_content(content: object) -> list[ContentBlock]:
             content_type=type(content).__name__,
         )
     try:
-        return _CONTENT.validate_python(list(content))
+        return CONTENT.validate_python(list(content))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise InvalidContent(f"invalid content at {where or 'top'}: {first['msg']}") from exc
-
-
-def encode_content(blocks: list[ContentBlock]) -> tuple[str, list[ContentBlock]]:
-    """Encode validated blocks for ``content_json``, and return the blocks read back from it.
-
-    NaN, Infinity and lone surrogates are refused. The text is parsed back once: JSON nested
-    deeper than the reader accepts (pydantic-core stops at about 200 levels, orjson writes up to
-    254) is refused here, not found unreadable later; and the blocks read back are exactly what
-    every later read returns (tuples become lists), so a write can hand them out as they are.
-    """
-    text = codec.dumps_text(_CONTENT.dump_python(blocks), what="content")
-    try:
-        stored = _CONTENT.validate_json(text)
-    except ValidationError as exc:
-        raise InvalidContent(f"content cannot be read back: {exc.errors()[0]['msg']}") from exc
-    return text, stored
-
-
-def content_to_json(blocks: list[ContentBlock]) -> str:
-    """The ``content_json`` text of validated blocks (see :func:`encode_content`)."""
-    return encode_content(blocks)[0]
-
-
-def content_from_json(text: str | bytes) -> list[ContentBlock]:
-    """Decode ``content_json`` read back from the database."""
-    return _CONTENT.validate_json(text)
-
-
-def decode_stored_content(text: str) -> list[ContentBlock]:
-    """Decode ``content_json`` that must be exactly what the store writes for its blocks.
-
-    The strict path, for text that is not trusted (an import, ``check``): JSON is decoded by the
-    store's own decoder (NaN, Infinity and numbers beyond 64 bits refused), validated as caller
-    input is, and must be the store's own encoding of the blocks it holds.
-
-    Raises:
-        InvalidContent: the text is not stored content as the store writes it.
-    """
-    try:
-        value = codec.loads_stored(text)
-    except ValueError as exc:
-        raise InvalidContent(f"content is not valid stored JSON: {exc}") from None
-    if not isinstance(value, list):
-        raise InvalidContent(f"content must be a list of blocks, got {type(value).__name__}")
-    blocks = validate_content(value)
-    if codec.dumps_text(_CONTENT.dump_python(blocks), what="content") != text:
-        raise InvalidContent("content is not in the form the store writes (defaults left out?)")
-    return blocks
 
 
 # -- the one walk over blocks ------------------------------------------------------------------

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict
 
 from soong_store.errors import StorageError
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, content_from_json
+from soong_store.model.content import ContentBlock
+from soong_store.model.content_json import content_from_json
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
