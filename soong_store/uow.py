@@ -25,9 +25,9 @@ from soong_store.model.records import (
     ArtifactRecord,
     EventRecord,
     NodeRecord,
-    artifact_record,
-    event_record,
-    node_record,
+    written_artifact_record,
+    written_event_record,
+    written_node_record,
 )
 from soong_store.ops import EventOp, NodeOp, Op, artifacts_of
 from soong_store.sql.session_writer import SessionWriter
@@ -189,6 +189,7 @@ def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committ
     """The writer job of a unit of work: write every op in order, each node with its event.
 
     A node's spilled artifacts are inserted right after it; their rows take its agent and run.
+    The records are built from the rows and the values the ops carry: no column is decoded.
     """
     writer = SessionWriter.open(connection, session_id)
     named = {op.node_id for op in ops if isinstance(op, EventOp) and op.node_id is not None}
@@ -196,28 +197,33 @@ def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committ
     for op in ops:
         if isinstance(op, ArtifactOp):
             row = writer.add_artifact(op)
-            out.artifacts.append(artifact_record(row))
+            out.artifacts.append(written_artifact_record(row, op.metadata))
             if op.event:
-                created = EventOp.build(
+                created = EventOp.own(
                     "artifact_created",
                     agent_id=op.agent_id,
                     run_id=op.run_id,
                     node_id=op.node_id,
                     payload={"artifact_id": op.artifact_id, "size_bytes": len(op.data)},
                 )
-                out.events.append(event_record(session_id, writer.add_event(created)))
+                out.events.append(_event_record(session_id, writer.add_event(created), created))
         elif isinstance(op, NodeOp):
             row = writer.add_node(op)
             for artifact in op.artifacts:
-                out.artifacts.append(artifact_record(writer.add_artifact(artifact, node=row)))
-            out.nodes.append(node_record(session_id, row, op.content))
+                stored = writer.add_artifact(artifact, node=row)
+                out.artifacts.append(written_artifact_record(stored, artifact.metadata))
+            out.nodes.append(written_node_record(session_id, row, op.content, op.metadata))
             event = op.event
             if event is None and op.node_id not in named:
                 event = op.created
             if event is not None:
                 event.agent_id, event.run_id = row["agent_id"], row["run_id"]
-                out.events.append(event_record(session_id, writer.add_event(event)))
+                out.events.append(_event_record(session_id, writer.add_event(event), event))
         else:
-            out.events.append(event_record(session_id, writer.add_event(op)))
+            out.events.append(_event_record(session_id, writer.add_event(op), op))
     writer.finish()
     return out
+
+
+def _event_record(session_id: str, row: dict[str, Any], op: EventOp) -> EventRecord:
+    return written_event_record(session_id, row, op.payload)

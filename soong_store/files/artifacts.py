@@ -119,6 +119,8 @@ class ArtifactOp:
     node_id: str | None = None
     tool_call_id: str | None = None
     metadata_json: str | None = None
+    metadata: Any = None
+    """The metadata as a read of ``metadata_json`` returns it: what the artifact's record holds."""
     event: bool = True
     write: PendingFile | None = None
     """The file's write, once started (see :mod:`soong_store.files.pool`)."""
@@ -155,6 +157,7 @@ class ArtifactOp:
         name = check_filename(filename)
         mime = _check_text(mime_type, "mime type", _MIME)
         artifact_id = new_id("art")
+        metadata_json, metadata_value = codec.encode_column(metadata, what="artifact metadata")
         return cls(
             artifact_id=artifact_id,
             session_id=session_id,
@@ -167,7 +170,8 @@ class ArtifactOp:
             run_id=check_optional_id(run_id, "run"),
             node_id=check_optional_id(node_id, "node"),
             tool_call_id=_check_text(tool_call_id, "tool_call_id"),
-            metadata_json=codec.dumps_optional(metadata, what="artifact metadata"),
+            metadata_json=metadata_json,
+            metadata=metadata_value,
         )
 
 

@@ -301,7 +301,7 @@ class SessionWriter:
 
     def lifecycle_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
         """Write an event of the store's own (``run_started``, ``node_switched`` ...)."""
-        return self.add_event(EventOp.build(event_type, **fields))
+        return self.add_event(EventOp.own(event_type, **fields))
 
     def set_active(self, node_id: str | None) -> None:
         """Move the session's active node (written at :meth:`finish`)."""
