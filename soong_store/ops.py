@@ -13,15 +13,11 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from soong_store.errors import InvalidArgument
-from soong_store.files.artifacts import (
-    ArtifactOp,
-    SpillPolicy,
-    StartFile,
-    drop_files,
-    spill_large_json,
-)
+from soong_store.files.artifacts import ArtifactOp, SpillPolicy
+from soong_store.files.spill import spill_large_json
+from soong_store.files.store import StartFile
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, artifact_refs, encode_content, validate_content
+from soong_store.model.content import ContentBlock, artifact_refs, validate_content
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.ids import check_optional_id, new_id
 
@@ -95,6 +91,8 @@ class EventOp:
     node_id: str | None = None
     tool_call_id: str | None = None
     payload_json: str | None = None
+    payload: Any = None
+    """The payload as a read of ``payload_json`` returns it: what the event's record holds."""
 
     @classmethod
     def build(
@@ -109,6 +107,7 @@ class EventOp:
         payload: Any = None,
     ) -> EventOp:
         """Validate caller input into an event operation (raises before anything is queued)."""
+        payload_json, payload_value = codec.encode_column(payload, what="event payload")
         return cls(
             event_id=new_id("evt"),
             event_type=check_event_type(event_type),
@@ -119,7 +118,36 @@ class EventOp:
             tool_call_id=None
             if tool_call_id is None
             else codec.check_text(tool_call_id, "tool_call_id"),
+            payload_json=payload_json,
+            payload=payload_value,
+        )
+
+    @classmethod
+    def own(
+        cls,
+        event_type: str,
+        *,
+        level: EventLevel = EventLevel.INFO,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> EventOp:
+        """An event the store writes itself (``node_created``, ``run_started`` ...).
+
+        Its ids are the store's own or checked already, and its payload holds only strings,
+        integers, ``None`` and dicts of them, which read back as they are: it is encoded, and
+        nothing is checked or decoded again.
+        """
+        return cls(
+            event_id=new_id("evt"),
+            event_type=event_type,
+            level=level,
+            agent_id=agent_id,
+            run_id=run_id,
+            node_id=node_id,
             payload_json=codec.dumps_optional(payload, what="event payload"),
+            payload=payload,
         )
 
 
@@ -132,11 +160,13 @@ class NodeOp:
     node_type: NodeType
     content_json: str
     content: list[ContentBlock]
-    """The blocks read back from ``content_json``: what the node's record holds."""
+    """The blocks as a read of ``content_json`` returns them: what the node's record holds."""
     agent_id: str | None
     run_id: str | None
     parent_id: str | None
     metadata_json: str | None
+    metadata: Any
+    """The metadata as a read of ``metadata_json`` returns it: what the node's record holds."""
     token_count: int | None
     event: EventOp | None = None
     """The event the caller asked for instead of ``node_created``."""
@@ -175,18 +205,13 @@ class NodeOp:
         agent = check_optional_id(agent_id, "agent")
         run = check_optional_id(run_id, "run")
         parent = check_optional_id(parent_id, "node")
-        metadata_json = codec.dumps_optional(metadata, what="node metadata")
+        metadata_json, metadata_value = codec.encode_column(metadata, what="node metadata")
         tokens = check_token_count(token_count)
         own_event = None if event is None else _node_event(event, node_id)
-        created = EventOp.build(NODE_CREATED, node_id=node_id) if own_event is None else None
-        blocks, spilled = spill_large_json(
+        created = EventOp.own(NODE_CREATED, node_id=node_id) if own_event is None else None
+        content_json, stored, spilled = spill_large_json(
             session_id, validate_content(content), policy, start_file
         )
-        try:
-            content_json, stored = encode_content(blocks)
-        except BaseException:
-            drop_files(spilled)
-            raise
         for artifact in spilled:
             artifact.node_id = node_id
         return cls(
@@ -199,11 +224,12 @@ class NodeOp:
             run_id=run,
             parent_id=parent,
             metadata_json=metadata_json,
+            metadata=metadata_value,
             token_count=tokens,
             event=own_event,
             created=created,
             artifacts=spilled,
-            artifact_refs=artifact_refs(blocks),
+            artifact_refs=artifact_refs(stored),
         )
 
 

@@ -71,10 +71,9 @@ from soong_store.ops import Op, artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.sql import fork, reads, writes
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
-from soong_store.sql.session_writer import Committed, apply_ops
 from soong_store.tasks.threads import AnyLoopLock
 from soong_store.tasks.wal import TaskDag, task_root, task_wal_path
-from soong_store.uow import UnitOfWork
+from soong_store.uow import Committed, UnitOfWork, apply_ops
 from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
@@ -501,7 +500,7 @@ class SessionStore:
         # Files first, row second: a crash in between leaves an orphan file for gc, never a row
         # without its file. A unit that does not commit takes its files away again. Once
         # submitted, the unit goes on even if the caller is cancelled, so nothing strands.
-        writes: list[FileWrite] = []
+        writes: list[Prerequisite] = []
         for f in files:
             assert f.write is not None, "a unit of work starts each file as it is added"
             writes.append(f.write)

@@ -3,7 +3,7 @@
 :class:`UnitOfWork` is what ``store.transaction(session_id)`` hands out. Its ``add_*`` methods
 validate their input at once (bad input raises there, before anything is queued) and return the
 new id; nothing touches the database until the block ends without an error, when the whole unit
-goes to the writer as one job (:func:`soong_store.sql.session_writer.apply_ops`). Leaving the block
+goes to the writer as one job (:func:`apply_ops`, run in the writer's thread). Leaving the block
 by an exception discards it. Artifact files are the exception to "nothing happens before the
 end": each starts being written when it is added (:mod:`soong_store.files.pool`), and a
 discarded unit removes them again.
@@ -12,14 +12,34 @@ discarded unit removes them again.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import Connection
+
 from soong_store.errors import InvalidArgument
-from soong_store.files.artifacts import ArtifactOp, SpillPolicy, StartFile, drop_files
+from soong_store.files.artifacts import ArtifactOp, SpillPolicy, drop_files
+from soong_store.files.store import StartFile
 from soong_store.model.enums import EventLevel, NodeType, Role
-from soong_store.model.records import ArtifactRecord, EventRecord, NodeRecord
+from soong_store.model.records import (
+    ArtifactRecord,
+    EventRecord,
+    NodeRecord,
+    written_artifact_record,
+    written_event_record,
+    written_node_record,
+)
 from soong_store.ops import EventOp, NodeOp, Op, artifacts_of
-from soong_store.sql.session_writer import Committed
+from soong_store.sql.session_writer import SessionWriter
+
+
+@dataclass(slots=True)
+class Committed:
+    """What one unit of work wrote, as records with their final numbers."""
+
+    nodes: list[NodeRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    artifacts: list[ArtifactRecord] = field(default_factory=list)
 
 
 class UnitOfWork:
@@ -163,3 +183,47 @@ class UnitOfWork:
     def _check_open(self) -> None:
         if self._done:
             raise InvalidArgument("this unit of work is finished: open a new transaction")
+
+
+def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committed:
+    """The writer job of a unit of work: write every op in order, each node with its event.
+
+    A node's spilled artifacts are inserted right after it; their rows take its agent and run.
+    The records are built from the rows and the values the ops carry: no column is decoded.
+    """
+    writer = SessionWriter.open(connection, session_id)
+    named = {op.node_id for op in ops if isinstance(op, EventOp) and op.node_id is not None}
+    out = Committed()
+    for op in ops:
+        if isinstance(op, ArtifactOp):
+            row = writer.add_artifact(op)
+            out.artifacts.append(written_artifact_record(row, op.metadata))
+            if op.event:
+                created = EventOp.own(
+                    "artifact_created",
+                    agent_id=op.agent_id,
+                    run_id=op.run_id,
+                    node_id=op.node_id,
+                    payload={"artifact_id": op.artifact_id, "size_bytes": len(op.data)},
+                )
+                out.events.append(_event_record(session_id, writer.add_event(created), created))
+        elif isinstance(op, NodeOp):
+            row = writer.add_node(op)
+            for artifact in op.artifacts:
+                stored = writer.add_artifact(artifact, node=row)
+                out.artifacts.append(written_artifact_record(stored, artifact.metadata))
+            out.nodes.append(written_node_record(session_id, row, op.content, op.metadata))
+            event = op.event
+            if event is None and op.node_id not in named:
+                event = op.created
+            if event is not None:
+                event.agent_id, event.run_id = row["agent_id"], row["run_id"]
+                out.events.append(_event_record(session_id, writer.add_event(event), event))
+        else:
+            out.events.append(_event_record(session_id, writer.add_event(op), op))
+    writer.finish()
+    return out
+
+
+def _event_record(session_id: str, row: dict[str, Any], op: EventOp) -> EventRecord:
+    return written_event_record(session_id, row, op.payload)

@@ -14,7 +14,16 @@ from typing import Any, TextIO
 
 from soong_store.errors import NotFound
 from soong_store.model import codec
-from soong_store.model.content import ArtifactRefBlock, JsonBlock, TextBlock, ToolCallBlock
+from soong_store.model.content import (
+    ContentBlock,
+    JsonBlock,
+    Leaf,
+    Place,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    fold,
+)
 from soong_store.model.records import (
     AgentRecord,
     ArtifactRecord,
@@ -42,25 +51,30 @@ def _fancy() -> bool:
     return (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") == "utf8"
 
 
-def block_text(block: Any) -> str:
+def _leaf_text(_: Place, leaf: Leaf) -> str:
+    if isinstance(leaf, TextBlock):
+        return leaf.text
+    if isinstance(leaf, ToolCallBlock):
+        return f"→ {leaf.name}({codec.dumps_text(leaf.arguments)})"
+    if isinstance(leaf, JsonBlock):
+        if leaf.artifact_ref is not None:
+            return f"[json in {leaf.artifact_ref}: {leaf.summary}]"
+        return codec.dumps_text(leaf.data)
+    return f"[attachment {leaf.artifact_id}{': ' + leaf.summary if leaf.summary else ''}]"
+
+
+def _result_text(block: ToolResultBlock, items: list[str]) -> str:
+    return f"← {'ERROR ' if block.is_error else ''}{' '.join(items)}"
+
+
+def block_text(block: ContentBlock) -> str:
     """One content block as one line of text (the tree and timeline show these)."""
-    if isinstance(block, TextBlock):
-        return block.text
-    if isinstance(block, ToolCallBlock):
-        return f"→ {block.name}({codec.dumps_text(block.arguments)})"
-    if isinstance(block, JsonBlock):
-        if block.artifact_ref is not None:
-            return f"[json in {block.artifact_ref}: {block.summary}]"
-        return codec.dumps_text(block.data)
-    if isinstance(block, ArtifactRefBlock):
-        return f"[attachment {block.artifact_id}{': ' + block.summary if block.summary else ''}]"
-    inner = " ".join(block_text(item) for item in block.content)
-    return f"← {'ERROR ' if block.is_error else ''}{inner}"
+    return fold([block], _leaf_text, _result_text)[0]
 
 
 def node_text(node: NodeRecord) -> str:
     """The content of a node as one line."""
-    return " | ".join(block_text(block) for block in node.content)
+    return " | ".join(fold(node.content, _leaf_text, _result_text))
 
 
 # -- tree -----------------------------------------------------------------------------------
@@ -417,26 +431,24 @@ async def export_markdown(store: SessionStore, session_id: str, out: TextIO) -> 
         if node.node_id == first_kept and node is not path[0]:
             out.write("---\n\n*The context the model gets starts here (compaction).*\n\n")
         out.write(f"## #{node.node_seq} {node.role} · {node.node_type}\n\n")
-        for block in node.content:
-            out.write(_block_markdown(block.model_dump(mode="json")) + "\n\n")
+        for text in fold(node.content, _leaf_markdown, _result_markdown):
+            out.write(text + "\n\n")
 
 
-def _block_markdown(block: dict[str, Any]) -> str:
-    kind = block["type"]
-    if kind == "text":
-        return str(block["text"])
-    if kind == "tool_call":
-        args = codec.dumps_text(block["arguments"])
-        return (
-            f"**tool call** `{block['name']}` (`{block['tool_call_id']}`)\n\n```json\n{args}\n```"
-        )
-    if kind == "tool_result":
-        title = "tool error" if block["is_error"] else "tool result"
-        inner = "\n\n".join(_block_markdown(item) for item in block["content"])
-        return f"**{title}** (`{block['tool_call_id']}`)\n\n{inner}"
-    if kind == "json":
-        if "artifact_ref" in block:
-            return f"*JSON in artifact `{block['artifact_ref']}`*: {block['summary']}"
-        return f"```json\n{codec.dumps_text(block['data'])}\n```"
-    summary = f": {block['summary']}" if block.get("summary") else ""
-    return f"*attachment `{block['artifact_id']}`*{summary}"
+def _leaf_markdown(_: Place, leaf: Leaf) -> str:
+    if isinstance(leaf, TextBlock):
+        return leaf.text
+    if isinstance(leaf, ToolCallBlock):
+        args = codec.dumps_text(leaf.arguments)
+        return f"**tool call** `{leaf.name}` (`{leaf.tool_call_id}`)\n\n```json\n{args}\n```"
+    if isinstance(leaf, JsonBlock):
+        if leaf.artifact_ref is not None:
+            return f"*JSON in artifact `{leaf.artifact_ref}`*: {leaf.summary}"
+        return f"```json\n{codec.dumps_text(leaf.data)}\n```"
+    summary = f": {leaf.summary}" if leaf.summary else ""
+    return f"*attachment `{leaf.artifact_id}`*{summary}"
+
+
+def _result_markdown(block: ToolResultBlock, items: list[str]) -> str:
+    title = "tool error" if block.is_error else "tool result"
+    return f"**{title}** (`{block.tool_call_id}`)\n\n" + "\n\n".join(items)

@@ -1,46 +1,33 @@
-"""Artifacts: large payloads kept as files, and the spill of large JSON blocks into them.
+"""Artifacts: the validated operation that writes one, its fields, its path and its limits.
 
 A file lives at ``<home>/artifacts/<session_id>/<artifact_id>[.ext]``; the ``artifacts`` row keeps
 that path relative to ``<home>/artifacts`` so a home can move. Files are written atomically
 (:class:`~soong_store.files.store.ArtifactFiles`) *before* the row is committed; a unit of
 work that fails removes them again, and a crash between the two leaves an orphan that ``gc``
-removes. A file is removed only when no row names it.
-
-A :class:`~soong_store.model.content.JsonBlock` whose data is over the byte or token threshold
-becomes an artifact in the node's own unit of work; the stored block keeps a short summary of the
-data's shape and the reference.
+removes. A file is removed only when no row names it. Large JSON blocks become artifacts too
+(:mod:`soong_store.files.spill`).
 """
 
 from __future__ import annotations
 
-import logging
-import math
 import mimetypes
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from soong_store.errors import InvalidArgument, NotFound
+from soong_store.files.store import PendingFile
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, JsonBlock, ToolResultBlock
 from soong_store.model.ids import check_optional_id, new_id
-
-if TYPE_CHECKING:
-    from soong_store.files.pool import FileWrite
-
-log = logging.getLogger(__name__)
-
-StartFile = Callable[[str, bytes], "FileWrite"]
-"""Begins writing an artifact file in the background (``FilePool.start``)."""
 
 MAX_ARTIFACT_BYTES = 1 << 30
 """Default bound of one artifact (1 GiB): larger data is refused before anything is written."""
 
 SPILL_BYTES = 16 * 1024
+"""Default size over which a JSON block's data becomes an artifact (16 KiB)."""
 SPILL_TOKENS = 4_000
-_SUMMARY_CHARS = 600
+"""Default estimated token count over which a JSON block's data becomes an artifact."""
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,16}")
 _MIME = re.compile(r"[A-Za-z0-9][\w.+-]*/[\w.+-]+(;[ -~]*)?")
 _MAX_TEXT = 4096
@@ -48,7 +35,7 @@ _MAX_TEXT = 4096
 
 @dataclass(frozen=True, slots=True)
 class SpillPolicy:
-    """When a JSON block is moved to an artifact: over ``max_bytes`` or ``max_tokens``."""
+    """The bounds of artifacts: when a JSON block becomes one, and how large one may be."""
 
     max_bytes: int = SPILL_BYTES
     max_tokens: int = SPILL_TOKENS
@@ -132,8 +119,10 @@ class ArtifactOp:
     node_id: str | None = None
     tool_call_id: str | None = None
     metadata_json: str | None = None
+    metadata: Any = None
+    """The metadata as a read of ``metadata_json`` returns it: what the artifact's record holds."""
     event: bool = True
-    write: FileWrite | None = None
+    write: PendingFile | None = None
     """The file's write, once started (see :mod:`soong_store.files.pool`)."""
 
     @classmethod
@@ -168,6 +157,7 @@ class ArtifactOp:
         name = check_filename(filename)
         mime = _check_text(mime_type, "mime type", _MIME)
         artifact_id = new_id("art")
+        metadata_json, metadata_value = codec.encode_column(metadata, what="artifact metadata")
         return cls(
             artifact_id=artifact_id,
             session_id=session_id,
@@ -180,114 +170,9 @@ class ArtifactOp:
             run_id=check_optional_id(run_id, "run"),
             node_id=check_optional_id(node_id, "node"),
             tool_call_id=_check_text(tool_call_id, "tool_call_id"),
-            metadata_json=codec.dumps_optional(metadata, what="artifact metadata"),
+            metadata_json=metadata_json,
+            metadata=metadata_value,
         )
-
-
-def estimate_tokens(data: bytes) -> int:
-    """Rough token count of UTF-8 text: ~4 bytes per token for ASCII, one per wide character."""
-    text = data.decode("utf-8", errors="replace")
-    wide = (len(data) - len(text)) // 2
-    return math.ceil((len(text) - wide) / 4) + wide
-
-
-def summarize_json(value: Any, size: int) -> str:
-    """A short description of a JSON value's shape for the model: keys, lengths, first values."""
-    head = f"JSON {_human(size)}: "
-    return head + _shape(value, 3, _SUMMARY_CHARS - len(head))
-
-
-def _human(size: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")
-
-
-def _shape(value: Any, depth: int, budget: int) -> str:
-    if isinstance(value, dict):
-        if depth == 0 or not value:
-            return f"object with {len(value)} keys"
-        parts: list[str] = []
-        for key, item in value.items():
-            part = f"{_short(key)}: {_shape(item, depth - 1, budget // 4)}"
-            if sum(len(p) + 2 for p in parts) + len(part) > budget - 20:
-                parts.append(f"... {len(value) - len(parts)} more keys")
-                break
-            parts.append(part)
-        return _clip("{" + ", ".join(parts) + "}", budget)
-    if isinstance(value, list):
-        if not value:
-            return "[]"
-        if depth == 0:
-            return f"list of {len(value)} items"
-        first = _shape(value[0], depth - 1, budget // 2)
-        return _clip(f"list of {len(value)} items, first: {first}", budget)
-    if isinstance(value, str):
-        return _short(value) + (f" ({len(value)} chars)" if len(value) > 40 else "")
-    return _clip(repr(value), budget)
-
-
-def _short(text: str) -> str:
-    return repr(text if len(text) <= 40 else text[:37] + "...")
-
-
-def _clip(text: str, budget: int) -> str:
-    budget = max(budget, 16)
-    return text if len(text) <= budget else text[: budget - 3] + "..."
-
-
-def spill_large_json(
-    session_id: str,
-    blocks: list[ContentBlock],
-    policy: SpillPolicy,
-    start_file: StartFile,
-) -> tuple[list[ContentBlock], list[ArtifactOp]]:
-    """Move every JSON block over the thresholds (also inside tool results) to an artifact.
-
-    A spilled block's file starts (``start_file``) before its bytes are checked for NaN, so the
-    check overlaps the disk; a failure drops every file started here.
-    """
-    spilled: list[ArtifactOp] = []
-
-    def visit(block: Any, tool_call_id: str | None, where: str) -> Any:
-        if isinstance(block, ToolResultBlock):
-            inner = [
-                visit(item, block.tool_call_id, f"{where}.content[{i}]")
-                for i, item in enumerate(block.content)
-            ]
-            changed = any(a is not b for a, b in zip(inner, block.content, strict=True))
-            return block.model_copy(update={"content": inner}) if changed else block
-        if not isinstance(block, JsonBlock) or block.artifact_ref is not None:
-            return block
-        what = f"{where}.data"
-        data = codec.encode(block.data, what=what)
-        if len(data) <= policy.max_bytes and (
-            len(data) <= policy.max_tokens or estimate_tokens(data) <= policy.max_tokens
-        ):
-            codec.check_finite(data, block.data, what=what)
-            return block
-        op = ArtifactOp.build(
-            session_id,
-            data,
-            policy=policy,
-            mime_type="application/json",
-            tool_call_id=tool_call_id,
-        )
-        op.event = False
-        spilled.append(op)
-        op.write = start_file(op.path, data)
-        op.summary = summarize_json(block.data, len(data))  # bounded by construction
-        codec.check_finite(data, block.data, what=what)
-        return JsonBlock(summary=op.summary, artifact_ref=op.artifact_id)
-
-    try:
-        stored = [visit(block, None, f"content[{i}]") for i, block in enumerate(blocks)]
-    except BaseException:
-        drop_files(spilled)
-        raise
-    return stored, spilled
 
 
 def drop_files(ops: list[ArtifactOp]) -> None:

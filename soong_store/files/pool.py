@@ -32,7 +32,10 @@ _HANDOFF_WAIT_S = 0.002
 
 
 class FileWrite:
-    """One artifact file being written by the pool. Its unit commits it or drops it."""
+    """One artifact file being written by the pool; its unit commits it or drops it.
+
+    It is the :class:`~soong_store.files.store.PendingFile` that artifact operations hold.
+    """
 
     __slots__ = ("path", "_files", "_lock", "_finished", "_error", "_dropped", "_callbacks")
 

@@ -22,10 +22,36 @@ import secrets
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
-from soong_store.errors import StorageError
+from soong_store.errors import SoongStoreError, StorageError
 
 log = logging.getLogger(__name__)
+
+
+class PendingFile(Protocol):
+    """An artifact file on its way to disk; its unit of work commits it or drops it.
+
+    :class:`~soong_store.files.pool.FileWrite` is the one the store uses; the operations that
+    hold one (:mod:`soong_store.files.artifacts`) need only this much of it.
+    """
+
+    @property
+    def path(self) -> str:
+        """Where the file goes (``<session>/<file>``)."""
+
+    def when_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the write is over, in whatever thread ends it."""
+
+    def error(self) -> SoongStoreError | None:
+        """Why the write failed (``None`` while it runs or once it succeeded)."""
+
+    def drop(self) -> None:
+        """The unit will not commit: remove the file once it is written."""
+
+
+StartFile = Callable[[str, bytes], PendingFile]
+"""Begins writing an artifact file in the background (``FilePool.start``)."""
 
 TEMP_PREFIX = ".tmp-"
 """Temporary files start with this; no stored path does (file names start with an id)."""

@@ -40,13 +40,19 @@ def encode(value: Any, *, what: str = "value") -> bytes:
 
 def check_finite(out: bytes, value: Any, *, what: str = "value") -> None:
     """The second half of :func:`dumps`: ``InvalidContent`` if ``out`` hides NaN or Infinity."""
-    if _NULL.search(out) is not None:
-        bad = _non_finite_at(value)
-        if bad is not None:
-            raise InvalidContent(
-                f"{what} holds a non-finite number at {bad}; NaN and Infinity are refused",
-                what=what,
-            )
+    bad = non_finite_at(out, value)
+    if bad is not None:
+        raise InvalidContent(
+            f"{what} holds a non-finite number at {bad}; NaN and Infinity are refused",
+            what=what,
+        )
+
+
+def non_finite_at(out: bytes, value: Any) -> str | None:
+    """Where ``value``, encoded as ``out``, holds NaN or an infinity (a JSON path), or ``None``."""
+    if _NULL.search(out) is None:
+        return None
+    return _non_finite_at(value)
 
 
 def dumps_text(value: Any, *, what: str = "value") -> str:
@@ -57,6 +63,54 @@ def dumps_text(value: Any, *, what: str = "value") -> str:
 def dumps_optional(value: Any, *, what: str = "value") -> str | None:
     """Encode ``value`` for a nullable TEXT column: ``None`` stays NULL."""
     return None if value is None else dumps_text(value, what=what)
+
+
+def encode_column(value: Any, *, what: str = "value") -> tuple[str | None, Any]:
+    """Encode ``value`` for a nullable TEXT column, and return it as a read of that column does.
+
+    What a write hands back must equal what a later read returns (:func:`read_back`), so the
+    value travels with its text and nothing decodes the column again on the way in.
+    """
+    if value is None:
+        return None, None
+    out = dumps(value, what=what)
+    return out.decode(), read_back(value, out)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def read_back(value: Any, out: bytes) -> Any:
+    """``value`` as a read of ``out``, its JSON, returns it.
+
+    A scalar of an exact builtin type reads back as itself. Anything else may not — a tuple
+    becomes a list, a str subclass a str, a date its text, an enum its value — and no check of
+    a container is cheaper than decoding ``out`` (orjson decodes ~3x faster than a Python walk
+    tells plain values apart), so a container is decoded once, here.
+    """
+    if type(value) in _SCALARS:
+        return value
+    return orjson.loads(out)
+
+
+_STRUCTURE = bytes(range(256)).translate(None, b'"[]{}')
+_TO_LIST = bytes.maketrans(b"{}", b"[]")
+
+
+def nesting(out: bytes, *, stop: int | None = None) -> int:
+    """How deep containers nest in ``out``, JSON as orjson writes it (``stop``: count no further).
+
+    Strings hold no structure: once their escaped backslashes and quotes are gone, every
+    remaining quote opens or closes one, so the text between quote pairs is dropped. Each pass
+    over the brackets left removes the innermost pairs.
+    """
+    plain = out.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = b"".join(plain.translate(_TO_LIST, _STRUCTURE).split(b'"')[::2])
+    depth = 0
+    while brackets and (stop is None or depth < stop):
+        brackets = brackets.replace(b"[]", b"")
+        depth += 1
+    return depth
 
 
 def loads(data: str | bytes | None) -> Any:

@@ -3,7 +3,8 @@
 Fields are the columns; ``*_json`` columns appear under their plain name (``metadata``,
 ``payload``, ``usage``, ``error``, ``result``) as decoded values, and ``content_json`` as a list
 of content blocks. Rows read back from the database are trusted (they passed validation on the
-way in), so records are built with ``model_construct`` on the hot read paths.
+way in), so records are built with ``model_construct`` on the hot read paths. A write builds
+the records it hands out from the values it wrote (``written_*_record``): no column is decoded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pydantic import BaseModel, ConfigDict
 
 from soong_store.errors import StorageError
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, content_from_json
+from soong_store.model.content import ContentBlock
+from soong_store.model.content_json import content_from_json
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -215,12 +217,20 @@ def run_record(row: Mapping[Any, Any]) -> RunRecord:
     )
 
 
-def node_record(
-    session_id: str, row: Mapping[Any, Any], content: list[ContentBlock] | None = None
-) -> NodeRecord:
-    """Build a :class:`NodeRecord` from a row of ``nodes_<sid>``.
+def node_record(session_id: str, row: Mapping[Any, Any]) -> NodeRecord:
+    """Build a :class:`NodeRecord` from a row of ``nodes_<sid>``."""
+    return written_node_record(
+        session_id, row, _stored_content(session_id, row), _stored(row, "metadata_json")
+    )
 
-    ``content``, when the caller has it, is the row's ``content_json`` already read back.
+
+def written_node_record(
+    session_id: str, row: Mapping[Any, Any], content: list[ContentBlock], metadata: Any
+) -> NodeRecord:
+    """The :class:`NodeRecord` of a row just written, with its JSON columns' values as read.
+
+    ``content`` and ``metadata`` are what a read of ``content_json`` and ``metadata_json``
+    returns; the write has them, so nothing is decoded.
     """
     return NodeRecord.model_construct(
         session_id=session_id,
@@ -231,8 +241,8 @@ def node_record(
         run_id=row["run_id"],
         role=Role(row["role"]),
         node_type=NodeType(row["node_type"]),
-        content=_stored_content(session_id, row) if content is None else content,
-        metadata=_stored(row, "metadata_json"),
+        content=content,
+        metadata=metadata,
         token_count=row["token_count"],
         created_at=_ts(row["created_at"]),
     )
@@ -240,6 +250,11 @@ def node_record(
 
 def event_record(session_id: str, row: Mapping[Any, Any]) -> EventRecord:
     """Build an :class:`EventRecord` from a row of ``events_<sid>``."""
+    return written_event_record(session_id, row, _stored(row, "payload_json"))
+
+
+def written_event_record(session_id: str, row: Mapping[Any, Any], payload: Any) -> EventRecord:
+    """The :class:`EventRecord` of a row just written; ``payload`` is ``payload_json`` as read."""
     return EventRecord.model_construct(
         session_id=session_id,
         event_id=row["event_id"],
@@ -251,13 +266,18 @@ def event_record(session_id: str, row: Mapping[Any, Any]) -> EventRecord:
         event_type=row["event_type"],
         node_id=row["node_id"],
         tool_call_id=row["tool_call_id"],
-        payload=_stored(row, "payload_json"),
+        payload=payload,
         created_at=_ts(row["created_at"]),
     )
 
 
 def artifact_record(row: Mapping[Any, Any]) -> ArtifactRecord:
     """Build an :class:`ArtifactRecord` from an ``artifacts`` row."""
+    return written_artifact_record(row, _stored(row, "metadata_json"))
+
+
+def written_artifact_record(row: Mapping[Any, Any], metadata: Any) -> ArtifactRecord:
+    """The :class:`ArtifactRecord` of a row just written; ``metadata`` is its column as read."""
     return ArtifactRecord.model_construct(
         artifact_id=row["artifact_id"],
         session_id=row["session_id"],
@@ -270,6 +290,6 @@ def artifact_record(row: Mapping[Any, Any]) -> ArtifactRecord:
         mime_type=row["mime_type"],
         size_bytes=row["size_bytes"],
         summary=row["summary"],
-        metadata=_stored(row, "metadata_json"),
+        metadata=metadata,
         created_at=_ts(row["created_at"]),
     )

@@ -21,9 +21,11 @@ from typing import Any
 
 from soong_store.files.artifacts import is_artifact_file_name
 from soong_store.model import codec
-from soong_store.model.content import artifact_refs, decode_stored_content
-from soong_store.model.enums import ROOT_AGENT_TYPES, AgentType, NodeType, Role, RunStatus
+from soong_store.model.content import artifact_refs
+from soong_store.model.content_json import decode_stored_content
+from soong_store.model.enums import ROOT_AGENT_TYPES, AgentType, RunStatus
 from soong_store.model.ids import SESSION_ID_RE
+from soong_store.rules import tree
 from soong_store.rules.row import KINDS, RowError, check_row
 
 IMPORTED_KEY = "imported_from"
@@ -196,11 +198,17 @@ def _tree(found: Found, rows: SessionRows) -> None:
             )
     _cycles(found, parent)
     root_agent = rows.session["root_agent_id"]
-    opened: set[str | None] = set()
+    opened: set[str | None] = set()  # parents with a child (None: the root agent has a root)
     for n in nodes:
         branch = n["parent_id"]
-        counts = n["parent_id"] is not None or n["agent_id"] == root_agent
-        if counts and branch in opened and not _may_branch(n):
+        of_root = n["agent_id"] == root_agent
+        opens = tree.opens_branch(
+            branch,
+            root_agent=of_root,
+            parent_has_child=opened.__contains__,
+            root_agent_has_root=lambda: None in opened,
+        )
+        if opens and not _may_branch(n):
             where = f"node {branch}" if branch is not None else "the root"
             found.add(
                 "branch_rule",
@@ -208,12 +216,12 @@ def _tree(found: Found, rows: SessionRows) -> None:
                 "only a user message may",
                 n["node_id"],
             )
-        if counts:
+        if branch is not None or of_root:
             opened.add(branch)
 
 
 def _may_branch(node: dict[str, Any]) -> bool:
-    if node["role"] == Role.USER and node["node_type"] == NodeType.MESSAGE:
+    if tree.may_open_branch(node["role"], node["node_type"]):
         return True
     try:
         metadata = codec.loads(node["metadata_json"])

@@ -4,156 +4,37 @@
 ``node_seq``, ``seq`` and ``run_seq`` (dense, from the current maxima, under the write lock, so
 they stay dense whichever process writes), resolves default parents and agents, enforces the
 branch rule, and moves the session's active node and the runs' start/end nodes. Units of work
-(:func:`apply_ops`) and lifecycle writes (runs, agents, switches) both go through it, so every
-event of a session gets its numbers in one place.
+(:func:`soong_store.uow.apply_ops`), lifecycle writes (runs, agents, switches), forks and
+imports all go through it, so every node and event of a session gets its numbers in one place.
 
-Statements are built and compiled once (per session for the session's tables, per dialect) and
-run on the driver's cursor (:mod:`soong_store.sql.prepared`), so the hot path only binds values. The
-session's row comes with what a node append needs next (both counters, whether the active node
-has a child) in one statement: on this machine a statement run right after the file fsync of a
-spilled artifact costs ~45 µs, so each one saved counts.
+What a write decides (the default parent, the branch rule, whether a run takes nodes) is
+decided by :mod:`soong_store.rules.tree`; the statements it runs are prepared once per session
+(:mod:`soong_store.sql.statements`), so the hot path only binds values.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, exists, func, select, update
-from sqlalchemy.engine import Dialect
+from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.sql.elements import ClauseElement
 
-from soong_store.backends.base import lock_session
-from soong_store.errors import (
-    BranchError,
-    InvalidArgument,
-    InvalidTransition,
-    NotFound,
-    SessionArchived,
-)
+from soong_store.backends.base import dialect_of, lock_session
+from soong_store.errors import NotFound, SessionArchived
 from soong_store.files.artifacts import ArtifactOp
-from soong_store.model.enums import TERMINAL_RUN_STATUSES, AgentType, NodeType, Role, SessionStatus
+from soong_store.model.enums import SessionStatus
 from soong_store.model.ids import utc_now
-from soong_store.model.records import (
-    ArtifactRecord,
-    EventRecord,
-    NodeRecord,
-    artifact_record,
-    event_record,
-    node_record,
-)
-from soong_store.ops import EventOp, NodeOp, Op
-from soong_store.schema.catalog import CACHE_SIZE, SessionTables, session_tables
-from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.sql.prepared import Prepared, Runner
-
-_SESSION_ROW = select(sessions_table.c.session_id).where(
-    sessions_table.c.session_id == bindparam("p_session")
-)
-_AGENT = select(agents_table).where(agents_table.c.agent_id == bindparam("p_agent"))
-_RUN = select(runs_table).where(runs_table.c.run_id == bindparam("p_run"))
-_ARTIFACT_OWNER = select(artifacts_table.c.session_id).where(
-    artifacts_table.c.artifact_id == bindparam("p_artifact")
-)
-_MOVE_SESSION = (
-    update(sessions_table)
-    .where(sessions_table.c.session_id == bindparam("p_session"))
-    .values(active_node_id=bindparam("p_active"), updated_at=bindparam("p_now"))
-)
-_RUN_FIELDS = [c.name for c in runs_table.c if c.name not in ("run_id", "created_at")]
-_UPDATE_RUN = (
-    update(runs_table)
-    .where(runs_table.c.run_id == bindparam("p_run"))
-    .values({name: bindparam(f"p_{name}") for name in _RUN_FIELDS})
-)
-
-
-_MAX_NODE_SEQ = "max_node_seq"
-_MAX_SEQ = "max_seq"
-_ACTIVE_HAS_CHILD = "active_has_child"
-
-
-@dataclass(frozen=True, slots=True)
-class _Statements:
-    """The prepared statements over one session's tables and the global ones."""
-
-    session: Prepared
-    agent: Prepared
-    run: Prepared
-    artifact_owner: Prepared
-    move_session: Prepared
-    update_run: Prepared
-    insert_artifact: Prepared
-    node_exists: Prepared
-    has_child: Prepared
-    root_of_agent: Prepared
-    latest_of_agent: Prepared
-    max_run_seq: Prepared
-    insert_node: Prepared
-    insert_event: Prepared
-
-
-@lru_cache(maxsize=CACHE_SIZE)
-def _statements(session_id: str, dialect: Dialect) -> _Statements:
-    tables = session_tables(session_id)
-    nodes, events = tables.nodes, tables.events
-
-    def prepare(statement: ClauseElement) -> Prepared:
-        return Prepared.compile(statement, dialect)
-
-    active_has_child = exists().where(nodes.c.parent_id == sessions_table.c.active_node_id)
-    session = select(
-        sessions_table,
-        select(func.max(nodes.c.node_seq)).scalar_subquery().label(_MAX_NODE_SEQ),
-        select(func.max(events.c.seq)).scalar_subquery().label(_MAX_SEQ),
-        active_has_child.label(_ACTIVE_HAS_CHILD),
-    ).where(sessions_table.c.session_id == bindparam("p_session"))
-    return _Statements(
-        session=prepare(session),
-        agent=prepare(_AGENT),
-        run=prepare(_RUN),
-        artifact_owner=prepare(_ARTIFACT_OWNER),
-        move_session=prepare(_MOVE_SESSION),
-        update_run=prepare(_UPDATE_RUN),
-        insert_artifact=prepare(artifacts_table.insert()),
-        node_exists=prepare(select(nodes.c.node_id).where(nodes.c.node_id == bindparam("p_node"))),
-        has_child=prepare(
-            select(nodes.c.node_id).where(nodes.c.parent_id == bindparam("p_node")).limit(1)
-        ),
-        root_of_agent=prepare(
-            select(nodes.c.node_id)
-            .where(nodes.c.parent_id.is_(None), nodes.c.agent_id == bindparam("p_agent"))
-            .limit(1)
-        ),
-        latest_of_agent=prepare(
-            select(nodes.c.node_id)
-            .where(nodes.c.agent_id == bindparam("p_agent"))
-            .order_by(nodes.c.node_seq.desc())
-            .limit(1)
-        ),
-        max_run_seq=prepare(
-            select(func.max(events.c.run_seq)).where(events.c.run_id == bindparam("p_run"))
-        ),
-        insert_node=prepare(nodes.insert()),
-        insert_event=prepare(events.insert()),
-    )
-
-
-def _session_exists(db: Runner, dialect: Dialect, session_id: str) -> bool:
-    """Whether the ``sessions`` row exists (asked only when the session's tables are missing)."""
-    lookup = Prepared.compile(_SESSION_ROW, dialect)
-    return db.scalar(lookup, {"p_session": session_id}) is not None
-
-
-@dataclass(slots=True)
-class Committed:
-    """What one unit of work wrote, as records with their final numbers."""
-
-    nodes: list[NodeRecord] = field(default_factory=list)
-    events: list[EventRecord] = field(default_factory=list)
-    artifacts: list[ArtifactRecord] = field(default_factory=list)
+from soong_store.ops import EventOp, NodeOp
+from soong_store.rules import tree
+from soong_store.schema.catalog import SessionTables, session_tables
+from soong_store.sql.prepared import Runner
+from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
+from soong_store.sql.statements import MAX_NODE_SEQ as _MAX_NODE_SEQ
+from soong_store.sql.statements import MAX_SEQ as _MAX_SEQ
+from soong_store.sql.statements import RUN_FIELDS, SessionStatements
+from soong_store.sql.statements import session_exists as _session_exists
+from soong_store.sql.statements import session_statements as _statements
 
 
 @dataclass(slots=True)
@@ -170,7 +51,7 @@ class SessionWriter:
     connection: Connection
     tables: SessionTables
     session: dict[str, Any]
-    _sql: _Statements
+    _sql: SessionStatements
     _db: Runner
     _next_node_seq: int = 1
     _next_seq: int = 1
@@ -196,7 +77,7 @@ class SessionWriter:
         except OperationalError as exc:
             # The statement reads the session's own tables, so an unknown session fails here;
             # only then is the row looked up alone (a known one without its tables is damage).
-            if "no such table" not in str(exc.orig) or _session_exists(
+            if not dialect_of(connection).is_missing_table(exc) or _session_exists(
                 db, connection.dialect, session_id
             ):
                 raise
@@ -281,42 +162,20 @@ class SessionWriter:
         # The session row names its root agent under a foreign key: it exists, no lookup needed.
         return bool(agent_id == self.session["root_agent_id"])
 
-    def _default_parent(self, agent_id: str, run: dict[str, Any] | None) -> str | None:
-        if self._is_root(agent_id):
-            active: str | None = self.session["active_node_id"]
-            return active
-        if run is not None and run["end_node_id"] is not None:
-            end: str | None = run["end_node_id"]
-            return end
-        agent = self.agent(agent_id)
-        latest = self._latest_node_of(agent_id)
-        if latest is not None:
-            return latest
-        if agent["agent_type"] == AgentType.FORK:
-            fork_point: str | None = agent["fork_from_node_id"]
-            return fork_point
-        return None
-
     def add_node(self, op: NodeOp) -> dict[str, Any]:
         """Insert a node after resolving its agent, parent and branch; return its row."""
         run = None
         if op.run_id is not None:
-            state = self._run_state(op.run_id)
-            run = state.row
-            if run["status"] in TERMINAL_RUN_STATUSES:
-                raise InvalidTransition(
-                    f"run {op.run_id!r} is {run['status']}: it takes no more nodes",
-                    run_id=op.run_id,
-                )
-        agent_id = op.agent_id or (run["agent_id"] if run else self.session["root_agent_id"])
-        if run is not None and run["agent_id"] != agent_id:
-            raise InvalidArgument(
-                f"node agent {agent_id!r} is not the agent of run {op.run_id!r}",
-                agent_id=agent_id,
-                run_id=op.run_id,
-            )
-        if not self._is_root(agent_id):
-            self.agent(agent_id)
+            run = self._run_state(op.run_id).row
+            tree.check_run_takes_nodes(op.run_id, run["status"])
+        agent_id = tree.node_agent(
+            op.agent_id,
+            root_agent_id=self.session["root_agent_id"],
+            run_id=op.run_id,
+            run_agent_id=None if run is None else run["agent_id"],
+        )
+        root_agent = self._is_root(agent_id)
+        agent = None if root_agent else self.agent(agent_id)
         spilled = {artifact.artifact_id for artifact in op.artifacts}
         for artifact_id in op.artifact_refs:
             if artifact_id not in spilled:
@@ -325,22 +184,23 @@ class SessionWriter:
         if parent_id is not None:
             self.require_node(parent_id)
         else:
-            parent_id = self._default_parent(agent_id, run)
-        root_agent = self._is_root(agent_id)
-        if op.role != Role.USER or op.node_type != NodeType.MESSAGE:
-            if parent_id is not None and self.has_child(parent_id):
-                raise BranchError(
-                    f"node {parent_id!r} already has a child: only a user message may open a "
-                    f"branch, got role={op.role} node_type={op.node_type}",
-                    parent_id=parent_id,
-                )
-            if parent_id is None and root_agent and self._root_agent_has_root():
-                raise BranchError(
-                    f"session {self.session_id!r} has no active node and already has a root: "
-                    f"only a user message may start a new root, got role={op.role} "
-                    f"node_type={op.node_type}",
-                    parent_id=None,
-                )
+            parent_id = tree.default_parent(
+                root_agent=root_agent,
+                active_node_id=self.session["active_node_id"],
+                run_end_node_id=None if run is None else run["end_node_id"],
+                agent_type=None if agent is None else agent["agent_type"],
+                fork_from_node_id=None if agent is None else agent["fork_from_node_id"],
+                latest_node=lambda: self._latest_node_of(agent_id),
+            )
+        tree.check_branch(
+            self.session_id,
+            op.role,
+            op.node_type,
+            parent_id,
+            root_agent=root_agent,
+            parent_has_child=self.has_child,
+            root_agent_has_root=self._root_agent_has_root,
+        )
         row = {
             "node_id": op.node_id,
             "node_seq": self._take_node_seq(),
@@ -443,7 +303,7 @@ class SessionWriter:
 
     def lifecycle_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
         """Write an event of the store's own (``run_started``, ``node_switched`` ...)."""
-        return self.add_event(EventOp.build(event_type, **fields))
+        return self.add_event(EventOp.own(event_type, **fields))
 
     def set_active(self, node_id: str | None) -> None:
         """Move the session's active node (written at :meth:`finish`)."""
@@ -473,7 +333,7 @@ class SessionWriter:
         for run_id, state in self._runs.items():
             if state.dirty:
                 state.row["updated_at"] = now
-                values = {f"p_{name}": state.row[name] for name in _RUN_FIELDS}
+                values = {f"p_{name}": state.row[name] for name in RUN_FIELDS}
                 self._db.execute(self._sql.update_run, {**values, "p_run": run_id})
                 state.dirty = False
 
@@ -518,41 +378,3 @@ class SessionWriter:
         seq = self._next_seq
         self._next_seq += 1
         return seq
-
-
-def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committed:
-    """The writer job of a unit of work: write every op in order, each node with its event.
-
-    A node's spilled artifacts are inserted right after it; their rows take its agent and run.
-    """
-    writer = SessionWriter.open(connection, session_id)
-    named = {op.node_id for op in ops if isinstance(op, EventOp) and op.node_id is not None}
-    out = Committed()
-    for op in ops:
-        if isinstance(op, ArtifactOp):
-            row = writer.add_artifact(op)
-            out.artifacts.append(artifact_record(row))
-            if op.event:
-                created = EventOp.build(
-                    "artifact_created",
-                    agent_id=op.agent_id,
-                    run_id=op.run_id,
-                    node_id=op.node_id,
-                    payload={"artifact_id": op.artifact_id, "size_bytes": len(op.data)},
-                )
-                out.events.append(event_record(session_id, writer.add_event(created)))
-        elif isinstance(op, NodeOp):
-            row = writer.add_node(op)
-            for artifact in op.artifacts:
-                out.artifacts.append(artifact_record(writer.add_artifact(artifact, node=row)))
-            out.nodes.append(node_record(session_id, row, op.content))
-            event = op.event
-            if event is None and op.node_id not in named:
-                event = op.created
-            if event is not None:
-                event.agent_id, event.run_id = row["agent_id"], row["run_id"]
-                out.events.append(event_record(session_id, writer.add_event(event)))
-        else:
-            out.events.append(event_record(session_id, writer.add_event(op)))
-    writer.finish()
-    return out

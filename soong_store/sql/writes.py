@@ -13,15 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, delete, exists, select, update
 
 from soong_store.backends.base import lock_session
-from soong_store.errors import (
-    ConcurrentRunError,
-    InvalidArgument,
-    InvalidTransition,
-    StorageError,
-)
+from soong_store.errors import StorageError
 from soong_store.model.enums import (
-    TERMINAL_AGENT_STATUSES,
-    TERMINAL_RUN_STATUSES,
     AgentStatus,
     AgentType,
     EndReason,
@@ -38,12 +31,11 @@ from soong_store.model.records import (
     run_record,
     session_record,
 )
+from soong_store.rules import tree
 from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.sql import reads
 from soong_store.sql.session_writer import SessionWriter
-
-_RUN_ORDER = {RunStatus.QUEUED: 0, RunStatus.PENDING: 1, RunStatus.RUNNING: 2}
 
 
 def create_session(
@@ -127,18 +119,9 @@ def create_agent(
 ) -> AgentRecord:
     """Add a ``sub`` or ``fork`` agent to a session."""
     writer = SessionWriter.open(connection, session_id)
-    if agent_type not in (AgentType.SUB, AgentType.FORK):
-        raise InvalidArgument(
-            f"cannot create a {agent_type} agent: a session has one root agent, "
-            "made with the session; child agents are 'sub' or 'fork'",
-            agent_type=agent_type,
-        )
-    if agent_type == AgentType.FORK:
-        if fork_from_node_id is None:
-            raise InvalidArgument("a fork agent needs fork_from_node_id")
+    tree.check_new_agent(agent_type, fork_from_node_id)
+    if fork_from_node_id is not None:
         writer.require_node(fork_from_node_id)
-    elif fork_from_node_id is not None:
-        raise InvalidArgument("only a fork agent takes fork_from_node_id")
     if created_by_run_id is not None:
         run = writer.run(created_by_run_id)
         parent_agent_id = parent_agent_id or run["agent_id"]
@@ -175,12 +158,7 @@ def update_agent(
     current = reads.get_agent(connection, agent_id)
     writer = SessionWriter.open(connection, current.session_id)
     values: dict[str, Any] = {"updated_at": utc_now()}
-    if status is not None and status != current.status:
-        if current.status in TERMINAL_AGENT_STATUSES:
-            raise InvalidTransition(
-                f"agent {agent_id!r} is {current.status}: its status is final",
-                agent_id=agent_id,
-            )
+    if tree.agent_status_changes(agent_id, current.status, status):
         values["status"] = str(status)
         writer.lifecycle_event(
             "agent_status_changed",
@@ -198,23 +176,26 @@ def update_agent(
     return reads.get_agent(connection, agent_id)
 
 
-def _check_single_main_run(writer: SessionWriter, agent_id: str, run_id: str | None) -> None:
-    if agent_id != writer.session["root_agent_id"]:
-        return
-    running = writer.connection.execute(
-        select(runs_table.c.run_id).where(
-            runs_table.c.session_id == writer.session_id,
-            runs_table.c.agent_id == agent_id,
-            runs_table.c.status == str(RunStatus.RUNNING),
-            runs_table.c.run_id != (run_id or ""),
-        )
-    ).scalar()
-    if running is not None:
-        raise ConcurrentRunError(
-            f"session {writer.session_id!r} already has a running main run {running!r}",
-            session_id=writer.session_id,
-            run_id=running,
-        )
+def _check_main_run_slot(
+    writer: SessionWriter, agent_id: str, status: RunStatus, run_id: str | None
+) -> None:
+    def running_run_id() -> str | None:
+        running: str | None = writer.connection.execute(
+            select(runs_table.c.run_id).where(
+                runs_table.c.session_id == writer.session_id,
+                runs_table.c.agent_id == agent_id,
+                runs_table.c.status == str(RunStatus.RUNNING),
+                runs_table.c.run_id != (run_id or ""),
+            )
+        ).scalar()
+        return running
+
+    tree.check_main_run_slot(
+        writer.session_id,
+        status,
+        root_agent=agent_id == writer.session["root_agent_id"],
+        running_run_id=running_run_id,
+    )
 
 
 def start_run(
@@ -226,15 +207,10 @@ def start_run(
 ) -> RunRecord:
     """Create a run of an agent (queued, pending or running)."""
     writer = SessionWriter.open(connection, session_id)
-    if status in TERMINAL_RUN_STATUSES:
-        raise InvalidArgument(f"a run cannot start as {status}: use finish_run")
+    tree.check_start_status(status)
     agent = writer.agent(agent_id)
-    if agent["status"] in TERMINAL_AGENT_STATUSES:
-        raise InvalidTransition(
-            f"agent {agent_id!r} is {agent['status']}: it takes no new runs", agent_id=agent_id
-        )
-    if status == RunStatus.RUNNING:
-        _check_single_main_run(writer, agent_id, None)
+    tree.check_agent_takes_runs(agent_id, agent["status"])
+    _check_main_run_slot(writer, agent_id, status, None)
     now = utc_now()
     row = {
         "run_id": new_id("run"),
@@ -273,21 +249,8 @@ def update_run(
     current = reads.get_run(connection, run_id)
     writer = SessionWriter.open(connection, current.session_id)
     values: dict[str, Any] = {}
-    if status is not None and status != current.status:
-        if current.status in TERMINAL_RUN_STATUSES:
-            raise InvalidTransition(
-                f"run {run_id!r} is {current.status}: its status is final", run_id=run_id
-            )
-        if status in TERMINAL_RUN_STATUSES:
-            raise InvalidTransition(
-                f"run {run_id!r} cannot become {status} here: use finish_run", run_id=run_id
-            )
-        if _RUN_ORDER[status] < _RUN_ORDER[current.status]:
-            raise InvalidTransition(
-                f"run {run_id!r} cannot go back from {current.status} to {status}", run_id=run_id
-            )
-        if status == RunStatus.RUNNING:
-            _check_single_main_run(writer, current.agent_id, run_id)
+    if status is not None and tree.run_status_changes(run_id, current.status, status):
+        _check_main_run_slot(writer, current.agent_id, status, run_id)
         values["status"] = str(status)
         writer.lifecycle_event(
             "run_started" if status == RunStatus.RUNNING else "run_status_changed",
@@ -315,15 +278,10 @@ def finish_run(
     turn_count: int | None,
 ) -> RunRecord:
     """End a run with a terminal status and an end reason; a finished run stays finished."""
-    if status not in TERMINAL_RUN_STATUSES:
-        raise InvalidArgument(
-            f"finish_run needs a terminal status (completed, failed, aborted, cancelled), "
-            f"not {status!r}"
-        )
+    tree.check_finish_status(status)
     current = reads.get_run(connection, run_id)
     writer = SessionWriter.open(connection, current.session_id)
-    if current.status in TERMINAL_RUN_STATUSES:
-        raise InvalidTransition(f"run {run_id!r} already ended as {current.status}", run_id=run_id)
+    tree.check_not_ended(run_id, current.status)
     values: dict[str, Any] = {"status": str(status), "end_reason": str(end_reason)}
     if usage_json is not None:
         values["usage_json"] = usage_json

@@ -36,7 +36,8 @@ from soong_store.backends.base import lock_session
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.files.store import ArtifactFiles
 from soong_store.model import codec
-from soong_store.model.content import content_to_json, decode_stored_content, map_artifact_refs
+from soong_store.model.content import map_artifact_refs
+from soong_store.model.content_json import content_to_json, decode_stored_content
 from soong_store.model.ids import check_session_id, new_id, new_session_id, utc_now
 from soong_store.rules.row import KINDS
 from soong_store.schema.catalog import session_tables

@@ -28,7 +28,7 @@ from soong_store import (
     ToolResultBlock,
 )
 from soong_store.check import check_store
-from soong_store.files.artifacts import estimate_tokens
+from soong_store.files.spill import estimate_tokens
 from tests.backends import Backend
 from tests.conftest import text
 from tests.helpers import execute, snapshot

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from soong_store import StorageError
-from soong_store.files.artifacts import summarize_json
+from soong_store.files.spill import summarize_json
 from soong_store.files.store import ArtifactFiles
 
 pytestmark = pytest.mark.asyncio
