@@ -13,6 +13,8 @@ import json
 import os
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -266,6 +268,37 @@ def active_path(connection: sqlite3.Connection, sid: str, db: str = "") -> list[
         return []
     prefix = f"{db}." if db else ""
     return connection.execute(ACTIVE_PATH.format(db=prefix, sid=sid), (row[0],)).fetchall()
+
+
+_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import _common, _layout
+started = time.perf_counter()
+if sys.argv[2] == "plain":
+    rows = _common.active_path(_common.connect(sys.argv[3]), sys.argv[4])
+else:
+    rows = _layout.ShardedReader(_common.Path(sys.argv[3])).active_path(sys.argv[4])
+print(time.perf_counter() - started, len(rows))
+"""
+
+
+def open_in_child(path: Path, sid: str, *, sharded: bool = False) -> tuple[float, int]:
+    """Seconds a new process takes to open ``path`` and read ``sid``'s active path; its length.
+
+    A new process, as the issue's figure is: opening and closing a connection in this process
+    would also slow this process's other connections for a while (the freed schema memory).
+    ``sharded``: ``path`` is a home folder read through the catalog (``_layout.ShardedReader``).
+    """
+    here = str(Path(__file__).resolve().parent)
+    mode = "sharded" if sharded else "plain"
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, here, mode, str(path), sid],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return float(out[0]), int(out[1])
 
 
 @contextmanager

@@ -19,9 +19,10 @@ ATTACH_LIMIT = 8
 class ShardedReader:
     """A read connection that follows the catalog and keeps at most ``limit`` shards attached."""
 
-    def __init__(self, home: Path, limit: int = ATTACH_LIMIT) -> None:
+    def __init__(self, home: Path, limit: int = ATTACH_LIMIT, cache_kb: int | None = None) -> None:
         self.home = home
         self.limit = limit
+        self.cache_kb = cache_kb  # page cache of each attached shard (SQLite's default: 2,000)
         self.connection = c.connect(home / "sessions.sqlite")
         self.lru: OrderedDict[str, str] = OrderedDict()  # file -> alias
         self.attaches = 0
@@ -41,6 +42,8 @@ class ShardedReader:
         else:
             free = f"s{len(self.lru)}"
         self.connection.execute(f"ATTACH DATABASE ? AS {free}", (str(self.home / file),))
+        if self.cache_kb is not None:
+            self.connection.execute(f"PRAGMA {free}.cache_size = -{self.cache_kb}")
         self.attaches += 1
         self.lru[file] = free
         return free

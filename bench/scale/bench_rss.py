@@ -11,8 +11,8 @@ per-session ``Table`` objects are not here (raw ``sqlite3`` only): the store bou
 
 Cases: one file of 1,000 / 10,000 sessions in the seed's DDL and in the lean shape (touching
 1,000 of them); the recommended layout at 100,000 sessions: 1,000 sessions spread over every
-shard (each read attaches a shard, detaching the least recently used past 8), and 1,000 sessions
-of two shards.
+shard (each read attaches a shard, detaching the least recently used past 8; ``-small``: past 4,
+with a page cache of 256 KB per shard), and 1,000 sessions of two shards.
 """
 
 from __future__ import annotations
@@ -42,9 +42,12 @@ def measure(case: str, folder: Path) -> dict[str, float]:
             assert c.active_path(connection, c.sid_of(index * step))
         attaches = 0
     else:
-        reader = ShardedReader(folder / "home-100000")
+        if case == "home-spread-small":
+            reader = ShardedReader(folder / "home-100000", limit=4, cache_kb=256)
+        else:
+            reader = ShardedReader(folder / "home-100000")
         idle = 100_000 - HOT
-        if case == "home-spread":
+        if case.startswith("home-spread"):
             picks = [index * (idle // TOUCHED) for index in range(TOUCHED)]
         else:
             picks = list(range(2 * SHARD))[:TOUCHED]
@@ -61,7 +64,15 @@ def measure(case: str, folder: Path) -> dict[str, float]:
 
 def run(folder: Path, rounds: int, script: str) -> None:
     """Run every case ``rounds`` times in child processes and print medians."""
-    cases = ["seed-1000", "seed-10000", "lean-1000", "lean-10000", "home-spread", "home-2shards"]
+    cases = [
+        "seed-1000",
+        "seed-10000",
+        "lean-1000",
+        "lean-10000",
+        "home-spread",
+        "home-spread-small",
+        "home-2shards",
+    ]
     got: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
     for _ in range(rounds):
         for case in cases:
