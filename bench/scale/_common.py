@@ -156,7 +156,7 @@ def insert_session_rows(
 ) -> None:
     """The ``sessions`` row and the root agent's row of one session."""
     connection.execute(
-        "INSERT INTO sessions VALUES (?, '/work', ?, ?, NULL, 'active', NULL, ?, ?)",
+        "INSERT INTO sessions VALUES (?, '/proj', ?, ?, NULL, 'active', NULL, ?, ?)",
         (sid, "agent_" + sid[-8:], active, stamp, stamp),
     )
     connection.execute(

@@ -71,18 +71,18 @@ def rewrite_all(path: Path) -> tuple[float, float]:
     connection.execute("BEGIN IMMEDIATE")
     version = connection.execute("PRAGMA schema_version").fetchone()[0]
     rows = connection.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name LIKE 'nodes\\_%' "
-        "ESCAPE '\\'"
+        "SELECT rowid, name, sql FROM sqlite_master WHERE type = 'table' "
+        "AND name LIKE 'nodes\\_%' ESCAPE '\\'"
     ).fetchall()
-    changed = []
-    for name, sql in rows:  # after the last column, before any table constraint
+    changed, names = [], []
+    for rowid, name, sql in rows:  # after the last column, before any table constraint
         last = "created_at TEXT NOT NULL"
         assert sql.count(last) == 1, sql
-        changed.append((sql.replace(last, last + ", extra TEXT"), name))
+        changed.append((sql.replace(last, last + ", extra TEXT"), rowid))
+        names.append(name)
     connection.execute("PRAGMA writable_schema = ON")
-    connection.executemany(
-        "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?", changed
-    )
+    # by rowid: sqlite_master has no index on name, and one scan per table would be quadratic
+    connection.executemany("UPDATE sqlite_master SET sql = ? WHERE rowid = ?", changed)
     connection.execute(f"PRAGMA schema_version = {version + 1}")
     connection.execute("PRAGMA writable_schema = OFF")
     connection.execute("COMMIT")
@@ -94,7 +94,7 @@ def rewrite_all(path: Path) -> tuple[float, float]:
     result = fresh.execute("PRAGMA quick_check").fetchall()
     checked = time.perf_counter() - started
     assert result == [("ok",)], result
-    first = sorted(name for _, name in changed)[0]
+    first = sorted(names)[0]
     assert fresh.execute(f"SELECT extra FROM {first} LIMIT 1").fetchone() == (None,)
     fresh.execute(
         f"INSERT INTO {first} (node_id, node_seq, agent_id, role, node_type, content_json, "
@@ -105,7 +105,7 @@ def rewrite_all(path: Path) -> tuple[float, float]:
     return took, checked
 
 
-def run(folder: Path, rounds: int, sample: int) -> None:
+def run(folder: Path, rounds: int, sample: int, rewrite_only: bool) -> None:
     """Measure and print the table."""
     files = [
         ("seed", "seed-100.sqlite", None),
@@ -122,7 +122,9 @@ def run(folder: Path, rounds: int, sample: int) -> None:
     counts: dict[str, tuple[int, int]] = {}
     for round_ in range(rounds):
         for _shape, name, limit in files:
-            if limit is None or round_ == 0:  # at 10,000: one sample, first round only
+            if rewrite_only:
+                counts[name] = (1, 1)
+            elif limit is None or round_ == 0:  # at 10,000: one sample, first round only
                 took, done, total = alter_each(copy(folder, name), limit)
                 fig[name, "alter"].append(took * total / done)
                 counts[name] = (done, total)
@@ -132,14 +134,19 @@ def run(folder: Path, rounds: int, sample: int) -> None:
     rows = []
     for shape, name, _ in files:
         done, total = counts[name]
-        alter = c.med_ms(fig[name, "alter"]) / 1000
+        if rewrite_only:
+            total = len(fig[name, "rewrite"]) and int(name.split("-")[1].split(".")[0])
+        alter = c.med_ms(fig[name, "alter"]) / 1000 if fig[name, "alter"] else float("nan")
         note = "" if done == total else f" (extrapolated from {done}, one round)"
+        if rewrite_only:
+            alter_cells = ["-", "-"]
+        else:
+            alter_cells = [f"{alter:,.2f} s{note}", f"{alter / total * 1000:.2f}"]
         rows.append(
             [
                 shape,
                 f"{total:,}",
-                f"{alter:,.2f} s{note}",
-                f"{alter / total * 1000:.2f}",
+                *alter_cells,
                 f"{c.med_ms(fig[name, 'rewrite']):,.1f}",
                 f"{c.med_ms(fig[name, 'check']) / 1000:,.2f} s",
             ]
@@ -156,9 +163,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     c.add_common_args(parser)
     parser.add_argument("--sample", type=int, default=1, help="ALTERs timed at 10,000 (once)")
+    parser.add_argument("--rewrite-only", action="store_true", help="skip the ALTER figures")
     parser.set_defaults(rounds=3)
     args = parser.parse_args()
-    run(c.cache_dir(args), args.rounds, args.sample)
+    run(c.cache_dir(args), args.rounds, args.sample, args.rewrite_only)
 
 
 if __name__ == "__main__":
