@@ -2,10 +2,10 @@
 
 The store validates every argument before anything is queued, sends writes to its
 :class:`~soong_store.writer.Writer` and runs reads on a small pool of reader threads, each read in
-one snapshot. Opening a store creates the home folder, upgrades the database to the newest schema
-(once, even with several processes starting together) and starts the writer; closing it drains the
-writer and releases every connection. What differs between databases is asked of the store's
-backend (:mod:`soong_store.backends`), chosen by the URL's dialect when the store is made.
+one snapshot; that plumbing, and opening and closing, are its
+:class:`~soong_store.runtime.StoreRuntime`'s. What differs between databases is asked of the
+store's backend (:mod:`soong_store.backends`), chosen by the URL's dialect when the store is
+made.
 
 The functions at the end of this module (:func:`run_read`, :func:`run_write`,
 :func:`artifact_files`, :func:`backend_of`) are the store's **internal surface**: what the check,
@@ -18,18 +18,15 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any, Self, TypeVar
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 
 from soong_store.backends import default_url
@@ -43,9 +40,7 @@ from soong_store.files.artifacts import (
     SpillPolicy,
     drop_files,
 )
-from soong_store.files.pool import FilePool, FileWrite
 from soong_store.files.store import ArtifactFiles
-from soong_store.migrate import ensure_schema
 from soong_store.model import codec
 from soong_store.model.enums import (
     AgentStatus,
@@ -69,12 +64,13 @@ from soong_store.model.records import (
 )
 from soong_store.ops import Op, artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
+from soong_store.runtime import StoreRuntime
 from soong_store.sql import fork, reads, writes
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
-from soong_store.tasks.threads import AnyLoopLock
+from soong_store.tasks.registry import TaskDags
 from soong_store.tasks.wal import TaskDag, task_root, task_wal_path
 from soong_store.uow import Committed, UnitOfWork, apply_ops
-from soong_store.writer import Prerequisite, Writer
+from soong_store.writer import Prerequisite
 
 T = TypeVar("T")
 _EPOCH_SPAN = 1e12
@@ -144,18 +140,8 @@ class SessionStore:
             or MAX_ARTIFACT_BYTES,
         )
         self._files = ArtifactFiles(self.home / "artifacts")
-        self._task_dags: dict[tuple[str, str], TaskDag] = {}
-        self._task_handles: weakref.WeakSet[TaskDag] = weakref.WeakSet()
-        self._task_lock = AnyLoopLock()
-        self._tasks_closed_for: Writer | None = None
-        self._writer: Writer | None = None
-        self._file_pool: FilePool | None = None
-        self._read_engine: Engine | None = None
-        self._write_engine: Engine | None = None
-        self._readers: ThreadPoolExecutor | None = None
-        self._pid = os.getpid()
-        self._opening = threading.Lock()  # held in a worker thread while opening, never a loop's
-        self._claim = threading.Lock()  # held only to take the open resources for closing
+        self._runtime = StoreRuntime(self.home, self._backend, self._files)
+        self._tasks = TaskDags()
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -171,104 +157,24 @@ class SessionStore:
 
     async def open(self) -> None:
         """Create the home, bring the schema to head and start the writer."""
-        self._check_process()
-        if self._writer is not None:
-            return
-        await asyncio.to_thread(self._open_once)
-
-    def _open_once(self) -> None:
-        with self._opening:
-            if self._writer is None:
-                self._open_sync()
-
-    def _check_process(self) -> None:
-        if os.getpid() != self._pid:
-            raise StorageError(
-                f"this store was opened in process {self._pid}, not in this one "
-                f"({os.getpid()}, a fork of it): open a new store in the child",
-                pid=self._pid,
-            )
-
-    def _open_sync(self) -> None:
-        backend = self._backend
-        # The engine refuses an unusable driver (too old a SQLite) before anything is created.
-        admin = backend.engine("admin")
-        try:
-            self.home.mkdir(parents=True, exist_ok=True)
-            ensure_schema(admin, backend.retry)
-        finally:
-            admin.dispose()
-        self._write_engine = backend.engine("write")
-        with self._write_engine.connect():
-            pass  # the first write connection switches the file to WAL before any reader opens
-        self._read_engine = backend.engine("read")
-        self._readers = ThreadPoolExecutor(
-            backend.read_connections, thread_name_prefix="soong-store-read"
-        )
-        self._file_pool = FilePool(self._files)
-        self._writer = Writer(self._write_engine, retry=backend.retry)
-        self._writer.start()
+        await self._runtime.open()
 
     async def close(self) -> None:
-        """Finish queued writes, then release the connections. Closing twice is harmless."""
-        if os.getpid() != self._pid:
-            self._let_go_in_child()
-            return
-        await self._close_task_dags()
-        with self._claim:
-            writer, self._writer = self._writer, None
-            file_pool, readers = self._file_pool, self._readers
-            engines = (self._write_engine, self._read_engine)
-        if writer is None:
-            return
-        await writer.close()
-        if file_pool is not None:  # after the writer: its waiting jobs need their files
-            await asyncio.to_thread(file_pool.close)
-        if readers is not None:
-            readers.shutdown(wait=True)
-        for engine in engines:
-            if engine is not None:
-                engine.dispose()
+        """Finish task appends and queued writes, then release the connections (twice is fine)."""
+        if self._runtime.is_open and self._runtime.in_own_process:
+            await self._tasks.close(self._runtime.generation)
+        await self._runtime.close()
 
-    def _let_go_in_child(self) -> None:
-        """Forget the parent's store without closing its connections or joining its threads."""
-        held = (self._writer, self._file_pool, self._readers, self._write_engine)
-        _INHERITED.append((*held, self._read_engine, self._task_dags))
-        self._writer = self._file_pool = self._readers = None
-        self._write_engine = self._read_engine = None
-        self._task_dags = {}
-
-    # -- plumbing ---------------------------------------------------------------------------
-
-    async def _write(
+    def _write(
         self,
         job: Callable[[Connection], T],
         on_abort: Callable[[], None] | None = None,
         after: Sequence[Prerequisite] = (),
-    ) -> T:
-        self._check_process()
-        if self._writer is None:
-            raise StoreClosed("the store is not open")
-        return await self._writer.submit(job, on_abort=on_abort, after=after)
+    ) -> Awaitable[T]:
+        return self._runtime.write(job, on_abort=on_abort, after=after)
 
-    async def _read(self, query: Callable[[Connection], T]) -> T:
-        self._check_process()
-        if self._readers is None or self._read_engine is None or self._writer is None:
-            raise StoreClosed("the store is not open")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._readers, self._read_sync, query)
-
-    def _read_sync(self, query: Callable[[Connection], T]) -> T:
-        engine = self._read_engine
-        assert engine is not None
-
-        def attempt() -> T:
-            with engine.connect() as connection, connection.begin():
-                return query(connection)
-
-        backend = self._backend
-        with backend.translated():
-            return backend.retry.run(attempt, backend.is_busy)
+    def _read(self, query: Callable[[Connection], T]) -> Awaitable[T]:
+        return self._runtime.read(query)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -327,36 +233,18 @@ class SessionStore:
         paths = await self._write(partial(writes.delete_session, session_id=sid))
         if paths:
             await self._write(partial(remove_unreferenced, files=self._files, paths=paths))
-        for key in [key for key in self._task_dags if key[0] == sid]:
-            self._task_dags.pop(key).close()
+        self._tasks.forget_session(sid)
 
     async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
         """A new session holding copies of the active path up to ``node_id``."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
         plan = await self._read(partial(fork.plan_fork, session_id=sid, node_id=nid))
-        made = await asyncio.to_thread(self._link_files, plan)
+        links = [(shared.source_path, shared.path) for shared in plan.files.values()]
+        with self._backend.translated():
+            made = await asyncio.to_thread(self._files.link_all, links)
         job = partial(fork.fork_session, session_id=sid, node_id=nid, plan=plan)
         return await self._write(job, on_abort=partial(self._files.discard, made))
-
-    def _link_files(self, plan: fork.ForkPlan) -> list[str]:
-        """The fork's own links to its source's files; a source file already lost is skipped."""
-        with self._backend.translated():
-            return self._link_each(plan)
-
-    def _link_each(self, plan: fork.ForkPlan) -> list[str]:
-        made: list[str] = []
-        try:
-            for shared in plan.files.values():
-                try:
-                    self._files.link(shared.source_path, shared.path)
-                except FileNotFoundError:  # check reports the copy's row as it did the source's
-                    continue
-                made.append(shared.path)
-        except BaseException:
-            self._files.discard(made)
-            raise
-        return made
 
     # -- agents and runs --------------------------------------------------------------------
 
@@ -481,10 +369,10 @@ class SessionStore:
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
         """A unit of work: the nodes and events added in the block commit together or not at all."""
         sid = check_session_id(session_id)
-        self._check_process()
-        if self._writer is None:
+        self._runtime.check_process()
+        if not self._runtime.is_open:
             raise StoreClosed("the store is not open")
-        tx = UnitOfWork(sid, partial(self._submit_ops, sid), self._policy, self._start_file)
+        tx = UnitOfWork(sid, partial(self._submit_ops, sid), self._policy, self._runtime.start_file)
         try:
             yield tx
         except BaseException:
@@ -511,12 +399,6 @@ class SessionStore:
         except StoreClosed:  # the job never ran: its files go
             drop_files(files)
             raise
-
-    def _start_file(self, path: str, data: bytes) -> FileWrite:
-        self._check_process()
-        if self._file_pool is None:
-            raise StoreClosed("the store is not open")
-        return self._file_pool.start(path, data)
 
     async def append_node(
         self,
@@ -720,36 +602,10 @@ class SessionStore:
         sid = check_session_id(session_id)
         session = await self.get_session(sid)
         path = task_wal_path(task_root(session.cwd, sid), task_name)
-        key = (sid, str(path))
-        async with self._task_lock:
-            if self._writer is None or self._writer is self._tasks_closed_for:
-                raise StoreClosed("the store is closed")
-            dag = self._task_dags.get(key)
-            if dag is not None:
-                try:
-                    current = await dag.refresh()
-                except BaseException:  # not handed out again unless it is brought up to date
-                    del self._task_dags[key]
-                    raise
-                if not current:
-                    del self._task_dags[key]
-                    dag = None
-            if dag is None:
-                dag = await TaskDag.open(
-                    path, task_name, listener=partial(self._mirror_task, sid, task_name)
-                )
-                self._task_dags[key] = dag
-                self._task_handles.add(dag)
-        return dag
-
-    async def _close_task_dags(self) -> None:
-        """Refuse new task appends and wait for those in flight, while their events can land."""
-        async with self._task_lock:
-            self._tasks_closed_for = self._writer
-            dags = list(self._task_handles)
-            self._task_dags.clear()
-            self._task_handles.clear()
-        await asyncio.gather(*(dag.aclose() for dag in dags))  # each refuses from its first step
+        runtime = self._runtime
+        generation = runtime.generation if runtime.is_open else None
+        listener = partial(self._mirror_task, sid, task_name)
+        return await self._tasks.get(sid, path, task_name, listener, generation)
 
     async def _mirror_task(
         self, session_id: str, task_name: str, operation: str, arguments: dict[str, Any]
@@ -773,7 +629,7 @@ def _check_lock_wait(value: object) -> float:
 
 def run_read(store: SessionStore, query: Callable[[Connection], T]) -> Awaitable[T]:
     """Run ``query`` on a read connection of ``store``, in one snapshot (errors translated)."""
-    return store._read(query)
+    return store._runtime.read(query)
 
 
 def run_write(
@@ -785,12 +641,17 @@ def run_write(
 
     A job must be re-runnable (the writer retries a batch that found the database locked).
     """
-    return store._write(job, on_abort=on_abort)
+    return store._runtime.write(job, on_abort=on_abort)
 
 
 def artifact_files(store: SessionStore) -> ArtifactFiles:
     """The artifact folder of ``store``'s home."""
     return store._files
+
+
+def runtime_of(store: SessionStore) -> StoreRuntime:
+    """The engines, writer and reader threads under ``store`` (for tests of the plumbing)."""
+    return store._runtime
 
 
 def backend_of(store: SessionStore) -> Backend:

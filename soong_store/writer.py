@@ -119,6 +119,11 @@ class Writer:
         self._thread.start()
 
     @property
+    def alive(self) -> bool:
+        """Whether the writer's thread is running."""
+        return self._thread.is_alive()
+
+    @property
     def closed(self) -> bool:
         """Whether the writer takes no more jobs."""
         return self._closed

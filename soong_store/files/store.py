@@ -146,6 +146,25 @@ class ArtifactFiles:
         finally:
             os.close(src)
 
+    def link_all(self, links: list[tuple[str, str]]) -> list[str]:
+        """:meth:`link` each ``(source, rel)``; return the paths made.
+
+        A source already lost is skipped (``check`` reports the copy's row as it did the
+        source's); on any other failure the links made so far are removed again.
+        """
+        made: list[str] = []
+        try:
+            for source, rel in links:
+                try:
+                    self.link(source, rel)
+                except FileNotFoundError:
+                    continue
+                made.append(rel)
+        except BaseException:
+            self.discard(made)
+            raise
+        return made
+
     def _write_temp(
         self, folder: int, name: str, data: bytes, begun: Callable[[], None] | None
     ) -> str:

@@ -96,9 +96,12 @@ def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[
     agent_rows = [_agent_row(sid, root, None, "main", None, {}, first)]
     for agent in session.agents:
         since = next((times[id(e)] for e in nodes if e.agent == agent.key), first)
-        fork = node_ids.get(agent.fork_from or "")
+        # Only a fork has a fork point, and a fork must have one: a fork whose point is not
+        # among the imported nodes is kept as a sub agent, its source saying what it was.
+        fork = node_ids.get(agent.fork_from or "") if agent.agent_type == "fork" else None
+        kind = "sub" if agent.agent_type == "fork" and fork is None else agent.agent_type
         meta_a = {"imported_from": agent.metadata}
-        row = _agent_row(sid, agent_ids[agent.key], root, agent.agent_type, fork, meta_a, since)
+        row = _agent_row(sid, agent_ids[agent.key], root, kind, fork, meta_a, since)
         agent_rows.append(row)
     header = {
         "format": FORMAT,

@@ -29,6 +29,7 @@ from soong_store import (
 )
 from soong_store.check import check_store
 from soong_store.files.spill import estimate_tokens
+from soong_store.store import runtime_of
 from tests.backends import Backend
 from tests.conftest import text
 from tests.helpers import execute, snapshot
@@ -199,7 +200,7 @@ async def test_failed_unit_leaves_no_row_and_no_file(store: SessionStore, home: 
 
 async def test_failure_at_commit_leaves_no_row_and_no_file(store: SessionStore, home: Path):
     sid = (await store.create_session(cwd=".")).session_id
-    engine = store._write_engine
+    engine = runtime_of(store).write_engine
     assert engine is not None
 
     def fail(conn: Any) -> None:
@@ -278,13 +279,14 @@ CRASHER = textwrap.dedent(
     import asyncio, sys, time
     from sqlalchemy import event
     from soong_store import SessionStore
+    from soong_store.store import runtime_of
 
     async def main(home, url, sid):
         async with SessionStore(home=home, url=url) as store:
             def hang(conn):
                 print("committing", flush=True)
                 time.sleep(60)
-            event.listen(store._write_engine, "commit", hang)
+            event.listen(runtime_of(store).write_engine, "commit", hang)
             await store.put_artifact(sid, b"orphan bytes", filename="o.bin")
 
     asyncio.run(main(*sys.argv[1:]))

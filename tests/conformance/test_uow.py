@@ -16,6 +16,7 @@ from soong_store import (
     SessionStore,
     StorageError,
 )
+from soong_store.store import runtime_of
 from tests.conftest import text
 from tests.helpers import snapshot
 
@@ -98,7 +99,7 @@ async def test_failure_at_commit_leaves_nothing(store: SessionStore):
     sid = (await store.create_session(cwd=".")).session_id
     await store.append_node(sid, "user", "message", text("q"))
     before = snapshot(store)
-    engine = store._write_engine
+    engine = runtime_of(store).write_engine
     assert engine is not None
 
     def fail_commit(conn: Any) -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.check import check_store
+from soong_store.store import runtime_of
 from soong_store.tasks.wal import TaskDag
 from tests.conftest import text
 from tests.reliability.conftest import artifact_files, assert_dense, integrity, raw
@@ -121,7 +122,7 @@ async def test_cancelled_callers_never_leave_half_a_unit(
         start = time.monotonic()
         await asyncio.wait_for(store.append_node(sid, "user", "message", text("final")), 5)
         final_write_s = time.monotonic() - start
-        assert store._writer is not None and store._writer._thread.is_alive()
+        assert runtime_of(store).writer_alive
         await settle_files(home)
         in_memory = {t.task_id: t for t in dag.tasks()}
 

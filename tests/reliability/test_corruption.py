@@ -33,6 +33,7 @@ import pytest
 
 from soong_store import SessionStore, StorageError, TaskDagUnavailable
 from soong_store.check import check_store
+from soong_store.store import runtime_of
 from soong_store.tasks.model import encode_record
 from tests.conftest import db_path, text
 from tests.reliability.conftest import Child, assert_dense, integrity, raw
@@ -123,7 +124,7 @@ async def test_damaged_btree_page_is_reported_and_contained(home: Path, damage: 
             await store.append_node(a, "user", "message", text("into the damaged table"))
         except StorageError as exc:
             assert "damaged" in str(exc)
-        assert store._writer is not None and store._writer._thread.is_alive()
+        assert runtime_of(store).writer_alive
         assert len(await store.timeline(b)) == 1 + 6
 
 

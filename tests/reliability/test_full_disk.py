@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError
+from soong_store.store import runtime_of
 from soong_store.tasks.wal import TaskDag
 from tests.conftest import snapshot, text
 from tests.reliability.conftest import artifact_files, integrity, tree_files
@@ -107,7 +108,7 @@ async def test_database_full_fails_whole_units_and_recovers(home: Path, figures:
             units_before_full += 1
         else:
             pytest.fail("the database never filled up")
-        assert store._writer is not None and store._writer._thread.is_alive()
+        assert runtime_of(store).writer_alive
 
         # At the edge: a batch of concurrent units, some fit and some do not; each is whole.
         await store._write(set_max_pages(await store._write(page_count) + 12))

@@ -38,6 +38,7 @@ from soong_store import (
     SoongStoreError,
 )
 from soong_store.model.content import validate_content
+from soong_store.store import runtime_of
 from soong_store.tasks.wal import TaskDag
 from tests.conftest import snapshot, text
 from tests.reliability.conftest import tree_files
@@ -531,7 +532,7 @@ def test_bad_input_is_refused_before_the_queue(harness: Harness, case: str):
     assert not stored, f"{case} was stored"
     assert isinstance(outcome, InvalidArgument), f"{case}: {outcome!r} instead of InvalidArgument"
     assert harness.statements == [], f"{case} reached the writer before being refused"
-    assert harness.store._writer is not None and harness.store._writer._thread.is_alive()
+    assert runtime_of(harness.store).writer_alive
 
 
 def test_nesting_the_store_accepts_reads_back_equal(harness: Harness):

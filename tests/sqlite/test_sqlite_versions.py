@@ -21,6 +21,7 @@ import pytest
 import soong_store
 from soong_store import InvalidArgument, SessionStore, SoongStoreError, StorageError
 from soong_store.backends.sqlite import MIN_SQLITE_VERSION, SQLITE_MODULE_ENV, load_sqlite_module
+from soong_store.store import runtime_of
 from tests.conftest import db_path, text
 
 pytestmark = pytest.mark.sqlite
@@ -136,8 +137,8 @@ async def test_an_explicit_module_beats_the_environment(home: Path, monkeypatch)
     monkeypatch.setenv(SQLITE_MODULE_ENV, "no_such_sqlite_driver")
     async with SessionStore(home=home, sqlite_module="sqlite3") as store:
         await store.create_session(cwd=".")
-        assert store._write_engine is not None
-        assert store._write_engine.dialect.dbapi is sqlite3
+        assert runtime_of(store).write_engine is not None
+        assert runtime_of(store).write_engine.dialect.dbapi is sqlite3
 
 
 def test_an_empty_environment_variable_means_the_standard_library(monkeypatch):
@@ -149,11 +150,12 @@ PROBE = textwrap.dedent(
     """
     import asyncio, sys
     from soong_store import SessionStore
+    from soong_store.store import runtime_of
 
     async def main(home):
         async with SessionStore(home=home) as store:
             await store.create_session(cwd=".")
-            dbapi = store._write_engine.dialect.dbapi
+            dbapi = runtime_of(store).write_engine.dialect.dbapi
             print(dbapi.__name__, dbapi.sqlite_version)
 
     asyncio.run(main(sys.argv[1]))

@@ -354,7 +354,9 @@ def mutate(value: Any, rnd: random.Random) -> Any:
     """``value`` with one field somewhere in it replaced by an odd value."""
     if isinstance(value, dict) and value and rnd.random() < 0.8:
         key = rnd.choice(list(value))
-        value[key] = mutate(value[key], rnd) if rnd.random() < 0.6 else rnd.choice(ODD)
+        value[key] = (
+            mutate(value[key], rnd) if rnd.random() < 0.6 else copy.deepcopy(rnd.choice(ODD))
+        )
         return value
     if isinstance(value, list) and value and rnd.random() < 0.8:
         index = rnd.randrange(len(value))

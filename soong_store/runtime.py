@@ -1,0 +1,188 @@
+"""What an open store runs on: its backend's engines, the writer, the reader threads, the file pool.
+
+:class:`StoreRuntime` is the plumbing under :class:`~soong_store.store.SessionStore`. Opening
+creates the home, brings the schema to head (once, even with several processes starting
+together), makes the write and read engines, starts the writer and the reader threads; closing
+drains the writer and releases everything. :meth:`StoreRuntime.write` hands a job to the writer,
+:meth:`StoreRuntime.read` runs a query in one snapshot on a reader thread, retried while the
+database is busy and with its errors translated.
+
+Event loops and threads: nothing here is tied to the loop that opened it; each result is handed
+back to its caller's loop. Opening and closing from several loops at once open and close once.
+Processes: a runtime belongs to the process that opened it; after ``os.fork()`` every call in
+the child raises :class:`~soong_store.errors.StorageError`, and closing in the child only lets go
+of what it inherited (the parent still uses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from sqlalchemy import Connection, Engine
+
+from soong_store.backends.base import Backend
+from soong_store.errors import StorageError, StoreClosed
+from soong_store.files.pool import FilePool, FileWrite
+from soong_store.files.store import ArtifactFiles
+from soong_store.migrate import ensure_schema
+from soong_store.writer import Prerequisite, Writer
+
+T = TypeVar("T")
+
+_INHERITED: list[object] = []
+"""What a forked child's stores held: kept alive, never closed (the parent still uses it)."""
+
+
+class StoreRuntime:
+    """The engines, writer, reader threads and file pool of one store (see the module docstring).
+
+    ``generation`` counts the opens, so that what was handed out under one open (a task DAG)
+    can tell that the store it came from was closed.
+    """
+
+    def __init__(self, home: Path, backend: Backend, files: ArtifactFiles) -> None:
+        self.home = home
+        self.backend = backend
+        self.files = files
+        self.generation = 0
+        self._writer: Writer | None = None
+        self._file_pool: FilePool | None = None
+        self._read_engine: Engine | None = None
+        self._write_engine: Engine | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._pid = os.getpid()
+        self._opening = threading.Lock()  # held in a worker thread while opening, never a loop's
+        self._claim = threading.Lock()  # held only to take the open resources for closing
+
+    @property
+    def in_own_process(self) -> bool:
+        """Whether this is the process that made the runtime (not a forked child)."""
+        return os.getpid() == self._pid
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the writer runs (between a finished open and the start of a close)."""
+        return self._writer is not None
+
+    @property
+    def write_engine(self) -> Engine | None:
+        """The engine of the writer's connection, while open (tests listen to its events)."""
+        return self._write_engine
+
+    @property
+    def writer_alive(self) -> bool:
+        """Whether the writer's thread runs (a wedged or dead writer is a bug)."""
+        return self._writer is not None and self._writer.alive
+
+    async def open(self) -> None:
+        """Create the home, bring the schema to head and start the writer (once)."""
+        self.check_process()
+        if self._writer is not None:
+            return
+        await asyncio.to_thread(self._open_once)
+
+    def _open_once(self) -> None:
+        with self._opening:
+            if self._writer is None:
+                self._open_sync()
+
+    def check_process(self) -> None:
+        """Refuse a call in a forked child: the writer's thread and connections stayed behind."""
+        if os.getpid() != self._pid:
+            raise StorageError(
+                f"this store was opened in process {self._pid}, not in this one "
+                f"({os.getpid()}, a fork of it): open a new store in the child",
+                pid=self._pid,
+            )
+
+    def _open_sync(self) -> None:
+        backend = self.backend
+        # The engine refuses an unusable driver (too old a SQLite) before anything is created.
+        admin = backend.engine("admin")
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            ensure_schema(admin, backend.retry)
+        finally:
+            admin.dispose()
+        self._write_engine = backend.engine("write")
+        with self._write_engine.connect():
+            pass  # the first write connection switches the file to WAL before any reader opens
+        self._read_engine = backend.engine("read")
+        self._readers = ThreadPoolExecutor(
+            backend.read_connections, thread_name_prefix="soong-store-read"
+        )
+        self._file_pool = FilePool(self.files)
+        self._writer = Writer(self._write_engine, retry=backend.retry)
+        self._writer.start()
+        self.generation += 1
+
+    async def close(self) -> None:
+        """Finish queued writes, then release the connections. Closing twice is harmless."""
+        if os.getpid() != self._pid:
+            self._let_go_in_child()
+            return
+        with self._claim:
+            writer, self._writer = self._writer, None
+            file_pool, readers = self._file_pool, self._readers
+            engines = (self._write_engine, self._read_engine)
+        if writer is None:
+            return
+        await writer.close()
+        if file_pool is not None:  # after the writer: its waiting jobs need their files
+            await asyncio.to_thread(file_pool.close)
+        if readers is not None:
+            readers.shutdown(wait=True)
+        for engine in engines:
+            if engine is not None:
+                engine.dispose()
+
+    def _let_go_in_child(self) -> None:
+        """Forget the parent's store without closing its connections or joining its threads."""
+        held = (self._writer, self._file_pool, self._readers, self._write_engine)
+        _INHERITED.append((*held, self._read_engine))
+        self._writer = self._file_pool = self._readers = None
+        self._write_engine = self._read_engine = None
+
+    async def write(
+        self,
+        job: Callable[[Connection], T],
+        on_abort: Callable[[], None] | None = None,
+        after: Sequence[Prerequisite] = (),
+    ) -> T:
+        """Run ``job`` in the writer, in its transaction (``on_abort``: it did not commit)."""
+        self.check_process()
+        if self._writer is None:
+            raise StoreClosed("the store is not open")
+        return await self._writer.submit(job, on_abort=on_abort, after=after)
+
+    async def read(self, query: Callable[[Connection], T]) -> T:
+        """Run ``query`` on a reader thread in one snapshot, retried while the database is busy."""
+        self.check_process()
+        if self._readers is None or self._read_engine is None or self._writer is None:
+            raise StoreClosed("the store is not open")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._read_sync, query)
+
+    def _read_sync(self, query: Callable[[Connection], T]) -> T:
+        engine = self._read_engine
+        assert engine is not None
+
+        def attempt() -> T:
+            with engine.connect() as connection, connection.begin():
+                return query(connection)
+
+        backend = self.backend
+        with backend.translated():
+            return backend.retry.run(attempt, backend.is_busy)
+
+    def start_file(self, path: str, data: bytes) -> FileWrite:
+        """Begin writing an artifact file in the file pool (a unit of work adds it)."""
+        if self._file_pool is None:
+            raise StoreClosed("the store is not open")
+        return self._file_pool.start(path, data)
