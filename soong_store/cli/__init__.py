@@ -7,7 +7,9 @@ document of documented fields (``timeline --follow --json``: one event per line)
 line on stderr: exit 2 for bad input (a malformed or unknown id, bad arguments, a bad file), 1
 for damage (``check`` found problems, the database or a task log is damaged), else 0.
 
-This module parses the command line and runs a command of :mod:`soong_store.cli.commands`.
+This module parses the command line and runs a command: those that look at sessions are in
+:mod:`~soong_store.cli.browse`, ``tasks`` in :mod:`~soong_store.cli.tasks`, ``export``/``import`` in
+:mod:`~soong_store.cli.transfer`, the rest in :mod:`~soong_store.cli.maintain`.
 """
 
 from __future__ import annotations
@@ -23,24 +25,18 @@ from typing import Any, NoReturn
 
 from soong_store import __version__
 from soong_store.backends.base import translate
-from soong_store.cli.commands import (
-    LEVELS,
-    PROG,
-    cmd_check,
-    cmd_demo,
-    cmd_export,
-    cmd_gc,
-    cmd_import,
+from soong_store.cli.browse import (
     cmd_path,
     cmd_sessions,
     cmd_show,
     cmd_switch,
-    cmd_tasks,
     cmd_timeline,
     cmd_tree,
-    cmd_upgrade,
-    where,
 )
+from soong_store.cli.common import LEVELS, PROG, where
+from soong_store.cli.maintain import cmd_check, cmd_demo, cmd_gc, cmd_upgrade
+from soong_store.cli.tasks import cmd_tasks
+from soong_store.cli.transfer import cmd_export, cmd_import
 from soong_store.errors import (
     InvalidArgument,
     NotFound,

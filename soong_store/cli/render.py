@@ -1,16 +1,15 @@
-"""What the CLI shows: the text and ``--json`` documents of its commands, and Markdown.
+"""What the CLI shows: the text and ``--json`` documents of its read commands.
 
 Each read command has a ``*_document`` (the JSON it prints) and ``*_lines`` (its text). The tree
 is built once as data (:func:`tree_document`) and drawn from that data (:func:`tree_lines`), so
-both outputs show the same tree. Nothing here writes; only :func:`export_markdown` reads a store.
+both outputs show the same tree. Nothing here reads or writes a store.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from soong_store.errors import NotFound
 from soong_store.model import codec
@@ -33,8 +32,6 @@ from soong_store.model.records import (
     RunRecord,
     SessionRecord,
 )
-from soong_store.store import SessionStore
-from soong_store.tasks.wal import Task, TaskDag
 
 
 def clip(text: str, width: int) -> str:
@@ -75,9 +72,6 @@ def block_text(block: ContentBlock) -> str:
 def node_text(node: NodeRecord) -> str:
     """The content of a node as one line."""
     return " | ".join(fold(node.content, _leaf_text, _result_text))
-
-
-# -- tree -----------------------------------------------------------------------------------
 
 
 def agent_labels(agents: Sequence[AgentRecord], root_agent_id: str) -> dict[str, str]:
@@ -214,9 +208,6 @@ def _subtree_sizes(nodes: list[dict[str, Any]], by_id: dict[str, Any]) -> dict[s
         if n["parent_id"] in by_id:
             sizes[n["parent_id"]] += sizes[n["node_id"]]
     return sizes
-
-
-# -- the other commands ---------------------------------------------------------------------
 
 
 def sessions_document(
@@ -357,7 +348,6 @@ def path_lines(path: Sequence[NodeRecord], context: ContextView) -> list[str]:
 
 
 TIMELINE_HEADER = f"{'seq':>5} {'run_seq':<7} {'time':<12} {'level':<7} event"
-"""The first line of the ``timeline`` text: the names of its columns."""
 
 
 def event_line(e: EventRecord, width: int, node_seqs: Mapping[str, int]) -> str:
@@ -376,79 +366,3 @@ def event_line(e: EventRecord, width: int, node_seqs: Mapping[str, int]) -> str:
     if e.payload is None:
         return head
     return f"{head} {clip(codec.dumps_text(e.payload), max(width - len(head) - 1, 16))}"
-
-
-def tasks_document(sid: str, dag: TaskDag) -> dict[str, Any]:
-    """The ``tasks NAME --json`` document: the tasks dependencies first, and the ready set."""
-    return {
-        "session_id": sid,
-        "task_name": dag.task_name,
-        "path": str(dag.path),
-        "tasks": [_task_json(t) for t in dag.topological_order()],
-        "ready": [t.task_id for t in dag.ready()],
-    }
-
-
-def _task_json(task: Task) -> dict[str, Any]:
-    return {
-        "task_id": task.task_id,
-        "title": task.title,
-        "status": str(task.status),
-        "depends_on": list(task.depends_on),
-        "metadata": task.metadata,
-    }
-
-
-def task_log_lines(logs: Sequence[dict[str, Any]], folder: Path) -> list[str]:
-    """The ``tasks`` listing: one line per task log, its status counts or why it is unreadable."""
-    lines = []
-    for item in logs:
-        if item["error"]:
-            lines.append(f"{item['path']}: unavailable: {item['error']}")
-        else:
-            spread = ", ".join(f"{n} {s}" for s, n in item["counts"].items()) or "empty"
-            lines.append(f"{item['task_name']!r}: {spread}")
-    if not logs:
-        lines.append(f"(no task logs in {folder})")
-    return lines
-
-
-# -- markdown -------------------------------------------------------------------------------
-
-
-async def export_markdown(store: SessionStore, session_id: str, out: TextIO) -> None:
-    """Render the active path for humans: one section per node, the context cut marked."""
-    session = await store.get_session(session_id)
-    path = await store.active_path(session_id)
-    context = await store.context(session_id)
-    first_kept = context.nodes[0].node_id if context.nodes else None
-    out.write(f"# Session {session.session_id}\n\n")
-    out.write(f"- cwd: `{session.cwd}`\n- status: {session.status}\n")
-    out.write(f"- created: {session.created_at.isoformat()}\n")
-    out.write(f"- active path: {len(path)} nodes; context: {len(context.nodes)} nodes, ")
-    out.write(f"{context.token_count} tokens\n\n")
-    for node in path:
-        if node.node_id == first_kept and node is not path[0]:
-            out.write("---\n\n*The context the model gets starts here (compaction).*\n\n")
-        out.write(f"## #{node.node_seq} {node.role} · {node.node_type}\n\n")
-        for text in fold(node.content, _leaf_markdown, _result_markdown):
-            out.write(text + "\n\n")
-
-
-def _leaf_markdown(_: Place, leaf: Leaf) -> str:
-    if isinstance(leaf, TextBlock):
-        return leaf.text
-    if isinstance(leaf, ToolCallBlock):
-        args = codec.dumps_text(leaf.arguments)
-        return f"**tool call** `{leaf.name}` (`{leaf.tool_call_id}`)\n\n```json\n{args}\n```"
-    if isinstance(leaf, JsonBlock):
-        if leaf.artifact_ref is not None:
-            return f"*JSON in artifact `{leaf.artifact_ref}`*: {leaf.summary}"
-        return f"```json\n{codec.dumps_text(leaf.data)}\n```"
-    summary = f": {leaf.summary}" if leaf.summary else ""
-    return f"*attachment `{leaf.artifact_id}`*{summary}"
-
-
-def _result_markdown(block: ToolResultBlock, items: list[str]) -> str:
-    title = "tool error" if block.is_error else "tool result"
-    return f"**{title}** (`{block.tool_call_id}`)\n\n" + "\n\n".join(items)

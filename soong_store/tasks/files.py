@@ -1,7 +1,6 @@
 """The files of the task WAL: names, verified opens, a bounded set of open logs, raw I/O.
 
-- :func:`task_wal_path` maps a task name to its file (the mapping is described in
-  :mod:`soong_store.tasks.wal`).
+- :func:`task_wal_path` maps a task name to its file (below).
 - :func:`open_log` opens with ``O_NOFOLLOW | O_NONBLOCK`` and refuses anything but a regular file
   (``TaskDagUnavailable``, line 0): a FIFO named like a log would block every reader forever, and
   a symbolic link could point the appends anywhere.
@@ -10,6 +9,13 @@
   least recently used idle descriptor is closed, and a log opened again must be the very file
   (device and inode) it was, else the append is refused as on a deleted log. A descriptor is
   used and closed only under its DAG's lock, so an append in flight is never left without it.
+
+File name: ``task_wal_path(root, name)`` is ``root / f"{task_file_name(name)}.wal.jsonl"``. The
+stem is a readable part (letters and digits of the name, other runs folded to ``_``, cut to 64
+characters and 128 UTF-8 bytes), a ``-`` and the first 12 hex digits of the SHA-256 of the
+exact UTF-8 name. The hash makes the mapping injective (also on case-insensitive file systems,
+since it is lower-case hex) and the fixed ``-<hash>`` tail means no stem is empty, starts with a
+dot, or is a Windows device name (``CON-…`` is not one).
 """
 
 from __future__ import annotations

@@ -10,10 +10,13 @@ the DAG itself: the event loop's thread does that, once the step is back.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from soong_store.tasks.files import (
     write_all,
 )
 from soong_store.tasks.model import FORMAT_VERSION, Task, WalState, encode_record, parse_log, plan
-from soong_store.tasks.threads import flock, funlock
+from soong_store.tasks.threads import Job, Worker, flock, funlock
 
 logger = logging.getLogger("soong_store.tasks.wal")
 
@@ -249,3 +252,35 @@ def _roll_back(fd: int, path: Path, step: Step) -> None:
     # crash could only bring back a record whose fsync failed, never lose an acknowledged one.
     with contextlib.suppress(OSError):
         os.fsync(fd)
+
+
+def run_step(file: LogFile, call: Callable[[LogFile, Step], None], step: Step, verb: str) -> None:
+    """``call(file, step)`` in this thread, its ``OSError`` raised as a ``StorageError``."""
+    try:
+        call(file, step)
+    except OSError as exc:
+        message = f"cannot {verb} task WAL {file.path}: {exc}"
+        raise StorageError(message, path=file.path) from exc
+
+
+async def offload_step(
+    worker: Worker, file: LogFile, call: Callable[[LogFile, Step], None], step: Step, verb: str
+) -> bool:
+    """:func:`run_step` in ``worker``'s thread; return whether the awaiting caller was cancelled.
+
+    The work is never abandoned: a cancellation is noted and the wait goes on, so the caller
+    learns whether an append reached the disk before it raises ``CancelledError``.
+    """
+    loop = asyncio.get_running_loop()
+    job = Job(functools.partial(run_step, file, call, step, verb), loop)
+    worker.submit(job)
+    interrupted = False
+    while not job.done:
+        try:
+            await job.waiter
+        except asyncio.CancelledError:
+            interrupted = True
+            job.waiter = loop.create_future()
+    if job.error is not None:
+        raise job.error
+    return interrupted

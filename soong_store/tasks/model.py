@@ -1,8 +1,21 @@
 """The task model: tasks, the rules of each operation, and the log's record format.
 
 Pure (no I/O): :mod:`soong_store.tasks.wal` validates an operation here before it appends it,
-applies it here after the fsync, and replays a log's bytes here. The record format and the
-operations are described in :mod:`soong_store.tasks.wal`.
+applies it here after the fsync, and replays a log's bytes here.
+
+Records: one line each, ``{"seq":N,"op":"…","args":{…},"crc":"xxxxxxxx"}`` and a newline, as
+orjson writes it. ``seq`` is the 1-based line number (dense: no gap, no repeat). ``crc`` is the
+CRC-32, as 8 lower-case hex digits, of the line's bytes with the ``,"crc":"xxxxxxxx"`` member
+removed, i.e. of the compact JSON ``{"seq":N,"op":"…","args":{…}}`` as written. Line 1 is the
+header, ``op="header"`` with ``args={"version":1,"task_name":<original name>}``. The other
+operations and their ``args`` are::
+
+    add                task_id, title, depends_on (list of ids), metadata (any JSON value)
+    set_status         task_id, status (pending|in_progress|completed|failed|cancelled)
+    add_dependency     task_id, depends_on (one id)
+    remove_dependency  task_id, depends_on (one id)
+    update             task_id, and title and/or metadata
+    remove             task_id (refused while another task depends on it)
 """
 
 from __future__ import annotations

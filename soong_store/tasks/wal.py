@@ -1,25 +1,7 @@
 """Task write-ahead log: one JSONL file per named task, replayed into an in-memory DAG.
 
-File name: ``task_wal_path(root, name)`` is ``root / f"{task_file_name(name)}.wal.jsonl"``. The
-stem is a readable part (letters and digits of the name, other runs folded to ``_``, cut to 64
-characters and 128 UTF-8 bytes), a ``-`` and the first 12 hex digits of the SHA-256 of the
-exact UTF-8 name. The hash makes the mapping injective (also on case-insensitive file systems,
-since it is lower-case hex) and the fixed ``-<hash>`` tail means no stem is empty, starts with a
-dot, or is a Windows device name (``CON-…`` is not one).
-
-Records: one line each, ``{"seq":N,"op":"…","args":{…},"crc":"xxxxxxxx"}`` and a newline, as
-orjson writes it. ``seq`` is the 1-based line number (dense: no gap, no repeat). ``crc`` is the
-CRC-32, as 8 lower-case hex digits, of the line's bytes with the ``,"crc":"xxxxxxxx"`` member
-removed, i.e. of the compact JSON ``{"seq":N,"op":"…","args":{…}}`` as written. Line 1 is the
-header, ``op="header"`` with ``args={"version":1,"task_name":<original name>}``. The other
-operations and their ``args`` are::
-
-    add                task_id, title, depends_on (list of ids), metadata (any JSON value)
-    set_status         task_id, status (pending|in_progress|completed|failed|cancelled)
-    add_dependency     task_id, depends_on (one id)
-    remove_dependency  task_id, depends_on (one id)
-    update             task_id, and title and/or metadata
-    remove             task_id (refused while another task depends on it)
+The file's name is described in :mod:`soong_store.tasks.files`, its records and operations in
+:mod:`soong_store.tasks.model`.
 
 Guarantees: every operation is validated against the DAG before anything is written; an append
 is written, fsynced (the directory too when the file is created) and only then applied in
@@ -40,7 +22,6 @@ recently used idle one is closed, and reopened, checked to be the same file, whe
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import weakref
@@ -60,7 +41,7 @@ from soong_store.tasks.files import (
     task_root,
     task_wal_path,
 )
-from soong_store.tasks.log import Step, commit, follow, load
+from soong_store.tasks.log import Step, commit, follow, load, offload_step, run_step
 from soong_store.tasks.model import (
     Task,
     TaskStatus,
@@ -74,7 +55,7 @@ from soong_store.tasks.model import (
     summary,
     topological_order,
 )
-from soong_store.tasks.threads import AnyLoopLock, Job, Worker
+from soong_store.tasks.threads import AnyLoopLock, Worker
 
 __all__ = [
     "WAL_SUFFIX",
@@ -427,47 +408,18 @@ class TaskDag:
     def _run(self, call: Callable[[LogFile, Step], None], step: Step, verb: str) -> None:
         """Run ``call(file, step)`` in this thread, then take what it caught up."""
         try:
-            call(self._file, step)
-        except OSError as exc:
-            message = f"cannot {verb} task WAL {self.path}: {exc}"
-            raise StorageError(message, path=self.path) from exc
+            run_step(self._file, call, step, verb)
         finally:
-            if step.after is not None or step.broken is not None:
-                self._take(step)
+            self._take(step)
 
     async def _offload(
         self, worker: Worker, call: Callable[[LogFile, Step], None], step: Step, verb: str
     ) -> bool:
-        """:meth:`_run` with the I/O in the worker thread; return whether the caller was cancelled.
-
-        The work is never abandoned: a cancellation is noted and the wait goes on, so the caller
-        learns whether an append reached the disk before ``CancelledError`` is raised.
-        """
-        loop = asyncio.get_running_loop()
-        job = Job(functools.partial(self._io, call, step, verb), loop)
-        worker.submit(job)
-        interrupted = False
+        """:meth:`_run` in the worker thread; return whether the caller was cancelled."""
         try:
-            while not job.done:
-                try:
-                    await job.waiter
-                except asyncio.CancelledError:
-                    interrupted = True
-                    job.waiter = loop.create_future()
-            if job.error is not None:
-                raise job.error
+            return await offload_step(worker, self._file, call, step, verb)
         finally:
-            if step.after is not None or step.broken is not None:
-                self._take(step)
-        return interrupted
-
-    def _io(self, call: Callable[[LogFile, Step], None], step: Step, verb: str) -> None:
-        """``call(file, step)``, its ``OSError`` raised as a ``StorageError`` (any thread)."""
-        try:
-            call(self._file, step)
-        except OSError as exc:
-            message = f"cannot {verb} task WAL {self.path}: {exc}"
-            raise StorageError(message, path=self.path) from exc
+            self._take(step)
 
     def _take(self, step: Step) -> None:
         """Follow what another writer appended (it is in the file), or a failed rollback."""

@@ -17,7 +17,7 @@ import pytest
 
 from soong_store import InvalidArgument, TextBlock
 from soong_store.check import check_store
-from soong_store.cli.render import export_markdown
+from soong_store.cli.markdown import export_markdown
 from soong_store.demo import write_demo
 from soong_store.sql.session_writer import SessionWriter
 from soong_store.transfer import export_session, import_session

@@ -1,0 +1,171 @@
+"""The commands that look at sessions, and ``switch``, which moves a session's active node.
+
+Looking: ``sessions``, ``show``, ``tree``, ``path`` and ``timeline``.
+
+Each returns the exit status; what they print is drawn by :mod:`soong_store.cli.render`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from soong_store.cli import render
+from soong_store.cli.common import (
+    LEVELS,
+    emit,
+    node_arg,
+    open_existing,
+    out,
+    out_lines,
+    width_of,
+)
+from soong_store.errors import InvalidArgument, NotFound
+from soong_store.model.ids import check_session_id
+from soong_store.schema.catalog import session_tables
+from soong_store.store import SessionStore, run_read
+from soong_store.transfer import session_counts
+
+
+async def cmd_sessions(args: argparse.Namespace) -> int:
+    """List sessions, most recently updated first."""
+    async with open_existing(args) as store:
+        found = await store.list_sessions(status=args.status, limit=args.offset + args.limit + 1)
+    page = found[args.offset : args.offset + args.limit]
+    more = len(found) > args.offset + args.limit
+    next_offset = args.offset + args.limit if more else None
+    if args.json:
+        emit(render.sessions_document(page, args.offset, args.limit, next_offset))
+    else:
+        out_lines(render.sessions_lines(page, next_offset))
+    return 0
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    """A session, its agents, runs, artifacts and usage."""
+    sid = check_session_id(args.session_id)
+    async with open_existing(args) as store:
+        session = await store.get_session(sid)
+        agents = await store.list_agents(sid)
+        runs = await store.list_runs(sid)
+        artifacts = await store.list_artifacts(sid)
+        counts = await run_read(store, partial(session_counts, session_id=sid))
+        active = session.active_node_id
+        active_seq = (await store.get_node(sid, active)).node_seq if active else None
+    if args.json:
+        emit(render.show_document(session, agents, runs, artifacts, counts))
+    else:
+        out_lines(render.show_lines(session, agents, runs, artifacts, counts, active_seq))
+    return 0
+
+
+async def cmd_tree(args: argparse.Namespace) -> int:
+    """The whole tree of a session, the active path marked."""
+    sid = check_session_id(args.session_id)
+    async with open_existing(args) as store:
+        doc = await tree_of(store, sid, args.agent)
+    if args.json:
+        emit(doc)
+    else:
+        out_lines(render.tree_lines(doc, width=width_of(args), depth=args.depth))
+    return 0
+
+
+async def tree_of(store: SessionStore, sid: str, agent: str | None = None) -> dict[str, Any]:
+    """The tree document of a session (``tree`` and ``demo`` print it)."""
+    session = await store.get_session(sid)
+    agents = await store.list_agents(sid)
+    return render.tree_document(session, await store.list_nodes(sid), agents, agent)
+
+
+async def cmd_path(args: argparse.Namespace) -> int:
+    """The context the model gets at a node: the active path from its last compaction on."""
+    sid = check_session_id(args.session_id)
+    async with open_existing(args) as store:
+        node = None if args.node is None else await node_arg(store, sid, args.node)
+        path = await store.active_path(sid, node)
+        # The context of the path's own end node: both reads see the same path (nodes never
+        # change) even if the active node moves in between.
+        context = await store.context(sid, path[-1].node_id if path else node)
+        if path:
+            nodes = 0
+        else:
+            nodes = (await run_read(store, partial(session_counts, session_id=sid)))["nodes"]
+    if args.json:
+        emit(render.path_document(sid, path, context))
+    elif not path and nodes:
+        out(f"session {sid} has no active node (the next message starts a new root)")
+    elif not path:
+        out(f"session {sid} has no node yet")
+    else:
+        out_lines(render.path_lines(path, context))
+    return 0
+
+
+async def cmd_timeline(args: argparse.Namespace) -> int:
+    """A session's events in order; ``--follow`` keeps printing new ones."""
+    sid = check_session_id(args.session_id)
+    low = LEVELS.index(args.level)
+    width = width_of(args)
+    collected: list[dict[str, Any]] = []
+    async with open_existing(args) as store:
+        await store.get_session(sid)
+        if args.run is not None and (await store.get_run(args.run)).session_id != sid:
+            raise NotFound(f"no run {args.run!r} in session {sid!r}", run_id=args.run)
+        after = args.after
+        node_seqs: dict[str, int] = {}
+        if not args.json:
+            out(render.TIMELINE_HEADER)
+        while True:
+            batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
+            if not args.json and any(e.node_id not in node_seqs for e in batch if e.node_id):
+                node_seqs = await run_read(store, partial(_node_seqs, session_id=sid))
+            for e in batch:
+                after = max(after, e.seq)
+                if LEVELS.index(e.level) < low or (args.type and e.event_type not in args.type):
+                    continue
+                if args.json and not args.follow:
+                    collected.append(e.model_dump(mode="json"))
+                elif args.json:
+                    emit(e.model_dump(mode="json"))
+                else:
+                    out(render.event_line(e, width, node_seqs))
+            if len(batch) == 1000:
+                continue
+            if not args.follow:
+                break
+            sys.stdout.flush()
+            await asyncio.sleep(args.interval)
+    if args.json and not args.follow:
+        emit({"session_id": sid, "events": collected})
+    return 0
+
+
+def _node_seqs(connection: Connection, session_id: str) -> dict[str, int]:
+    """Each node's ``node_seq`` by id (the timeline names nodes as the tree does)."""
+    nodes = session_tables(session_id).nodes
+    rows = connection.execute(select(nodes.c.node_id, nodes.c.node_seq))
+    return {node_id: seq for node_id, seq in rows}
+
+
+async def cmd_switch(args: argparse.Namespace) -> int:
+    """Make a node the session's active node, or (``--none``) clear it."""
+    sid = check_session_id(args.session_id)
+    if (args.node is None) == (not args.none):
+        raise InvalidArgument("switch takes a NODE or --none (one of the two)")
+    async with open_existing(args) as store:
+        node = None if args.none else await node_arg(store, sid, args.node)
+        session = await store.switch_node(sid, node)
+        record = None if node is None else await store.get_node(sid, node)
+    if args.json:
+        emit(session.model_dump(mode="json"))
+    elif record is None:
+        out(f"session {sid}: no active node now (the next message starts a new root)")
+    else:
+        out(f"session {sid}: active node is now #{record.node_seq} {record.node_id}")
+    return 0

@@ -1,0 +1,104 @@
+"""What every command shares: printing, opening the home, naming a node by ``#seq``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import make_url
+
+from soong_store.errors import NotFound
+from soong_store.model import codec
+from soong_store.model.enums import EventLevel
+from soong_store.model.ids import check_id
+from soong_store.store import SessionStore, backend_of, default_home
+
+PROG = "soong-store"
+LEVELS = [level.value for level in EventLevel]
+_SEQ = re.compile(r"#?(\d{1,18})")
+
+
+def out(line: str = "") -> None:
+    """Print one line on stdout."""
+    sys.stdout.write(line + "\n")
+
+
+def out_lines(lines: list[str]) -> None:
+    """Print each line on stdout."""
+    for line in lines:
+        out(line)
+
+
+def emit(document: Any) -> None:
+    """Print one JSON document (the store's own encoder: no NaN, sorted as written)."""
+    out(codec.dumps_text(document, what="output"))
+
+
+def width_of(args: argparse.Namespace) -> int:
+    """The line width: ``--width``, else the terminal's, else 120."""
+    if getattr(args, "width", None):
+        return int(args.width)
+    return shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+
+
+class Progress:
+    """``label: done/total`` on a terminal's stderr; nothing when stderr is not a terminal."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.enabled = sys.stderr.isatty()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        """Show how far the work is."""
+        if self.enabled:
+            sys.stderr.write(f"\r{self.label}: {done}/{total}")
+            sys.stderr.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        """Clear the progress line, if one was shown."""
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def open_store(args: argparse.Namespace, home: Path | None = None) -> SessionStore:
+    """The store the command line names (opening it creates the database if there is none)."""
+    return SessionStore(home=home or args.home, url=args.url, sqlite_module=args.sqlite_module)
+
+
+def where(args: argparse.Namespace) -> str:
+    """Where the command looks: ``home DIR``, or the database URL given with ``--url``."""
+    if args.url is not None:
+        return make_url(args.url).render_as_string(hide_password=True)
+    return f"home {args.home or default_home()}"
+
+
+def open_existing(args: argparse.Namespace) -> SessionStore:
+    """The store of a command that reads what is there: ``NotFound`` if there is no database.
+
+    Opening a store creates its home and database; a command that only looks must not leave an
+    empty one behind (nor its folder), so a database the backend cannot find is refused first.
+    """
+    store = open_store(args)
+    backend = backend_of(store)
+    if not backend.database_exists():
+        raise NotFound(f"no database in {where(args)}: {backend.location} does not exist")
+    return store
+
+
+async def node_arg(store: SessionStore, sid: str, value: str) -> str:
+    """A node id, or ``#N``/``N`` for the node with ``node_seq`` N."""
+    match = _SEQ.fullmatch(value)
+    if match is None:
+        return check_id(value, "node")
+    seq = int(match.group(1))
+    for node in await store.list_nodes(sid):
+        if node.node_seq == seq:
+            return node.node_id
+    raise NotFound(f"no node #{seq} in session {sid!r}", session_id=sid)

@@ -1,0 +1,103 @@
+"""The commands that keep a home: ``upgrade``, ``check``, ``gc`` and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+from soong_store.check import check_store
+from soong_store.cli import render
+from soong_store.cli.browse import tree_of
+from soong_store.cli.common import (
+    PROG,
+    Progress,
+    emit,
+    open_existing,
+    open_store,
+    out,
+    out_lines,
+    width_of,
+)
+from soong_store.demo import write_demo
+from soong_store.migrate import current_revision, head_revision, upgrade
+from soong_store.model.ids import check_session_id
+from soong_store.store import backend_of
+
+
+async def cmd_upgrade(args: argparse.Namespace) -> int:
+    """Bring the database to the newest schema revision."""
+    store = open_store(args)
+    store.home.mkdir(parents=True, exist_ok=True)
+    engine = backend_of(store).engine("admin")
+    try:
+        before = await asyncio.to_thread(current_revision, engine)
+        await asyncio.to_thread(upgrade, engine)
+        after = await asyncio.to_thread(current_revision, engine)
+    finally:
+        engine.dispose()
+    url = engine.url.render_as_string(hide_password=True)
+    if args.json:
+        emit({"url": url, "from": before, "to": after, "head": head_revision()})
+    elif before == after:
+        out(f"{url}: already at revision {after} (head)")
+    else:
+        out(f"{url}: upgraded from revision {before or '(empty)'} to {after}")
+    return 0
+
+
+async def cmd_check(args: argparse.Namespace) -> int:
+    """Check the database, the sessions' rows, artifact files and task logs."""
+    sid = None if args.session_id is None else check_session_id(args.session_id)
+    progress = Progress("check")
+    try:
+        async with open_existing(args) as store:
+            report = await check_store(store, sid, progress=progress)
+    finally:
+        progress.close()
+    if args.json:
+        emit(
+            {
+                "ok": report.ok,
+                "sessions_checked": len(report.sessions),
+                "problems": [p.as_dict() for p in report.problems],
+            }
+        )
+    else:
+        for p in report.problems:
+            where = f" [session {p.session_id}]" if p.session_id else ""
+            out(f"{p.kind}: {p.message}{where}")
+        count = len(report.problems)
+        found = f"{count} problem{'s' if count != 1 else ''}" if count else "no problems"
+        out(f"checked {len(report.sessions)} session(s): {found}")
+    return 0 if report.ok else 1
+
+
+async def cmd_gc(args: argparse.Namespace) -> int:
+    """Remove artifact files that no artifact row names."""
+    async with open_existing(args) as store:
+        paths = await store.gc(dry_run=args.dry_run, min_age=args.min_age)
+    if args.json:
+        emit({"dry_run": args.dry_run, "min_age": args.min_age, "paths": paths})
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    out(f"{verb} {len(paths)} orphan artifact files")
+    for path in paths:
+        out(f"  artifacts/{path}")
+    return 0
+
+
+async def cmd_demo(args: argparse.Namespace) -> int:
+    """Write one realistic session on a temporary home (or ``--home``) and print its tree."""
+    home = args.home or Path(tempfile.mkdtemp(prefix="soong-store-demo-"))
+    async with open_store(args, home) as store:
+        sid = await write_demo(store, home / "demo-project")
+        doc = await tree_of(store, sid)
+    if args.json:
+        emit({"home": str(home), **doc})
+        return 0
+    out(f"demo session written to home {home}\n")
+    out_lines(render.tree_lines(doc, width=width_of(args)))
+    out(f"\nlook closer: {PROG} --home {home} show {sid}   (also: path, timeline, tasks, check)")
+    return 0

@@ -1,0 +1,123 @@
+"""The commands that carry sessions in and out: ``export`` and ``import``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from soong_store.cli.common import (
+    Progress,
+    emit,
+    open_existing,
+    open_store,
+    out,
+    out_lines,
+)
+from soong_store.cli.markdown import export_markdown
+from soong_store.errors import InvalidArgument
+from soong_store.model.ids import check_session_id
+from soong_store.store import SessionStore
+from soong_store.transfer import export_session, import_session
+
+
+async def cmd_export(args: argparse.Namespace) -> int:
+    """Write one session as JSON Lines (or its active path as Markdown)."""
+    sid = check_session_id(args.session_id)
+    async with open_existing(args) as store:
+        await store.get_session(sid)
+        if args.output is None:
+            await _export(store, sid, args, sys.stdout)
+        else:
+            await _export_to_file(store, sid, args, Path(args.output))
+    return 0
+
+
+async def _export(store: SessionStore, sid: str, args: argparse.Namespace, out: TextIO) -> None:
+    progress = Progress("export")
+    try:
+        if args.format == "markdown":
+            await export_markdown(store, sid, out)
+        else:
+            await export_session(
+                store, sid, out, with_artifacts=not args.no_artifacts, progress=progress
+            )
+    finally:
+        progress.close()
+
+
+async def _export_to_file(
+    store: SessionStore, sid: str, args: argparse.Namespace, target: Path
+) -> None:
+    """Write beside the target under a name of this call's own, then rename it into place.
+
+    Whoever renames last wins whole: no reader ever sees half an export, or two mixed.
+    """
+    fd, staging = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    try:
+        with open(fd, "w", encoding="utf-8") as out:
+            await _export(store, sid, args, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(staging, target)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
+
+
+async def cmd_import(args: argparse.Namespace) -> int:
+    """Recreate a session from an export file (all or nothing), or import another tool's file."""
+    if args.format not in ("auto", "soong") or (args.format == "auto" and args.file != "-"):
+        from soong_store.importers import detect_format
+
+        fmt = args.format if args.format != "auto" else detect_format(Path(args.file))
+        if fmt != "soong":
+            return await _import_other(args, fmt)
+    progress = Progress("import")
+    source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+    try:
+        async with open_store(args) as store:
+            result = await import_session(store, source, new_id=args.new_id, progress=progress)
+    finally:
+        progress.close()
+        if source is not sys.stdin.buffer:
+            source.close()
+    sid, old, counts = result.session_id, result.source_session_id, result.counts
+    if args.json:
+        emit(
+            {
+                "session_id": sid,
+                "source_session_id": old,
+                "counts": counts,
+                "missing_files": result.missing_files,
+            }
+        )
+        return 0
+    spread = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    out(f"imported session {sid}" + (f" (copy of {old})" if sid != old else "") + f": {spread}")
+    if result.missing_files:
+        out(
+            f"{result.missing_files} artifact file(s) missing: the export was made without "
+            "artifacts (export again without --no-artifacts to carry them)"
+        )
+    return 0
+
+
+async def _import_other(args: argparse.Namespace, fmt: str) -> int:
+    """Another tool's session file: every conversation in it becomes a session of its own."""
+    from soong_store.importers import import_report
+
+    if args.file == "-":
+        raise InvalidArgument(f"format {fmt} is read from a file, not from stdin")
+    if args.new_id:
+        raise InvalidArgument(f"--new-id is for soong exports; a {fmt} file always gets new ids")
+    async with open_store(args) as store:
+        report = await import_report(store, args.file, fmt)
+    if args.json:
+        emit(report.as_dict())
+    else:
+        out_lines(report.lines())
+    return 2 if any(s.error is not None for s in report.summaries) else 0
