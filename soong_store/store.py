@@ -481,17 +481,32 @@ class SessionStore:
         nid = check_id(node_id, "node")
         return await self._read(partial(reads.children, session_id=sid, node_id=nid))
 
-    async def active_path(self, session_id: str, node_id: str | None = None) -> list[NodeRecord]:
-        """The nodes from the root to ``node_id`` (default: the active node), root first."""
-        sid = check_session_id(session_id)
-        nid = check_optional_id(node_id, "node")
-        return await self._read(partial(reads.active_path, session_id=sid, node_id=nid))
+    async def active_path(
+        self, session_id: str, node_id: str | None = None, limit: int | None = None
+    ) -> list[NodeRecord]:
+        """The nodes from the root to ``node_id`` (default: the active node), root first.
 
-    async def context(self, session_id: str, node_id: str | None = None) -> ContextView:
-        """The active path cut at its last compaction node, with its token total."""
+        ``limit``: at most the last that many, root-most first; only they are read.
+        """
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")
-        return await self._read(partial(reads.context, session_id=sid, node_id=nid))
+        count = check_bound(limit, "limit")
+        query = partial(reads.active_path, session_id=sid, node_id=nid, limit=count)
+        return await self._read(query)
+
+    async def context(
+        self, session_id: str, node_id: str | None = None, limit: int | None = None
+    ) -> ContextView:
+        """The active path cut at its last compaction node, with its token total.
+
+        ``limit``: at most the last that many nodes of the cut path, root-most first, and
+        ``token_count`` the total of those; only they are read.
+        """
+        sid = check_session_id(session_id)
+        nid = check_optional_id(node_id, "node")
+        count = check_bound(limit, "limit")
+        query = partial(reads.context, session_id=sid, node_id=nid, limit=count)
+        return await self._read(query)
 
     async def timeline(
         self,
