@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, Table, bindparam, literal, select
+from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, literal, select
 from sqlalchemy.engine import Dialect
 
 from soong_store.errors import NotFound, StorageError
@@ -190,7 +190,9 @@ def _climb_statement(nodes: Table, to_compaction: bool, dialect: Dialect) -> Pre
             (path.c.depth + 1).label("depth"),
         )
         .join(path, nodes.c.node_id == path.c.parent_id)
-        .where(nodes.c.node_seq < path.c.node_seq, path.c.depth < bindparam("steps"))
+        .where(
+            nodes.c.node_seq < path.c.node_seq, path.c.depth < bindparam("steps", type_=BigInteger)
+        )
     )
     if to_compaction:
         step = step.where(path.c.node_type != NodeType.COMPACTION.value)
@@ -290,19 +292,36 @@ def timeline(
     after_seq: int | None,
     limit: int | None,
 ) -> list[EventRecord]:
-    """Events by ``seq`` (by ``run_seq`` for one run), after a cursor, at most ``limit``."""
+    """Events by ``seq`` (by ``run_seq`` for one run), after a cursor, at most ``limit``.
+
+    One prepared statement per table and form (a session's events, or one run's): a page of a
+    long timeline is read as often as a ``--follow`` polls.
+    """
     session_row(connection, session_id)
     events = session_tables(session_id).events
-    stmt = select(events)
-    if run_id is not None:
-        stmt = stmt.where(events.c.run_id == run_id).order_by(events.c.run_seq)
+    prepared = _timeline_statement(events, run_id is not None, connection.dialect)
+    params = {
+        "run_id": run_id,
+        "after_seq": -1 if after_seq is None else after_seq,
+        "limit": _UNBOUNDED if limit is None else limit,
+    }
+    if run_id is None:
+        del params["run_id"]
+    cursor = Runner(connection).execute(prepared, params)
+    columns = prepared.columns
+    return [
+        event_record(session_id, dict(zip(columns, row, strict=True))) for row in cursor.fetchall()
+    ]
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _timeline_statement(events: Table, of_run: bool, dialect: Dialect) -> Prepared:
+    stmt = select(events).where(events.c.seq > bindparam("after_seq"))
+    if of_run:
+        stmt = stmt.where(events.c.run_id == bindparam("run_id")).order_by(events.c.run_seq)
     else:
         stmt = stmt.order_by(events.c.seq)
-    if after_seq is not None:
-        stmt = stmt.where(events.c.seq > after_seq)
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    return [event_record(session_id, row) for row in connection.execute(stmt).mappings()]
+    return Prepared.compile(stmt.limit(bindparam("limit", type_=BigInteger)), dialect)
 
 
 def get_artifact(connection: Connection, artifact_id: str) -> ArtifactRecord:
