@@ -2,7 +2,14 @@
 
 Conversation trees, event timelines, session/agent/run metadata and schema migrations, on SQLite
 by default. Everything a caller needs is importable from here; other modules are internal.
+
+Importing the package loads only the errors and the enums; every other name is imported on first
+use (PEP 562), so that a command line that only prints its help never loads SQLAlchemy,
+Pydantic or the content models.
 """
+
+import importlib as _importlib
+import typing as _typing
 
 from soong_store.errors import (
     BranchError,
@@ -19,15 +26,6 @@ from soong_store.errors import (
     StoreClosed,
     TaskDagUnavailable,
 )
-from soong_store.migrate import current_revision, upgrade
-from soong_store.model.content import (
-    ArtifactRefBlock,
-    ContentBlock,
-    JsonBlock,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-)
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -38,20 +36,71 @@ from soong_store.model.enums import (
     RunStatus,
     SessionStatus,
 )
-from soong_store.model.records import (
-    AgentRecord,
-    ArtifactRecord,
-    ContextView,
-    EventRecord,
-    NodeRecord,
-    RunRecord,
-    SessionRecord,
-)
-from soong_store.store import SessionStore
-from soong_store.tasks.wal import Task, TaskDag, TaskStatus
-from soong_store.uow import UnitOfWork
+
+if _typing.TYPE_CHECKING:
+    from soong_store.migrate import current_revision, upgrade
+    from soong_store.model.content import (
+        ArtifactRefBlock,
+        ContentBlock,
+        JsonBlock,
+        TextBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+    )
+    from soong_store.model.records import (
+        AgentRecord,
+        ArtifactRecord,
+        ContextView,
+        EventRecord,
+        NodeRecord,
+        RunRecord,
+        SessionRecord,
+    )
+    from soong_store.store import SessionStore
+    from soong_store.tasks.wal import Task, TaskDag, TaskStatus
+    from soong_store.uow import UnitOfWork
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "soong_store.migrate": ("current_revision", "upgrade"),
+    "soong_store.model.content": (
+        "ArtifactRefBlock",
+        "ContentBlock",
+        "JsonBlock",
+        "TextBlock",
+        "ToolCallBlock",
+        "ToolResultBlock",
+    ),
+    "soong_store.model.records": (
+        "AgentRecord",
+        "ArtifactRecord",
+        "ContextView",
+        "EventRecord",
+        "NodeRecord",
+        "RunRecord",
+        "SessionRecord",
+    ),
+    "soong_store.store": ("SessionStore",),
+    "soong_store.tasks.wal": ("Task", "TaskDag", "TaskStatus"),
+    "soong_store.uow": ("UnitOfWork",),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name's module on first use and keep the name here."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'soong_store' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))
+
 
 __all__ = [
     "AgentRecord",

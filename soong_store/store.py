@@ -66,6 +66,7 @@ from soong_store.ops import Op, artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.runtime import StoreRuntime
 from soong_store.sql import fork, reads, writes
+from soong_store.sql.cache import PathCache
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
 from soong_store.tasks.registry import TaskDags
 from soong_store.tasks.wal import TaskDag, task_root, task_wal_path
@@ -142,6 +143,7 @@ class SessionStore:
         self._files = ArtifactFiles(self.home / "artifacts")
         self._runtime = StoreRuntime(self.home, self._backend, self._files)
         self._tasks = TaskDags()
+        self._paths = PathCache()
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -481,17 +483,34 @@ class SessionStore:
         nid = check_id(node_id, "node")
         return await self._read(partial(reads.children, session_id=sid, node_id=nid))
 
-    async def active_path(self, session_id: str, node_id: str | None = None) -> list[NodeRecord]:
-        """The nodes from the root to ``node_id`` (default: the active node), root first."""
-        sid = check_session_id(session_id)
-        nid = check_optional_id(node_id, "node")
-        return await self._read(partial(reads.active_path, session_id=sid, node_id=nid))
+    async def active_path(
+        self, session_id: str, node_id: str | None = None, limit: int | None = None
+    ) -> list[NodeRecord]:
+        """The nodes from the root to ``node_id`` (default: the active node), root first.
 
-    async def context(self, session_id: str, node_id: str | None = None) -> ContextView:
-        """The active path cut at its last compaction node, with its token total."""
+        ``limit``: at most the last that many, root-most first; only they are read. Repeated
+        reads are served from the store's path cache while the database says nothing changed
+        (the records are then shared between reads: treat their values as read-only).
+        """
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")
-        return await self._read(partial(reads.context, session_id=sid, node_id=nid))
+        count = check_bound(limit, "limit")
+        query = partial(self._paths.active_path, session_id=sid, node_id=nid, limit=count)
+        return await self._read(query)
+
+    async def context(
+        self, session_id: str, node_id: str | None = None, limit: int | None = None
+    ) -> ContextView:
+        """The active path cut at its last compaction node, with its token total.
+
+        ``limit``: at most the last that many nodes of the cut path, root-most first, and
+        ``token_count`` the total of those; only they are read.
+        """
+        sid = check_session_id(session_id)
+        nid = check_optional_id(node_id, "node")
+        count = check_bound(limit, "limit")
+        query = partial(self._paths.context, session_id=sid, node_id=nid, limit=count)
+        return await self._read(query)
 
     async def timeline(
         self,

@@ -25,6 +25,7 @@ itself is never here: statements are shared SQLAlchemy Core.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from types import ModuleType, TracebackType
 from typing import Any, ClassVar, Literal
@@ -51,6 +52,22 @@ class ErrorKind(StrEnum):
     """The database itself is damaged."""
     MISSING_TABLE = "missing_table"
     """A statement named a table that is not there."""
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """Where one connection's view of the database stands, read inside its transaction.
+
+    Two values of the same ``source`` that are equal mean that nothing was committed in between,
+    by any connection or process; values of different sources never compare.
+    """
+
+    source: int
+    """Which connection's counters these are."""
+    data: int
+    """Changes whenever another connection commits."""
+    schema: int
+    """Changes whenever a table is created, dropped or altered."""
 
 
 _REGISTRY: dict[str, type[Backend]] = {}
@@ -145,6 +162,15 @@ class Backend:
         session's counters, so that seqs stay dense with writers in other processes and hosts.
         """
         raise NotImplementedError
+
+    @classmethod
+    def data_version(cls, connection: Connection) -> DataVersion | None:
+        """Where ``connection``'s transaction stands (read caches check it); ``None``: unknown.
+
+        Must be the first statement of a read transaction, so that it names the snapshot the
+        rest of the transaction reads. ``None`` (the default) means no cache is kept.
+        """
+        return None
 
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:

@@ -21,6 +21,7 @@ issues ``BEGIN`` itself; that is also what lets ``PRAGMA journal_mode=WAL`` work
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 from pathlib import Path
 from types import ModuleType
@@ -41,7 +42,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from soong_store.backends.base import Backend, Durability, ErrorKind, Role
+from soong_store.backends.base import Backend, DataVersion, Durability, ErrorKind, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 
@@ -59,6 +60,13 @@ _PATTERNS: tuple[tuple[ErrorKind, tuple[str, ...]], ...] = (
     (ErrorKind.MISSING_TABLE, ("no such table",)),
 )
 """SQLite's messages (lowercased) by what they mean; the first kind that matches wins."""
+
+_VERSIONS = (
+    "SELECT data_version, schema_version FROM pragma_data_version(), pragma_schema_version()"
+)
+_SOURCE = "soong_store.data_version_source"
+_SOURCES = itertools.count(1)
+"""Numbers each DB-API connection once (kept in its pool record's ``info``, which lives as long)."""
 
 
 def database_url(home: Path) -> URL:
@@ -172,6 +180,28 @@ class SQLiteBackend(Backend):
     @classmethod
     def lock_session(cls, connection: Connection, session_id: str) -> None:
         """Nothing to take: the writer's ``BEGIN IMMEDIATE`` already holds the database's lock."""
+
+    @classmethod
+    def data_version(cls, connection: Connection) -> DataVersion:
+        """``PRAGMA data_version`` and ``schema_version`` of the main file, in one statement.
+
+        Both are header values: reading them starts the transaction's WAL snapshot, so they
+        describe what the rest of the transaction reads. ``data_version`` is per connection,
+        hence ``source``.
+        """
+        record = connection.connection
+        source = record.info.get(_SOURCE)
+        if source is None:
+            source = record.info[_SOURCE] = next(_SOURCES)
+        driver = record.driver_connection
+        error: type[Exception] = connection.dialect.loaded_dbapi.Error
+        try:
+            data, schema = driver.execute(_VERSIONS).fetchone()  # type: ignore[union-attr]
+        except error as exc:
+            raise DBAPIError.instance(
+                _VERSIONS, (), exc, error, dialect=connection.dialect
+            ) from exc
+        return DataVersion(source=source, data=data, schema=schema)
 
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:

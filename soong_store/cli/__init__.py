@@ -7,36 +7,24 @@ document of documented fields (``timeline --follow --json``: one event per line)
 line on stderr: exit 2 for bad input (a malformed or unknown id, bad arguments, a bad file), 1
 for damage (``check`` found problems, the database or a task log is damaged), else 0.
 
-This module parses the command line and runs a command: those that look at sessions are in
-:mod:`~soong_store.cli.browse`, ``tasks`` in :mod:`~soong_store.cli.tasks`, ``export``/``import`` in
-:mod:`~soong_store.cli.transfer`, the rest in :mod:`~soong_store.cli.maintain`.
+This module parses the command line and runs a command, importing its module only to run it:
+those that look at sessions are in :mod:`~soong_store.cli.browse`, ``tasks`` in
+:mod:`~soong_store.cli.tasks`, ``export`` and ``import`` in :mod:`~soong_store.cli.transfer`, the
+rest in :mod:`~soong_store.cli.maintain`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import io
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from soong_store import __version__
-from soong_store.backends.base import translate
-from soong_store.cli.browse import (
-    cmd_path,
-    cmd_sessions,
-    cmd_show,
-    cmd_switch,
-    cmd_timeline,
-    cmd_tree,
-)
-from soong_store.cli.common import LEVELS, PROG, where
-from soong_store.cli.maintain import cmd_check, cmd_demo, cmd_gc, cmd_upgrade
-from soong_store.cli.tasks import cmd_tasks
-from soong_store.cli.transfer import cmd_export, cmd_import
 from soong_store.errors import (
     InvalidArgument,
     NotFound,
@@ -44,13 +32,23 @@ from soong_store.errors import (
     StorageError,
     TaskDagUnavailable,
 )
-from soong_store.model.enums import SessionStatus
+from soong_store.model.enums import EventLevel, SessionStatus
 
+PROG = "soong-store"
+LEVELS = [level.value for level in EventLevel]
+HANDLERS = {
+    "browse": ("sessions", "show", "tree", "path", "timeline", "switch"),
+    "tasks": ("tasks",),
+    "transfer": ("export", "import"),
+    "maintain": ("upgrade", "check", "gc", "demo"),
+}
+"""The module of ``soong_store.cli`` that holds each command's handler ``cmd_<name>``: imported
+only once a command runs (``--help`` never does), so that parsing loads neither SQLAlchemy nor
+the content models."""
 IMPORT_FORMATS = ["auto", "soong", "claude-code", "codex", "pi", "chatgpt", "librechat",
                   "openwebui", "openhands"]  # fmt: skip
 """What ``import --format`` takes (the importers' formats; a test keeps the two equal)."""
 DESCRIPTION = "Look into the sessions of a soong agent home; check, export and import them."
-Command = Callable[[argparse.Namespace], Awaitable[int]]
 
 
 class _BadArguments(InvalidArgument):
@@ -96,6 +94,12 @@ _WIDTH = {"type": _positive, "metavar": "N", "help": "line width (default: the t
 _JSON = "print one JSON document"
 
 
+def _handler(name: str) -> str:
+    """``module:function`` of the handler of command ``name``."""
+    module = next(module for module, names in HANDLERS.items() if name in names)
+    return f"soong_store.cli.{module}:cmd_{name}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``soong-store`` and all its commands."""
     parser = _Parser(prog=PROG, description=DESCRIPTION)
@@ -109,29 +113,29 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands: dict[str, argparse.ArgumentParser] = {}
 
-    def command(name: str, handler: Command, text: str) -> Callable[..., Any]:
+    def command(name: str, text: str) -> Any:
         made = sub.add_parser(name, help=text, description=text, prog=f"{PROG} {name}")
-        made.set_defaults(handler=handler)
+        made.set_defaults(handler=_handler(name))
         commands[name] = made
         return made.add_argument
 
-    command("upgrade", cmd_upgrade, "upgrade the database schema to the newest revision")
-    add = command("sessions", cmd_sessions, "list sessions, most recently updated first")
+    command("upgrade", "upgrade the database schema to the newest revision")
+    add = command("sessions", "list sessions, most recently updated first")
     add("--status", choices=[s.value for s in SessionStatus], help="only this status")
     add("--limit", type=_positive, default=50, metavar="N", help="sessions per page (default 50)")
     add("--offset", type=_nonnegative, default=0, metavar="N", help="sessions to skip (paging)")
-    add = command("show", cmd_show, "show a session, its agents, runs, artifacts and usage")
+    add = command("show", "show a session, its agents, runs, artifacts and usage")
     add("session_id", **_SID)
-    add = command("tree", cmd_tree, "print the whole tree of a session, active path marked")
+    add = command("tree", "print the whole tree of a session, active path marked")
     add("session_id", **_SID)
     add("--depth", type=_nonnegative, metavar="N",
         help="fold branches nested deeper than N (never the active node's)")  # fmt: skip
     add("--agent", help="only this agent's nodes (agent id, or label: main, sub1, fork1 ...)")
     add("--width", **_WIDTH)
-    add = command("path", cmd_path, "print the context the model gets at a node")
+    add = command("path", "print the context the model gets at a node")
     add("session_id", **_SID)
     add("node", metavar="NODE", nargs="?", help="node id or #SEQ (default: the active node)")
-    add = command("timeline", cmd_timeline, "print a session's events in order")
+    add = command("timeline", "print a session's events in order")
     add("session_id", **_SID)
     add("--run", help="only this run's events (in run_seq order)")
     add("--level", choices=LEVELS, default="debug", help="lowest level shown (default debug)")
@@ -141,35 +145,35 @@ def build_parser() -> argparse.ArgumentParser:
     add("--interval", type=_seconds, default=0.5, metavar="SECONDS",
         help="pause between polls with --follow (default 0.5)")  # fmt: skip
     add("--width", **_WIDTH)
-    add = command("switch", cmd_switch, "make a node the session's active node, or none")
+    add = command("switch", "make a node the session's active node, or none")
     add("session_id", **_SID)
     add("node", metavar="NODE", nargs="?", help="node id or #SEQ")
     add("--none", action="store_true", help="no active node: the next message starts a new root")
-    add = command("tasks", cmd_tasks, "show a session's task DAGs, statuses and ready set")
+    add = command("tasks", "show a session's task DAGs, statuses and ready set")
     add("session_id", **_SID)
     add("name", metavar="NAME", nargs="?", help="task name (default: list the session's tasks)")
     add("--width", **_WIDTH)
-    add = command("gc", cmd_gc, "remove artifact files that no artifact row names")
+    add = command("gc", "remove artifact files that no artifact row names")
     add("--dry-run", action="store_true", help="only list what would be removed")
     add("--min-age", type=_seconds, default=600.0, metavar="SECONDS",
         help="keep files younger than this (default 600)")  # fmt: skip
-    add = command("check", cmd_check, "check integrity; exit 1 listing every problem")
+    add = command("check", "check integrity; exit 1 listing every problem")
     add("session_id", metavar="SID", nargs="?", help="only this session (default: everything)")
-    add = command("export", cmd_export, "write a session as JSON Lines (or Markdown)")
+    add = command("export", "write a session as JSON Lines (or Markdown)")
     add("session_id", **_SID)
     add("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     add("--no-artifacts", action="store_true",
         help="leave the artifact files out (default: embedded, base64)")  # fmt: skip
     add("--format", choices=["jsonl", "markdown"], default="jsonl",
         help="jsonl (for import; default) or markdown (the active path, for people)")  # fmt: skip
-    add = command("import", cmd_import, "recreate a session from an export, or import another "
+    add = command("import", "recreate a session from an export, or import another "
                   "agent's session file")  # fmt: skip
     add("file", metavar="FILE", help="export file ('-' for stdin), or another tool's session file")
     add("--format", choices=IMPORT_FORMATS, default="auto",
         help="what FILE is (default: auto, told from its content)")  # fmt: skip
     add("--new-id", action="store_true",
         help="soong exports: fresh ids for the session, agents, runs, artifacts")  # fmt: skip
-    command("demo", cmd_demo, "write a realistic demo session and print its tree")
+    command("demo", "write a realistic demo session and print its tree")
     for name, made in commands.items():
         if name == "timeline":
             made.add_argument(
@@ -199,7 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
-        code: int = asyncio.run(args.handler(args))
+        import asyncio
+
+        module, function = args.handler.split(":")
+        handler = getattr(importlib.import_module(module), function)
+        code: int = asyncio.run(handler(args))
         sys.stdout.flush()
         return code
     except KeyboardInterrupt:
@@ -211,12 +219,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SoongStoreError as exc:
         message = str(exc)
         if isinstance(exc, NotFound) and message.startswith("no session ") and args is not None:
-            message += f" in {where(args)}"
+            message += f" in {importlib.import_module('soong_store.cli.common').where(args)}"
         _fail(message)
         return _exit_code(exc)
     except OSError as exc:
         _fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
         return 2
     except Exception as exc:  # not translated below the CLI: still one line, never a traceback
+        from soong_store.backends.base import translate
+
         _fail(str(translate(exc)))
         return 1

@@ -15,9 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from soong_store.cli import render
+from soong_store.cli import LEVELS, render
 from soong_store.cli.common import (
-    LEVELS,
     emit,
     node_arg,
     open_existing,

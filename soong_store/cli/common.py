@@ -13,12 +13,9 @@ from sqlalchemy import make_url
 
 from soong_store.errors import NotFound
 from soong_store.model import codec
-from soong_store.model.enums import EventLevel
 from soong_store.model.ids import check_id
 from soong_store.store import SessionStore, backend_of, default_home
 
-PROG = "soong-store"
-LEVELS = [level.value for level in EventLevel]
 _SEQ = re.compile(r"#?(\d{1,18})")
 
 

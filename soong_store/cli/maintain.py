@@ -8,10 +8,9 @@ import tempfile
 from pathlib import Path
 
 from soong_store.check import check_store
-from soong_store.cli import render
+from soong_store.cli import PROG, render
 from soong_store.cli.browse import tree_of
 from soong_store.cli.common import (
-    PROG,
     Progress,
     emit,
     open_existing,

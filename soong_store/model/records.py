@@ -3,15 +3,16 @@
 Fields are the columns; ``*_json`` columns appear under their plain name (``metadata``,
 ``payload``, ``usage``, ``error``, ``result``) as decoded values, and ``content_json`` as a list
 of content blocks. Rows read back from the database are trusted (they passed validation on the
-way in), so records are built with ``model_construct`` on the hot read paths. A write builds
-the records it hands out from the values it wrote (``written_*_record``): no column is decoded.
+way in), so records are built without validation (:func:`_built`, what ``model_construct``
+does for a record given every field, without its per-field loop). A write builds the records it
+hands out from the values it wrote (``written_*_record``): no column is decoded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -143,6 +144,25 @@ class ContextView(_Record):
 
 
 _ts = datetime.fromisoformat
+_set = object.__setattr__
+R = TypeVar("R", bound=_Record)
+_ROLES = {member.value: member for member in Role}
+_NODE_TYPES = {member.value: member for member in NodeType}
+_LEVELS = {member.value: member for member in EventLevel}
+
+
+def _built(cls: type[R], fields: dict[str, Any]) -> R:
+    """A record of trusted values that name every field: ``model_construct`` without its loop.
+
+    ``model_construct`` looks up aliases and defaults field by field, which costs more than the
+    rest of a read of a node; a record given all its fields needs none of that.
+    """
+    record = cls.__new__(cls)
+    _set(record, "__dict__", fields)
+    _set(record, "__pydantic_fields_set__", set(fields))
+    _set(record, "__pydantic_extra__", None)
+    _set(record, "__pydantic_private__", None)
+    return record
 
 
 def _stored(row: Mapping[Any, Any], column: str) -> Any:
@@ -167,53 +187,62 @@ def _stored_content(session_id: str, row: Mapping[Any, Any]) -> list[ContentBloc
 
 def session_record(row: Mapping[Any, Any]) -> SessionRecord:
     """Build a :class:`SessionRecord` from a ``sessions`` row."""
-    return SessionRecord.model_construct(
-        session_id=row["session_id"],
-        cwd=row["cwd"],
-        root_agent_id=row["root_agent_id"],
-        active_node_id=row["active_node_id"],
-        parent_session_id=row["parent_session_id"],
-        status=SessionStatus(row["status"]),
-        metadata=_stored(row, "metadata_json"),
-        created_at=_ts(row["created_at"]),
-        updated_at=_ts(row["updated_at"]),
+    return _built(
+        SessionRecord,
+        {
+            "session_id": row["session_id"],
+            "cwd": row["cwd"],
+            "root_agent_id": row["root_agent_id"],
+            "active_node_id": row["active_node_id"],
+            "parent_session_id": row["parent_session_id"],
+            "status": SessionStatus(row["status"]),
+            "metadata": _stored(row, "metadata_json"),
+            "created_at": _ts(row["created_at"]),
+            "updated_at": _ts(row["updated_at"]),
+        },
     )
 
 
 def agent_record(row: Mapping[Any, Any]) -> AgentRecord:
     """Build an :class:`AgentRecord` from an ``agents`` row."""
-    return AgentRecord.model_construct(
-        agent_id=row["agent_id"],
-        session_id=row["session_id"],
-        parent_agent_id=row["parent_agent_id"],
-        agent_type=AgentType(row["agent_type"]),
-        created_by_run_id=row["created_by_run_id"],
-        fork_from_node_id=row["fork_from_node_id"],
-        status=AgentStatus(row["status"]),
-        result=_stored(row, "result_json"),
-        metadata=_stored(row, "metadata_json"),
-        created_at=_ts(row["created_at"]),
-        updated_at=_ts(row["updated_at"]),
+    return _built(
+        AgentRecord,
+        {
+            "agent_id": row["agent_id"],
+            "session_id": row["session_id"],
+            "parent_agent_id": row["parent_agent_id"],
+            "agent_type": AgentType(row["agent_type"]),
+            "created_by_run_id": row["created_by_run_id"],
+            "fork_from_node_id": row["fork_from_node_id"],
+            "status": AgentStatus(row["status"]),
+            "result": _stored(row, "result_json"),
+            "metadata": _stored(row, "metadata_json"),
+            "created_at": _ts(row["created_at"]),
+            "updated_at": _ts(row["updated_at"]),
+        },
     )
 
 
 def run_record(row: Mapping[Any, Any]) -> RunRecord:
     """Build a :class:`RunRecord` from a ``runs`` row."""
     reason = row["end_reason"]
-    return RunRecord.model_construct(
-        run_id=row["run_id"],
-        session_id=row["session_id"],
-        agent_id=row["agent_id"],
-        status=RunStatus(row["status"]),
-        start_node_id=row["start_node_id"],
-        end_node_id=row["end_node_id"],
-        end_reason=None if reason is None else EndReason(reason),
-        turn_count=row["turn_count"],
-        usage=_stored(row, "usage_json"),
-        error=_stored(row, "error_json"),
-        metadata=_stored(row, "metadata_json"),
-        created_at=_ts(row["created_at"]),
-        updated_at=_ts(row["updated_at"]),
+    return _built(
+        RunRecord,
+        {
+            "run_id": row["run_id"],
+            "session_id": row["session_id"],
+            "agent_id": row["agent_id"],
+            "status": RunStatus(row["status"]),
+            "start_node_id": row["start_node_id"],
+            "end_node_id": row["end_node_id"],
+            "end_reason": None if reason is None else EndReason(reason),
+            "turn_count": row["turn_count"],
+            "usage": _stored(row, "usage_json"),
+            "error": _stored(row, "error_json"),
+            "metadata": _stored(row, "metadata_json"),
+            "created_at": _ts(row["created_at"]),
+            "updated_at": _ts(row["updated_at"]),
+        },
     )
 
 
@@ -232,19 +261,22 @@ def written_node_record(
     ``content`` and ``metadata`` are what a read of ``content_json`` and ``metadata_json``
     returns; the write has them, so nothing is decoded.
     """
-    return NodeRecord.model_construct(
-        session_id=session_id,
-        node_id=row["node_id"],
-        node_seq=row["node_seq"],
-        parent_id=row["parent_id"],
-        agent_id=row["agent_id"],
-        run_id=row["run_id"],
-        role=Role(row["role"]),
-        node_type=NodeType(row["node_type"]),
-        content=content,
-        metadata=metadata,
-        token_count=row["token_count"],
-        created_at=_ts(row["created_at"]),
+    return _built(
+        NodeRecord,
+        {
+            "session_id": session_id,
+            "node_id": row["node_id"],
+            "node_seq": row["node_seq"],
+            "parent_id": row["parent_id"],
+            "agent_id": row["agent_id"],
+            "run_id": row["run_id"],
+            "role": _ROLES.get(row["role"]) or Role(row["role"]),
+            "node_type": _NODE_TYPES.get(row["node_type"]) or NodeType(row["node_type"]),
+            "content": content,
+            "metadata": metadata,
+            "token_count": row["token_count"],
+            "created_at": _ts(row["created_at"]),
+        },
     )
 
 
@@ -255,19 +287,22 @@ def event_record(session_id: str, row: Mapping[Any, Any]) -> EventRecord:
 
 def written_event_record(session_id: str, row: Mapping[Any, Any], payload: Any) -> EventRecord:
     """The :class:`EventRecord` of a row just written; ``payload`` is ``payload_json`` as read."""
-    return EventRecord.model_construct(
-        session_id=session_id,
-        event_id=row["event_id"],
-        seq=row["seq"],
-        run_seq=row["run_seq"],
-        agent_id=row["agent_id"],
-        run_id=row["run_id"],
-        level=EventLevel(row["level"]),
-        event_type=row["event_type"],
-        node_id=row["node_id"],
-        tool_call_id=row["tool_call_id"],
-        payload=payload,
-        created_at=_ts(row["created_at"]),
+    return _built(
+        EventRecord,
+        {
+            "session_id": session_id,
+            "event_id": row["event_id"],
+            "seq": row["seq"],
+            "run_seq": row["run_seq"],
+            "agent_id": row["agent_id"],
+            "run_id": row["run_id"],
+            "level": _LEVELS.get(row["level"]) or EventLevel(row["level"]),
+            "event_type": row["event_type"],
+            "node_id": row["node_id"],
+            "tool_call_id": row["tool_call_id"],
+            "payload": payload,
+            "created_at": _ts(row["created_at"]),
+        },
     )
 
 
@@ -278,18 +313,28 @@ def artifact_record(row: Mapping[Any, Any]) -> ArtifactRecord:
 
 def written_artifact_record(row: Mapping[Any, Any], metadata: Any) -> ArtifactRecord:
     """The :class:`ArtifactRecord` of a row just written; ``metadata`` is its column as read."""
-    return ArtifactRecord.model_construct(
-        artifact_id=row["artifact_id"],
-        session_id=row["session_id"],
-        agent_id=row["agent_id"],
-        run_id=row["run_id"],
-        node_id=row["node_id"],
-        tool_call_id=row["tool_call_id"],
-        path=row["path"],
-        filename=row["filename"],
-        mime_type=row["mime_type"],
-        size_bytes=row["size_bytes"],
-        summary=row["summary"],
-        metadata=metadata,
-        created_at=_ts(row["created_at"]),
+    return _built(
+        ArtifactRecord,
+        {
+            "artifact_id": row["artifact_id"],
+            "session_id": row["session_id"],
+            "agent_id": row["agent_id"],
+            "run_id": row["run_id"],
+            "node_id": row["node_id"],
+            "tool_call_id": row["tool_call_id"],
+            "path": row["path"],
+            "filename": row["filename"],
+            "mime_type": row["mime_type"],
+            "size_bytes": row["size_bytes"],
+            "summary": row["summary"],
+            "metadata": metadata,
+            "created_at": _ts(row["created_at"]),
+        },
     )
+
+
+def context_view(nodes: list[NodeRecord], token_count: int | None = None) -> ContextView:
+    """A :class:`ContextView` of trusted nodes; ``token_count`` defaults to their tokens' sum."""
+    if token_count is None:
+        token_count = sum(node.token_count or 0 for node in nodes)
+    return _built(ContextView, {"nodes": nodes, "token_count": token_count})

@@ -1,13 +1,18 @@
 """Read queries: sync functions over a read connection, each returning records.
 
 They run in the store's reader threads inside one deferred transaction each, so a multi-statement
-read sees a single WAL snapshot. The active path is one recursive CTE from the chosen node up to
-its root.
+read sees a single WAL snapshot. A path is one recursive CTE climbing from the chosen node towards
+its root, bounded by the ``limit`` asked for (and by the last compaction, for a context).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, RowMapping, Table, literal, select
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, literal, select
+from sqlalchemy.engine import Dialect
 
 from soong_store.errors import NotFound, StorageError
 from soong_store.model.enums import NodeType, SessionStatus
@@ -21,21 +26,32 @@ from soong_store.model.records import (
     SessionRecord,
     agent_record,
     artifact_record,
+    context_view,
     event_record,
     node_record,
     run_record,
     session_record,
 )
-from soong_store.schema.catalog import session_tables
+from soong_store.schema.catalog import CACHE_SIZE, session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.sql.prepared import Prepared, Runner
+
+Row = Mapping[str, Any]
+_UNBOUNDED = 2**63 - 1
+"""The step bound of a climb with no limit (the largest stored integer)."""
+
+_SESSION = select(sessions_table).where(sessions_table.c.session_id == bindparam("session_id"))
 
 
-def session_row(connection: Connection, session_id: str) -> RowMapping:
-    """The ``sessions`` row, or ``NotFound``."""
-    row = (
-        connection.execute(select(sessions_table).where(sessions_table.c.session_id == session_id))
-        .mappings()
-        .first()
+@lru_cache(maxsize=8)
+def _session_statement(dialect: Dialect) -> Prepared:
+    return Prepared.compile(_SESSION, dialect)
+
+
+def session_row(connection: Connection, session_id: str) -> Row:
+    """The ``sessions`` row, or ``NotFound`` (prepared: every read of a session starts here)."""
+    row = Runner(connection).first(
+        _session_statement(connection.dialect), {"session_id": session_id}
     )
     if row is None:
         raise NotFound(f"no session {session_id!r}", session_id=session_id)
@@ -131,70 +147,142 @@ def children(connection: Connection, session_id: str, node_id: str) -> list[Node
     return [node_record(session_id, row) for row in rows]
 
 
-def active_path_rows(
-    connection: Connection, session_id: str, node_id: str | None
-) -> list[RowMapping]:
-    """Raw node rows from the root down to ``node_id`` (default: the active node).
+def climb(
+    connection: Connection,
+    session_id: str,
+    node_id: str,
+    steps: int | None = None,
+    *,
+    to_compaction: bool = False,
+) -> list[Row]:
+    """Raw node rows from ``node_id`` up its parent chain, leaf first: a bounded recursive CTE.
 
-    Each step up must reach a node numbered before the one below it, as every parent is, so the
-    walk ends after at most as many steps as the session has nodes, even in a damaged table
-    whose parent chain loops; a path that then does not end at a root raises ``StorageError``.
+    At most ``steps`` rows (``None``: up to a root); with ``to_compaction`` the climb also ends
+    at the first compaction node (included). Each step up must reach a node numbered before the
+    one below it, as every parent is, so the walk ends after at most as many steps as the
+    session has nodes, even in a damaged table whose parent chain loops. The statement is
+    compiled once per table and run on the driver's cursor (it is the context's hot read).
     """
-    session = session_row(connection, session_id)
-    target = node_id if node_id is not None else session["active_node_id"]
-    if target is None:
-        return []
     nodes = session_tables(session_id).nodes
+    prepared = _climb_statement(nodes, to_compaction, connection.dialect)
+    params = {"node_id": node_id, "steps": _UNBOUNDED if steps is None else steps}
+    cursor = Runner(connection).execute(prepared, params)
+    columns = prepared.columns
+    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _climb_statement(nodes: Table, to_compaction: bool, dialect: Dialect) -> Prepared:
     start = select(
-        nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, literal(0).label("depth")
-    ).where(nodes.c.node_id == target)
+        nodes.c.node_id,
+        nodes.c.parent_id,
+        nodes.c.node_seq,
+        nodes.c.node_type,
+        literal(1).label("depth"),
+    ).where(nodes.c.node_id == bindparam("node_id"))
     path = start.cte("path", recursive=True)
     step = (
         select(
-            nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, (path.c.depth + 1).label("depth")
+            nodes.c.node_id,
+            nodes.c.parent_id,
+            nodes.c.node_seq,
+            nodes.c.node_type,
+            (path.c.depth + 1).label("depth"),
         )
         .join(path, nodes.c.node_id == path.c.parent_id)
-        .where(nodes.c.node_seq < path.c.node_seq)
+        .where(
+            nodes.c.node_seq < path.c.node_seq, path.c.depth < bindparam("steps", type_=BigInteger)
+        )
     )
+    if to_compaction:
+        step = step.where(path.c.node_type != NodeType.COMPACTION.value)
     path = path.union_all(step)
-    rows = list(
-        connection.execute(
-            select(nodes)
-            .join(path, nodes.c.node_id == path.c.node_id)
-            .order_by(path.c.depth.desc())
-        ).mappings()
+    query = select(nodes).join(path, nodes.c.node_id == path.c.node_id).order_by(path.c.depth)
+    return Prepared.compile(query, dialect)
+
+
+def damaged_chain(session_id: str, node_id: str, parent_id: str | None) -> StorageError:
+    """The error of a parent chain that does not end at a root (a missing parent, a cycle)."""
+    return StorageError(
+        f"the parent chain of node {node_id!r} in session {session_id!r} is damaged: it names "
+        f"parent {parent_id!r}, which is missing or not numbered before it (a cycle?); run check",
+        session_id=session_id,
+        node_id=node_id,
+    )
+
+
+def path_target(connection: Connection, session_id: str, node_id: str | None) -> str | None:
+    """The node a path read ends at: ``node_id``, else the session's active node."""
+    session = session_row(connection, session_id)
+    return node_id if node_id is not None else session["active_node_id"]
+
+
+def tail_rows(
+    connection: Connection,
+    session_id: str,
+    node_id: str,
+    limit: int | None,
+    *,
+    to_compaction: bool = False,
+) -> list[Row]:
+    """The last ``limit`` rows of the path to ``node_id`` (of its cut path), root-most first.
+
+    Only the tail is read. A climb that ends before ``limit`` rows must end at a root (or at a
+    compaction node, for the cut path), else the chain is damaged (``StorageError``).
+    """
+    rows = climb(
+        connection,
+        session_id,
+        node_id,
+        None if limit is None else max(limit, 1),
+        to_compaction=to_compaction,
     )
     if not rows:
-        raise NotFound(f"no node {target!r} in session {session_id!r}", node_id=target)
-    if rows[0]["parent_id"] is not None:
-        top = rows[0]
-        raise StorageError(
-            f"the parent chain of node {target!r} in session {session_id!r} is damaged: node "
-            f"{top['node_id']!r} names parent {top['parent_id']!r}, which is missing or not "
-            "numbered before it (a cycle?); run check",
-            session_id=session_id,
-            node_id=top["node_id"],
-        )
-    return rows
+        raise NotFound(f"no node {node_id!r} in session {session_id!r}", node_id=node_id)
+    top = rows[-1]
+    ended = top["parent_id"] is None or (
+        to_compaction and top["node_type"] == NodeType.COMPACTION.value
+    )
+    if not ended and (limit is None or len(rows) < limit):
+        raise damaged_chain(session_id, top["node_id"], top["parent_id"])
+    rows.reverse()
+    return rows if limit is None else rows[max(len(rows) - limit, 0) :]
 
 
-def active_path(connection: Connection, session_id: str, node_id: str | None) -> list[NodeRecord]:
+def active_path_rows(
+    connection: Connection, session_id: str, node_id: str | None, limit: int | None = None
+) -> list[Row]:
+    """Raw node rows of the path to ``node_id`` (default: the active node), root first.
+
+    ``limit``: only the last that many (read from the leaf up, never the whole path).
+    """
+    target = path_target(connection, session_id, node_id)
+    if target is None:
+        return []
+    return tail_rows(connection, session_id, target, limit)
+
+
+def active_path(
+    connection: Connection, session_id: str, node_id: str | None, limit: int | None = None
+) -> list[NodeRecord]:
     """The nodes from the root down to ``node_id`` (default: the active node), root first."""
-    return [
-        node_record(session_id, row) for row in active_path_rows(connection, session_id, node_id)
-    ]
+    rows = active_path_rows(connection, session_id, node_id, limit)
+    return [node_record(session_id, row) for row in rows]
 
 
-def context(connection: Connection, session_id: str, node_id: str | None) -> ContextView:
-    """The active path cut at its last compaction node (kept), with the token total."""
-    path = active_path(connection, session_id, node_id)
-    cut = 0
-    for index in range(len(path) - 1, -1, -1):
-        if path[index].node_type == NodeType.COMPACTION:
-            cut = index
-            break
-    kept = path[cut:]
-    return ContextView(nodes=kept, token_count=sum(n.token_count or 0 for n in kept))
+def context(
+    connection: Connection, session_id: str, node_id: str | None, limit: int | None = None
+) -> ContextView:
+    """The active path cut at its last compaction node (kept), with the token total.
+
+    Read from the leaf up to that compaction (or the root), at most ``limit`` nodes.
+    """
+    target = path_target(connection, session_id, node_id)
+    if target is None:
+        return ContextView(nodes=[], token_count=0)
+    rows = tail_rows(connection, session_id, target, limit, to_compaction=True)
+    kept = [node_record(session_id, row) for row in rows]
+    return context_view(kept)
 
 
 def timeline(
@@ -204,19 +292,36 @@ def timeline(
     after_seq: int | None,
     limit: int | None,
 ) -> list[EventRecord]:
-    """Events by ``seq`` (by ``run_seq`` for one run), after a cursor, at most ``limit``."""
+    """Events by ``seq`` (by ``run_seq`` for one run), after a cursor, at most ``limit``.
+
+    One prepared statement per table and form (a session's events, or one run's): a page of a
+    long timeline is read as often as a ``--follow`` polls.
+    """
     session_row(connection, session_id)
     events = session_tables(session_id).events
-    stmt = select(events)
-    if run_id is not None:
-        stmt = stmt.where(events.c.run_id == run_id).order_by(events.c.run_seq)
+    prepared = _timeline_statement(events, run_id is not None, connection.dialect)
+    params = {
+        "run_id": run_id,
+        "after_seq": -1 if after_seq is None else after_seq,
+        "limit": _UNBOUNDED if limit is None else limit,
+    }
+    if run_id is None:
+        del params["run_id"]
+    cursor = Runner(connection).execute(prepared, params)
+    columns = prepared.columns
+    return [
+        event_record(session_id, dict(zip(columns, row, strict=True))) for row in cursor.fetchall()
+    ]
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _timeline_statement(events: Table, of_run: bool, dialect: Dialect) -> Prepared:
+    stmt = select(events).where(events.c.seq > bindparam("after_seq"))
+    if of_run:
+        stmt = stmt.where(events.c.run_id == bindparam("run_id")).order_by(events.c.run_seq)
     else:
         stmt = stmt.order_by(events.c.seq)
-    if after_seq is not None:
-        stmt = stmt.where(events.c.seq > after_seq)
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    return [event_record(session_id, row) for row in connection.execute(stmt).mappings()]
+    return Prepared.compile(stmt.limit(bindparam("limit", type_=BigInteger)), dialect)
 
 
 def get_artifact(connection: Connection, artifact_id: str) -> ArtifactRecord:
