@@ -135,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = command("path", "print the context the model gets at a node")
     add("session_id", **_SID)
     add("node", metavar="NODE", nargs="?", help="node id or #SEQ (default: the active node)")
+    add("--limit", type=_nonnegative, metavar="N", help="only the last N nodes of the context")
     add = command("timeline", "print a session's events in order")
     add("session_id", **_SID)
     add("--run", help="only this run's events (in run_seq order)")

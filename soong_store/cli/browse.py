@@ -90,19 +90,19 @@ async def cmd_path(args: argparse.Namespace) -> int:
         path = await store.active_path(sid, node)
         # The context of the path's own end node: both reads see the same path (nodes never
         # change) even if the active node moves in between.
-        context = await store.context(sid, path[-1].node_id if path else node)
+        context = await store.context(sid, path[-1].node_id if path else node, limit=args.limit)
         if path:
             nodes = 0
         else:
             nodes = (await run_read(store, partial(session_counts, session_id=sid)))["nodes"]
     if args.json:
-        emit(render.path_document(sid, path, context))
+        emit(render.path_document(sid, path, context, args.limit))
     elif not path and nodes:
         out(f"session {sid} has no active node (the next message starts a new root)")
     elif not path:
         out(f"session {sid} has no node yet")
     else:
-        out_lines(render.path_lines(path, context))
+        out_lines(render.path_lines(path, context, args.limit))
     return 0
 
 

@@ -23,6 +23,7 @@ from soong_store.model.content import (
     ToolResultBlock,
     fold,
 )
+from soong_store.model.enums import NodeType
 from soong_store.model.records import (
     AgentRecord,
     ArtifactRecord,
@@ -317,33 +318,52 @@ def show_lines(
     return lines
 
 
-def path_document(sid: str, path: Sequence[NodeRecord], context: ContextView) -> dict[str, Any]:
+def _path_cuts(path: Sequence[NodeRecord], context: ContextView) -> tuple[int, int]:
+    """How many nodes of ``path`` its last compaction cuts, and how many more a limit hides."""
+    kept = len(path)
+    for index in range(len(path) - 1, -1, -1):
+        if path[index].node_type == NodeType.COMPACTION:
+            kept = len(path) - index
+            break
+    return len(path) - kept, kept - len(context.nodes)
+
+
+def path_document(
+    sid: str, path: Sequence[NodeRecord], context: ContextView, limit: int | None = None
+) -> dict[str, Any]:
     """The ``path --json`` document: where the path ends, where it is cut, the nodes sent."""
-    cut = len(path) - len(context.nodes)
+    cut, hidden = _path_cuts(path, context)
     return {
         "session_id": sid,
         "node_id": path[-1].node_id if path else None,
         "path_length": len(path),
-        "cut_before": context.nodes[0].node_id if cut else None,
+        "cut_before": path[cut].node_id if cut else None,
         "nodes_cut": cut,
+        "limit": limit,
+        "nodes_hidden": hidden,
         "token_count": context.token_count,
         "nodes": [n.model_dump(mode="json") for n in context.nodes],
     }
 
 
-def path_lines(path: Sequence[NodeRecord], context: ContextView) -> list[str]:
+def path_lines(
+    path: Sequence[NodeRecord], context: ContextView, limit: int | None = None
+) -> list[str]:
     """The ``path`` text: each node the model gets, its blocks indented, and the totals."""
-    cut = len(path) - len(context.nodes)
+    cut, hidden = _path_cuts(path, context)
     lines = []
     if cut:
         lines.append(f"({cut} earlier nodes of the path are before the compaction: not sent)")
+    if hidden:
+        lines.append(f"({hidden} earlier nodes of the context not shown: --limit {limit})")
     for n in context.nodes:
         tokens = f"  [{n.token_count} tokens]" if n.token_count is not None else ""
         lines.append(f"#{n.node_seq} {n.role}/{n.node_type} {n.node_id}{tokens}")
         for block in n.content:
             for line in block_text(block).splitlines() or [""]:
                 lines.append(f"    {line}")
-    lines.append(f"context: {len(context.nodes)} nodes, {context.token_count} tokens")
+    shown = f"last {len(context.nodes)} nodes" if hidden else f"{len(context.nodes)} nodes"
+    lines.append(f"context: {shown}, {context.token_count} tokens")
     return lines
 
 

@@ -18,7 +18,7 @@ A backend that cannot say (``None``) gets no cache: every read goes to the datab
 
 Records handed out by the cache are shared between reads: they are frozen, and callers treat
 the values inside them (metadata, JSON data) as read-only. Entries are bounded: a few sessions,
-a few paths each, and a cap on the nodes of one session.
+a few paths each, and a cap on the nodes held in all.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ SESSIONS = 64
 """Sessions with an entry; the least recently read goes first."""
 CHAINS = 4
 """Paths kept per session (by their leaf)."""
-NODES = 100_000
-"""Nodes kept per session; past that the session's entry starts again."""
+NODES = 200_000
+"""Nodes kept in all; past that the least recently read sessions are dropped (the one being read
+starts again when it alone holds more)."""
 FIRST_STEP = 8
 """Nodes climbed by the first read of a walk that already holds nodes (doubled each time)."""
 
@@ -138,10 +139,12 @@ class PathCache:
             entry = self._entries.get(session_id)
             if entry is None or entry.schema != version.schema or len(entry.nodes) > NODES:
                 entry = self._entries[session_id] = _Entry(version.schema)
-                while len(self._entries) > self._sessions:
-                    self._entries.popitem(last=False)
             else:
                 self._entries.move_to_end(session_id)
+            held = sum(len(each.nodes) for each in self._entries.values())
+            while len(self._entries) > 1 and (len(self._entries) > self._sessions or held > NODES):
+                _, dropped = self._entries.popitem(last=False)
+                held -= len(dropped.nodes)
             return entry
 
     def _read(

@@ -269,6 +269,22 @@ def test_path_shows_the_cut_and_the_token_total(
     assert early["nodes_cut"] == 0 and len(early["nodes"]) == 9
 
 
+def test_path_limit_shows_the_last_nodes_of_the_context(
+    demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, sid = InProcess(capsys, demo["backend"]), demo["sid"]
+    whole = run.json("path", sid)
+    tail = run.json("path", sid, "--limit", "2")
+    assert [n["node_id"] for n in tail["nodes"]] == [n["node_id"] for n in whole["nodes"][-2:]]
+    assert tail["nodes_hidden"] == len(whole["nodes"]) - 2 and tail["limit"] == 2
+    assert tail["nodes_cut"] == whole["nodes_cut"] and tail["cut_before"] == whole["cut_before"]
+    assert tail["token_count"] == sum(n["token_count"] for n in tail["nodes"])
+    out = run("path", sid, "--limit", "2")
+    assert f"{len(whole['nodes']) - 2} earlier nodes of the context not shown" in out
+    assert "context: last 2 nodes" in out
+    assert run.json("path", sid, "--limit", "100000")["nodes"] == whole["nodes"]
+
+
 def test_timeline_filters(demo: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     run, sid = InProcess(capsys, demo["backend"]), demo["sid"]
     every = run.json("timeline", sid)["events"]

@@ -16,7 +16,7 @@ import pytest
 
 from soong_store import NotFound, SessionStore
 from soong_store.backends.sqlite import SQLiteBackend
-from soong_store.sql import reads
+from soong_store.sql import cache, reads
 from tests.conftest import text
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]
@@ -178,3 +178,19 @@ async def test_no_cache_when_the_backend_cannot_say(store: SessionStore, monkeyp
     for _ in range(2):
         assert [n.node_id for n in await store.active_path(sid)] == ids
     assert climbs.take() == [(None, 5), (None, 5)]
+
+
+async def test_the_cache_drops_the_least_recently_read_session_past_its_bound(
+    store: SessionStore, monkeypatch
+):
+    monkeypatch.setattr(cache, "NODES", 10)
+    first, _ = await session_of(store, 8)
+    second, _ = await session_of(store, 8)
+    climbs = Climbs(monkeypatch)
+    await store.active_path(first)
+    await store.active_path(second)  # 16 nodes held: the first session goes
+    assert climbs.take() == [(None, 8), (None, 8)]
+    await store.active_path(second)
+    assert climbs.take() == []
+    assert len(await store.active_path(first)) == 8
+    assert climbs.take() == [(None, 8)]
