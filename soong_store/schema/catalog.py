@@ -44,6 +44,8 @@ NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"
 _MAX_NAME = 63  # PostgreSQL's identifier limit; SQLite has none.
 CACHE_SIZE = 1024
+MAIN = "main"
+"""The ``session_files.file`` of a pair that lives in the main database."""
 
 
 @dataclass(frozen=True, slots=True)
