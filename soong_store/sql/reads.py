@@ -26,8 +26,9 @@ from soong_store.model.records import (
     run_record,
     session_record,
 )
-from soong_store.schema.catalog import session_tables
+from soong_store.schema.catalog import SessionTables, tables_of
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.sql.first_event import created_event_row
 
 
 def session_row(connection: Connection, session_id: str) -> RowMapping:
@@ -61,6 +62,14 @@ def _of_session(
         .order_by(table.c.created_at, table.c[key])
     )
     return list(connection.execute(stmt).mappings())
+
+
+def _pair(connection: Connection, session_id: str) -> SessionTables:
+    """The tables of a session known to have nodes (one was just read)."""
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        raise StorageError(f"session {session_id!r} lost its tables during a read")
+    return pair
 
 
 def get_session(connection: Connection, session_id: str) -> SessionRecord:
@@ -106,8 +115,11 @@ def list_runs(connection: Connection, session_id: str) -> list[RunRecord]:
 def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecord:
     """One node of a session."""
     session_row(connection, session_id)
-    nodes = session_tables(session_id).nodes
-    row = connection.execute(select(nodes).where(nodes.c.node_id == node_id)).mappings().first()
+    pair = tables_of(connection, session_id)
+    row = None
+    if pair is not None:
+        nodes = pair.nodes
+        row = connection.execute(select(nodes).where(nodes.c.node_id == node_id)).mappings().first()
     if row is None:
         raise NotFound(f"no node {node_id!r} in session {session_id!r}", node_id=node_id)
     return node_record(session_id, row)
@@ -116,7 +128,10 @@ def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecor
 def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
     """Every node of a session by ``node_seq``."""
     session_row(connection, session_id)
-    nodes = session_tables(session_id).nodes
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        return []
+    nodes = pair.nodes
     rows = connection.execute(select(nodes).order_by(nodes.c.node_seq)).mappings()
     return [node_record(session_id, row) for row in rows]
 
@@ -124,7 +139,7 @@ def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
 def children(connection: Connection, session_id: str, node_id: str) -> list[NodeRecord]:
     """The children of a node by ``node_seq``."""
     get_node(connection, session_id, node_id)
-    nodes = session_tables(session_id).nodes
+    nodes = _pair(connection, session_id).nodes
     rows = connection.execute(
         select(nodes).where(nodes.c.parent_id == node_id).order_by(nodes.c.node_seq)
     ).mappings()
@@ -144,7 +159,10 @@ def active_path_rows(
     target = node_id if node_id is not None else session["active_node_id"]
     if target is None:
         return []
-    nodes = session_tables(session_id).nodes
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        raise NotFound(f"no node {target!r} in session {session_id!r}", node_id=target)
+    nodes = pair.nodes
     start = select(
         nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, literal(0).label("depth")
     ).where(nodes.c.node_id == target)
@@ -205,8 +223,13 @@ def timeline(
     limit: int | None,
 ) -> list[EventRecord]:
     """Events by ``seq`` (by ``run_seq`` for one run), after a cursor, at most ``limit``."""
-    session_row(connection, session_id)
-    events = session_tables(session_id).events
+    session = session_row(connection, session_id)
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        first = created_event_row(session)
+        wanted = run_id is None and (after_seq is None or after_seq < 1)
+        return [event_record(session_id, first)] if wanted else []
+    events = pair.events
     stmt = select(events)
     if run_id is not None:
         stmt = stmt.where(events.c.run_id == run_id).order_by(events.c.run_seq)
