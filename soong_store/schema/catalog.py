@@ -49,7 +49,9 @@ from soong_store.schema.models import session_files_table, sessions_table
 NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"
 _MAX_NAME = 63  # PostgreSQL's identifier limit; SQLite has none.
-CACHE_SIZE = 1024
+CACHE_SIZE = 64
+"""How many sessions' tables (and writer statements) stay built: each is a few hundred KB of
+SQLAlchemy objects, and RSS after touching 1,000 sessions must stay under 100 MB."""
 MAIN = "main"
 """The ``session_files.file`` of a pair that lives in the main database."""
 

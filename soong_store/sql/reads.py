@@ -7,7 +7,7 @@ its root.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, RowMapping, Table, literal, select
+from sqlalchemy import Connection, RowMapping, Table, literal, or_, select
 
 from soong_store.errors import NotFound, StorageError
 from soong_store.model.enums import NodeType, SessionStatus
@@ -78,12 +78,26 @@ def get_session(connection: Connection, session_id: str) -> SessionRecord:
 
 
 def list_sessions(
-    connection: Connection, status: SessionStatus | None, limit: int | None
+    connection: Connection,
+    status: SessionStatus | None,
+    limit: int | None,
+    after: tuple[str, str] | None = None,
 ) -> list[SessionRecord]:
-    """Sessions, most recently updated first."""
+    """Sessions, most recently updated first; ``after`` is the key of the last one seen.
+
+    The key (``updated_at``, ``session_id``, as stored) makes a page far down cost what the
+    first one does: the index on ``updated_at`` is entered at the key, no row before it is read.
+    """
     stmt = select(sessions_table).order_by(
         sessions_table.c.updated_at.desc(), sessions_table.c.session_id.desc()
     )
+    if after is not None:
+        updated, sid = after
+        column = sessions_table.c.updated_at
+        stmt = stmt.where(
+            column <= updated,
+            or_(column < updated, sessions_table.c.session_id < sid),
+        )
     if status is not None:
         stmt = stmt.where(sessions_table.c.status == str(status))
     if limit is not None:
