@@ -71,7 +71,9 @@ class _Pair:
     async def open(self) -> None:
         await self.store.open()
         for _ in range(self.sessions):
-            self.sids.append((await self.store.create_session(cwd=str(self.home))).session_id)
+            sid = (await self.store.create_session(cwd=str(self.home))).session_id
+            await self.store.append_event(sid, "bench_ready")  # a pair exists from the 1st write
+            self.sids.append(sid)
         self.raw = RawWriter.clone(self.home, self.sids, self.raw_path, self.synchronous)
 
     async def close(self) -> None:

@@ -61,6 +61,7 @@ async def run(
         raw_times: list[float] = []
         async with SessionStore(home=home) as store:
             sid = (await store.create_session(cwd=tmp)).session_id
+            await store.append_event(sid, "bench_ready")  # a pair exists from the 1st write
             raw = RawWriter.clone(home, [sid], Path(tmp) / "raw.sqlite", "NORMAL")
             for _ in range(batch if warmup is None else warmup):
                 await store.append_node(sid, "user", "message", content)

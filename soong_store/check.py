@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -35,8 +36,14 @@ from soong_store.files.store import ArtifactFiles
 from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
-from soong_store.schema.catalog import StoredTables, session_tables, stored_tables
+from soong_store.schema.catalog import (
+    StoredTables,
+    paired_session_ids,
+    session_tables,
+    stored_tables,
+)
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.sql.first_event import created_event_row
 from soong_store.store import SessionStore, artifact_files, backend_of, run_read
 from soong_store.tasks.wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 
@@ -63,9 +70,10 @@ class Report:
 
 @dataclass(frozen=True, slots=True)
 class _Database:
-    """The session ids to check, the session tables stored and every artifact path."""
+    """The session ids to check, those with a pair, the session tables stored, artifact paths."""
 
     sessions: list[str]
+    paired: set[str]
     tables: StoredTables
     paths: set[str]
 
@@ -77,7 +85,8 @@ def _database_facts(connection: Connection, session_id: str | None) -> _Database
         wanted = wanted.where(column == session_id)
     sessions = [str(sid) for sid in connection.execute(wanted).scalars()]
     paths = set(connection.execute(select(artifacts_table.c.path).distinct()).scalars())
-    return _Database(sessions, stored_tables(connection), paths)
+    paired = set(paired_session_ids(connection, validate=False))
+    return _Database(sessions, paired, stored_tables(connection), paths)
 
 
 _GLOBAL = (("agent", agents_table), ("run", runs_table), ("artifact", artifacts_table))
@@ -91,7 +100,7 @@ class _Facts:
     folder_paths: set[str]
 
 
-def _session_facts(connection: Connection, session_id: str, tables: StoredTables) -> _Facts:
+def _session_facts(connection: Connection, session_id: str, tables: StoredTables | None) -> _Facts:
     rows = SessionRows(session_id)
     session = select(sessions_table).where(sessions_table.c.session_id == session_id)
     rows.rows["session"] = [dict(r) for r in connection.execute(session).mappings()]
@@ -99,8 +108,11 @@ def _session_facts(connection: Connection, session_id: str, tables: StoredTables
         stmt = select(table).where(table.c.session_id == session_id)
         rows.rows[kind] = [dict(r) for r in connection.execute(stmt).mappings()]
     pair = session_tables(session_id)
+    if tables is None:  # no pair: what an eager empty pair held (none for a damaged row)
+        with suppress(KeyError, TypeError, ValueError):
+            rows.rows["event"] = [created_event_row(s) for s in rows.rows["session"]]
     for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
-        if tables.has(table.name):
+        if tables is not None and tables.has(table.name):
             found = connection.execute(select(table).order_by(table.c[key])).mappings()
             rows.rows[kind] = [{str(k): v for k, v in r.items()} for r in found]
     column = artifacts_table.c.path
@@ -194,13 +206,14 @@ async def check_store(
     files = artifact_files(store)
     total = len(report.sessions)
     for done, sid in enumerate(report.sessions, 1):
-        report.problems += await _check_session(store, sid, facts.tables, files)
+        tables = facts.tables if sid in facts.paired else None
+        report.problems += await _check_session(store, sid, tables, files)
         if progress is not None:
             progress(done, total)
     if session_id is None:
         report.problems += [
             Problem("orphan_table", None, (name,), f"table {name} belongs to no session")
-            for name in facts.tables.orphans(report.sessions)
+            for name in facts.tables.orphans(facts.paired)
         ]
         checked = frozenset(report.sessions)
         report.problems += await asyncio.to_thread(
@@ -210,8 +223,9 @@ async def check_store(
 
 
 async def _check_session(
-    store: SessionStore, sid: str, tables: StoredTables, files: ArtifactFiles
+    store: SessionStore, sid: str, tables: StoredTables | None, files: ArtifactFiles
 ) -> list[Problem]:
+    """One session; ``tables`` is ``None`` for a session without a pair (never written)."""
     if SESSION_ID_RE.fullmatch(sid) is None:
         return [
             Problem(
@@ -223,7 +237,7 @@ async def _check_session(
         ]
     out = [
         Problem("missing_table", sid, (name,), f"table {name} of session {sid} is missing")
-        for name in tables.missing(sid)
+        for name in ([] if tables is None else tables.missing(sid))
     ]
     try:
         facts = await run_read(store, partial(_session_facts, session_id=sid, tables=tables))

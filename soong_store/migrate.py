@@ -27,13 +27,13 @@ from soong_store.backends.base import Backend, dialect_of, open_backend
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.model.ids import check_session_id
-from soong_store.schema.catalog import events_table_name, nodes_table_name
+from soong_store.schema.catalog import events_table_name, nodes_table_name, paired_session_ids
 from soong_store.schema.models import sessions_table
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD_REVISION: Final = "0001"
+HEAD_REVISION: Final = "0002"
 """The newest revision in ``migrations/`` (a test keeps the two equal).
 
 Knowing it without Alembic lets a store open a database that is already at head without
@@ -157,7 +157,9 @@ def session_ids(connection: Connection) -> list[str]:
 
 
 def session_table_names(connection: Connection, kind: Literal["nodes", "events"]) -> list[str]:
-    """The names of every session's ``nodes_*`` or ``events_*`` table, for use in a revision.
+    """The names of every stored ``nodes_*`` or ``events_*`` table, for use in a revision.
+
+    Sessions never written have no pair yet (the factory will build the newest shape for them).
 
     A revision that changes the per-session tables loops over these, for example::
 
@@ -168,7 +170,7 @@ def session_table_names(connection: Connection, kind: Literal["nodes", "events"]
     if kind not in ("nodes", "events"):
         raise ValueError(f"kind must be 'nodes' or 'events', not {kind!r}")
     name = nodes_table_name if kind == "nodes" else events_table_name
-    return [name(sid) for sid in session_ids(connection)]
+    return [name(sid) for sid in paired_session_ids(connection)]
 
 
 @contextmanager

@@ -217,12 +217,21 @@ class SessionStore:
         return await self._read(partial(reads.get_session, session_id=sid))
 
     async def list_sessions(
-        self, status: SessionStatus | str | None = None, limit: int | None = None
+        self,
+        status: SessionStatus | str | None = None,
+        limit: int | None = None,
+        *,
+        after: SessionRecord | None = None,
     ) -> list[SessionRecord]:
-        """Sessions, most recently updated first."""
+        """Sessions, most recently updated first; ``after``: the next page after that record.
+
+        Pass the last record of a page as ``after`` to read the next one (a key cursor: a page
+        far down costs what the first one does).
+        """
         wanted = None if status is None else _enum(SessionStatus, status, "session status")
         count = check_bound(limit, "limit", low=1)
-        return await self._read(partial(reads.list_sessions, status=wanted, limit=count))
+        key = None if after is None else _session_key(after)
+        return await self._read(partial(reads.list_sessions, status=wanted, limit=count, after=key))
 
     async def archive_session(self, session_id: str) -> SessionRecord:
         """Make a session read-only (it can still be read, exported, forked and deleted)."""
@@ -632,6 +641,15 @@ class SessionStore:
         await self.append_event(
             session_id, f"task_{operation}", payload={"task_name": task_name, **arguments}
         )
+
+
+def _session_key(record: object) -> tuple[str, str]:
+    """The stored key (``updated_at`` text, ``session_id``) of a listed session record."""
+    if not isinstance(record, SessionRecord):
+        raise InvalidArgument(
+            f"invalid after {record!r:.80}: expected a SessionRecord from list_sessions"
+        )
+    return record.updated_at.isoformat(timespec="microseconds"), record.session_id
 
 
 def _check_lock_wait(value: object) -> float:

@@ -46,6 +46,11 @@ from soong_store.backends.base import Backend, DataVersion, Durability, ErrorKin
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 
+STATEMENT_CACHE_SIZE = 16
+"""Each engine's compiled-statement cache (SQLAlchemy's default is 500). Reads over one session's
+tables are entries of their own, ~2 MB per 10, so a large cache fills with sessions read once;
+the statements shared by every session stay in it."""
+
 MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""
 
@@ -135,6 +140,7 @@ class SQLiteBackend(Backend):
         self._file()
         kwargs: dict[str, Any] = {
             "connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+            "query_cache_size": STATEMENT_CACHE_SIZE,
         }
         if self._module is not None:
             kwargs["module"] = self._module

@@ -26,7 +26,7 @@ from soong_store.cli.common import (
 )
 from soong_store.errors import InvalidArgument, NotFound
 from soong_store.model.ids import check_session_id
-from soong_store.schema.catalog import session_tables
+from soong_store.schema.catalog import tables_of
 from soong_store.store import SessionStore, run_read
 from soong_store.transfer import session_counts
 
@@ -147,7 +147,10 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
 
 def _node_seqs(connection: Connection, session_id: str) -> dict[str, int]:
     """Each node's ``node_seq`` by id (the timeline names nodes as the tree does)."""
-    nodes = session_tables(session_id).nodes
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        return {}
+    nodes = pair.nodes
     rows = connection.execute(select(nodes.c.node_id, nodes.c.node_seq))
     return {node_id: seq for node_id, seq in rows}
 

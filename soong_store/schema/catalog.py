@@ -1,49 +1,59 @@
 """The catalog of session tables: the one place that names them and knows where they live.
 
 Each session owns ``nodes_<sid>`` and ``events_<sid>``. They are SQLAlchemy Core tables built on a
-MetaData of their own (never Alembic's), from a session id validated before any name is formed.
-Every constraint is named: Alembic's batch mode keeps only named CHECK constraints when it
-rebuilds a table, and a revision over every session's tables must not lose them. Built tables are
-cached with a bound, so thousands of sessions do not mean thousands of live
-``Table`` objects.
+MetaData of their own (never Alembic's), from a session id validated before any name is formed,
+in the lean shape measured in ``docs/scaling.md``: the seed's columns, ``WITHOUT ROWID`` on
+SQLite (each table is its primary key's b-tree), the unique and lookup indexes the writer and
+the reads need, and no CHECK text or foreign keys (the writer guarantees what they did; ``check``
+finds it after the fact). Pairs stored by older versions, with CHECKs and foreign keys, hold the
+same columns and are read and written by the same tables. Built tables are cached with a bound,
+so thousands of sessions do not mean thousands of live ``Table`` objects.
 
-Every pair lives in the main database today (the default schema). A ``schema`` may be given so
-that a later change can move idle sessions into attached shard databases, or PostgreSQL schemas,
-without touching any caller: callers only ever ask this module, for a session's tables
-(:func:`session_tables`), their names (:func:`session_table_names`, for a revision over every
-session), or which session tables are stored (:func:`stored_tables`, for the integrity check).
+A pair is created with the session's first write (:func:`create_pair`), not with the session:
+an empty session is two rows. ``session_files`` (a global table) names the file of every pair
+that exists, ``main`` for the database itself; a session without a row has no pair, and reads
+answer for it as for an empty session (:func:`tables_of` returns ``None``). Callers only ever ask
+this module: for a session's tables, whether it has them, their names (for a revision over every
+session), or which session tables are stored (for the integrity check).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import lru_cache
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import (
-    CheckConstraint,
     Column,
     Connection,
-    ForeignKey,
+    Engine,
     Index,
     Integer,
     MetaData,
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
+    delete,
     inspect,
+    select,
 )
 
 from soong_store.backends.base import dialect_of
-from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.ids import check_session_id
+from soong_store.schema.models import session_files_table, sessions_table
 
 NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"
 _MAX_NAME = 63  # PostgreSQL's identifier limit; SQLite has none.
-CACHE_SIZE = 1024
+CACHE_SIZE = 64
+"""How many sessions' tables (and writer statements) stay built: each is a few hundred KB of
+SQLAlchemy objects, and RSS after touching 1,000 sessions must stay under 100 MB."""
+MAIN = "main"
+"""The ``session_files.file`` of a pair that lives in the main database."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +148,101 @@ def stored_tables(connection: Connection) -> StoredTables:
     return StoredTables(found, fold_case=dialect.fold_case)
 
 
-def _one_of(column: str, enum: type[StrEnum]) -> CheckConstraint:
-    values = ", ".join(f"'{member.value}'" for member in enum)
-    return CheckConstraint(f"{column} IN ({values})", name=f"ck_{column}")
+# -- placement: which sessions have a pair, and where -------------------------------------
+
+PAIR_LOOKUP = (
+    select(sessions_table.c.session_id, session_files_table.c.file)
+    .select_from(sessions_table)
+    .outerjoin(
+        session_files_table,
+        session_files_table.c.session_id == sessions_table.c.session_id,
+    )
+    .where(sessions_table.c.session_id == bindparam("p_session"))
+)
+"""One row if the session exists: its id and its pair's file (``None``: no pair yet)."""
+
+_FILE_OF = select(session_files_table.c.file).where(
+    session_files_table.c.session_id == bindparam("p_session")
+)
+_KNOWN_BOUND = 4096
+_known: WeakKeyDictionary[Engine, OrderedDict[str, None]] = WeakKeyDictionary()
+
+
+def tables_of(connection: Connection, session_id: str) -> SessionTables | None:
+    """The tables of ``session_id`` if it has a pair (``None``: it was never written)."""
+    file = connection.execute(_FILE_OF, {"p_session": session_id}).scalar()
+    return None if file is None else session_tables(session_id)
+
+
+def create_pair(connection: Connection, session_id: str) -> SessionTables:
+    """Create a session's pair in the main database and its catalog row (the caller's transaction).
+
+    Nothing is remembered as known before the transaction commits: a rolled-back creation must
+    not make a later write skip the catalog.
+    """
+    tables = session_tables(session_id)
+    tables.create(connection)
+    connection.execute(
+        session_files_table.insert(), {"session_id": session_id, "file": MAIN, "epoch": 0}
+    )
+    return tables
+
+
+def drop_pair(connection: Connection, session_id: str) -> None:
+    """Drop a session's pair and its catalog row, if it has them (a pair-less session: no-op)."""
+    forget_pair(connection.engine, session_id)
+    file = connection.execute(_FILE_OF, {"p_session": session_id}).scalar()
+    tables = session_tables(session_id)
+    if file is not None or tables.exist(connection):
+        for table in (tables.events, tables.nodes):
+            table.drop(connection, checkfirst=True)
+    connection.execute(
+        delete(session_files_table).where(session_files_table.c.session_id == session_id)
+    )
+
+
+def paired_session_ids(
+    connection: Connection, file: str = MAIN, *, validate: bool = True
+) -> list[str]:
+    """The ids of the sessions whose pair lives in ``file``, sorted.
+
+    Validated (``InvalidIdentifier``) when they are to become table names; the integrity check
+    reads them as stored, to report a bad one.
+    """
+    column = session_files_table.c.session_id
+    rows = connection.execute(
+        select(column).where(session_files_table.c.file == file).order_by(column)
+    ).scalars()
+    return [check_session_id(sid) if validate else str(sid) for sid in rows]
+
+
+def knows_pair(engine: Engine, session_id: str) -> bool:
+    """Whether this process saw ``session_id``'s pair committed in the main database of ``engine``.
+
+    A hint that lets the writer skip the catalog lookup; a pair dropped since by another process
+    shows as a missing table, and the writer then forgets it and asks the catalog.
+    """
+    known = _known.get(engine)
+    if known is None or session_id not in known:
+        return False
+    known.move_to_end(session_id)
+    return True
+
+
+def remember_pair(engine: Engine, session_id: str) -> None:
+    """Note that ``session_id``'s pair was found committed (bounded, least recent forgotten)."""
+    known = _known.setdefault(engine, OrderedDict())
+    known[session_id] = None
+    known.move_to_end(session_id)
+    if len(known) > _KNOWN_BOUND:
+        known.popitem(last=False)
+
+
+def forget_pair(engine: Engine, session_id: str) -> None:
+    """Drop the hint for ``session_id`` (its pair was dropped, or a lookup found it missing)."""
+    known = _known.get(engine)
+    if known is not None:
+        known.pop(session_id, None)
 
 
 def _name(table: str, suffix: str) -> str:
@@ -163,11 +265,7 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         metadata,
         Column("node_id", Text, primary_key=True),
         Column("node_seq", Integer, nullable=False),
-        Column(
-            "parent_id",
-            Text,
-            ForeignKey(f"{nodes_name}.node_id", deferrable=True, initially="DEFERRED"),
-        ),
+        Column("parent_id", Text),
         Column("agent_id", Text, nullable=False),
         Column("run_id", Text),
         Column("role", Text, nullable=False),
@@ -177,11 +275,8 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         Column("token_count", Integer),
         Column("created_at", Text, nullable=False),
         UniqueConstraint("node_seq", name=_name(nodes_name, "node_seq_uq")),
-        _one_of("role", Role),
-        _one_of("node_type", NodeType),
-        CheckConstraint("node_seq >= 1", name="ck_node_seq"),
-        CheckConstraint("token_count IS NULL OR token_count >= 0", name="ck_token_count"),
         Index(_name(nodes_name, "parent_id_ix"), "parent_id"),
+        sqlite_with_rowid=False,
     )
     events = Table(
         events_name,
@@ -193,19 +288,13 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         Column("run_id", Text),
         Column("level", Text, nullable=False),
         Column("event_type", Text, nullable=False),
-        Column(
-            "node_id",
-            Text,
-            ForeignKey(f"{nodes_name}.node_id", deferrable=True, initially="DEFERRED"),
-        ),
+        Column("node_id", Text),
         Column("tool_call_id", Text),
         Column("payload_json", Text),
         Column("created_at", Text, nullable=False),
         UniqueConstraint("seq", name=_name(events_name, "seq_uq")),
         UniqueConstraint("run_id", "run_seq", name=_name(events_name, "run_seq_uq")),
-        _one_of("level", EventLevel),
-        CheckConstraint("seq >= 1", name="ck_seq"),
-        CheckConstraint("(run_id IS NULL) = (run_seq IS NULL)", name="ck_run_seq"),
         Index(_name(events_name, "node_id_ix"), "node_id"),
+        sqlite_with_rowid=False,
     )
     return SessionTables(session_id, nodes, events)

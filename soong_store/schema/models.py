@@ -2,7 +2,11 @@
 
 Columns are exactly the seed's (names, types, NULL-ability). CHECK constraints guard every enum
 column, foreign keys tie agents, runs and artifacts to their session, and indexes serve the
-listings (sessions by ``updated_at``, agents and runs by session). Two foreign keys are deferred to
+listings (sessions by ``updated_at``, agents and runs by session) and the foreign-key lookups a
+``create_session`` makes (``sessions.root_agent_id``, ``agents.parent_agent_id``: without them each
+insert of a session scans both tables). The catalog's tables (``session_files``,
+``session_moves``, ``shard_files``) say where each session's pair lives; only
+:mod:`soong_store.schema.catalog` reads them. Two foreign keys are deferred to
 commit because they form cycles: a session names its root agent, which names its session; an
 agent names the run that created it, which names an agent.
 """
@@ -46,6 +50,7 @@ class Session(Base):
         _one_of("status", SessionStatus),
         Index("ix_sessions_updated_at", "updated_at"),
         Index("ix_sessions_status_updated_at", "status", "updated_at"),
+        Index("ix_sessions_root_agent_id", "root_agent_id"),
     )
 
     session_id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -69,6 +74,7 @@ class Agent(Base):
         _one_of("agent_type", AgentType),
         _one_of("status", AgentStatus),
         Index("ix_agents_session_id", "session_id"),
+        Index("ix_agents_parent_agent_id", "parent_agent_id"),
     )
 
     agent_id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -138,7 +144,48 @@ class Artifact(Base):
     created_at: Mapped[str] = mapped_column(Text)
 
 
+class SessionFile(Base):
+    """Where a session's pair lives; no row means the session has no pair yet (never written)."""
+
+    __tablename__ = "session_files"
+    __table_args__ = (Index("ix_session_files_file", "file"), {"sqlite_with_rowid": False})
+
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.session_id"), primary_key=True
+    )
+    file: Mapped[str] = mapped_column(Text)
+    """``main`` (the database itself), or a shard file's path relative to the home."""
+    epoch: Mapped[int] = mapped_column(Integer)
+    """Grows by one with every move of the pair between files."""
+
+
+class SessionMove(Base):
+    """The journal of moves of a pair between files that are under way (normally empty)."""
+
+    __tablename__ = "session_moves"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    source: Mapped[str] = mapped_column(Text)
+    target: Mapped[str] = mapped_column(Text)
+    epoch: Mapped[int] = mapped_column(Integer)
+
+
+class ShardFile(Base):
+    """One shard file: how many pairs it was given and the pair revision its pairs have."""
+
+    __tablename__ = "shard_files"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    file: Mapped[str] = mapped_column(Text, primary_key=True)
+    sessions: Mapped[int] = mapped_column(Integer)
+    rev: Mapped[int] = mapped_column(Integer)
+
+
 sessions_table = cast(Table, Session.__table__)
 agents_table = cast(Table, Agent.__table__)
 runs_table = cast(Table, Run.__table__)
 artifacts_table = cast(Table, Artifact.__table__)
+session_files_table = cast(Table, SessionFile.__table__)
+session_moves_table = cast(Table, SessionMove.__table__)
+shard_files_table = cast(Table, ShardFile.__table__)

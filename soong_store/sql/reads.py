@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, literal, select
+from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, literal, or_, select
 from sqlalchemy.engine import Dialect
 
 from soong_store.errors import NotFound, StorageError
@@ -32,8 +32,9 @@ from soong_store.model.records import (
     run_record,
     session_record,
 )
-from soong_store.schema.catalog import CACHE_SIZE, session_tables
+from soong_store.schema.catalog import CACHE_SIZE, SessionTables, tables_of
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Prepared, Runner
 
 Row = Mapping[str, Any]
@@ -79,20 +80,42 @@ def _of_session(
     return list(connection.execute(stmt).mappings())
 
 
+def _pair(connection: Connection, session_id: str) -> SessionTables:
+    """The tables of a session known to have nodes (one was just read)."""
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        raise StorageError(f"session {session_id!r} lost its tables during a read")
+    return pair
+
+
 def get_session(connection: Connection, session_id: str) -> SessionRecord:
     """One session."""
     return session_record(session_row(connection, session_id))
 
 
 def list_sessions(
-    connection: Connection, status: SessionStatus | None, limit: int | None
+    connection: Connection,
+    status: SessionStatus | None,
+    limit: int | None,
+    after: tuple[str, str] | None = None,
 ) -> list[SessionRecord]:
-    """Sessions, most recently updated first."""
+    """Sessions, most recently updated first; ``after`` is the key of the last one seen.
+
+    The key (``updated_at``, ``session_id``, as stored) makes a page far down cost what the
+    first one does: the index on ``updated_at`` is entered at the key, no row before it is read.
+    """
     stmt = select(sessions_table).order_by(
         sessions_table.c.updated_at.desc(), sessions_table.c.session_id.desc()
     )
     if status is not None:
         stmt = stmt.where(sessions_table.c.status == str(status))
+    if after is not None:
+        updated, sid = after
+        column = sessions_table.c.updated_at
+        stmt = stmt.where(
+            column <= updated,
+            or_(column < updated, sessions_table.c.session_id < sid),
+        )
     if limit is not None:
         stmt = stmt.limit(limit)
     return [session_record(row) for row in connection.execute(stmt).mappings()]
@@ -122,8 +145,11 @@ def list_runs(connection: Connection, session_id: str) -> list[RunRecord]:
 def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecord:
     """One node of a session."""
     session_row(connection, session_id)
-    nodes = session_tables(session_id).nodes
-    row = connection.execute(select(nodes).where(nodes.c.node_id == node_id)).mappings().first()
+    pair = tables_of(connection, session_id)
+    row = None
+    if pair is not None:
+        nodes = pair.nodes
+        row = connection.execute(select(nodes).where(nodes.c.node_id == node_id)).mappings().first()
     if row is None:
         raise NotFound(f"no node {node_id!r} in session {session_id!r}", node_id=node_id)
     return node_record(session_id, row)
@@ -132,7 +158,10 @@ def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecor
 def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
     """Every node of a session by ``node_seq``."""
     session_row(connection, session_id)
-    nodes = session_tables(session_id).nodes
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        return []
+    nodes = pair.nodes
     rows = connection.execute(select(nodes).order_by(nodes.c.node_seq)).mappings()
     return [node_record(session_id, row) for row in rows]
 
@@ -140,7 +169,7 @@ def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
 def children(connection: Connection, session_id: str, node_id: str) -> list[NodeRecord]:
     """The children of a node by ``node_seq``."""
     get_node(connection, session_id, node_id)
-    nodes = session_tables(session_id).nodes
+    nodes = _pair(connection, session_id).nodes
     rows = connection.execute(
         select(nodes).where(nodes.c.parent_id == node_id).order_by(nodes.c.node_seq)
     ).mappings()
@@ -161,9 +190,13 @@ def climb(
     at the first compaction node (included). Each step up must reach a node numbered before the
     one below it, as every parent is, so the walk ends after at most as many steps as the
     session has nodes, even in a damaged table whose parent chain loops. The statement is
-    compiled once per table and run on the driver's cursor (it is the context's hot read).
+    compiled once per table and run on the driver's cursor (it is the context's hot read). A
+    session never written has no tables and so no rows.
     """
-    nodes = session_tables(session_id).nodes
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        return []
+    nodes = pair.nodes
     prepared = _climb_statement(nodes, to_compaction, connection.dialect)
     params = {"node_id": node_id, "steps": _UNBOUNDED if steps is None else steps}
     cursor = Runner(connection).execute(prepared, params)
@@ -297,8 +330,13 @@ def timeline(
     One prepared statement per table and form (a session's events, or one run's): a page of a
     long timeline is read as often as a ``--follow`` polls.
     """
-    session_row(connection, session_id)
-    events = session_tables(session_id).events
+    session = session_row(connection, session_id)
+    pair = tables_of(connection, session_id)
+    if pair is None:
+        first = created_event_row(session)
+        wanted = run_id is None and (after_seq is None or after_seq < 1) and limit != 0
+        return [event_record(session_id, first)] if wanted else []
+    events = pair.events
     prepared = _timeline_statement(events, run_id is not None, connection.dialect)
     params = {
         "run_id": run_id,

@@ -15,9 +15,11 @@ decided by :mod:`soong_store.rules.tree`; the statements it runs are prepared on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import OperationalError
 
 from soong_store.backends.base import dialect_of, lock_session
@@ -27,14 +29,20 @@ from soong_store.model.enums import SessionStatus
 from soong_store.model.ids import utc_now
 from soong_store.ops import EventOp, NodeOp
 from soong_store.rules import tree
-from soong_store.schema.catalog import SessionTables, session_tables
-from soong_store.sql.prepared import Runner
+from soong_store.schema import catalog
+from soong_store.schema.catalog import SessionTables
+from soong_store.sql.first_event import created_event_row
+from soong_store.sql.prepared import Prepared, Runner
 from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
 from soong_store.sql.statements import MAX_NODE_SEQ as _MAX_NODE_SEQ
 from soong_store.sql.statements import MAX_SEQ as _MAX_SEQ
 from soong_store.sql.statements import RUN_FIELDS, SessionStatements
-from soong_store.sql.statements import session_exists as _session_exists
 from soong_store.sql.statements import session_statements as _statements
+
+
+@lru_cache(maxsize=8)
+def _pair_lookup(dialect: Dialect) -> Prepared:
+    return Prepared.compile(catalog.PAIR_LOOKUP, dialect)
 
 
 @dataclass(slots=True)
@@ -68,33 +76,50 @@ class SessionWriter:
     def open(
         cls, connection: Connection, session_id: str, *, writable: bool = True
     ) -> SessionWriter:
-        """Load the session (``NotFound``) and, when writing, refuse an archived one."""
+        """Load the session (``NotFound``) and, when writing, refuse an archived one.
+
+        A session written for the first time gets its pair here, in this transaction, with its
+        ``session_created`` event as ``seq`` 1 (:mod:`soong_store.sql.first_event`).
+        """
         lock_session(connection, session_id)
         sql = _statements(session_id, connection.dialect)
         db = Runner(connection)
-        try:
-            row = db.first(sql.session, {"p_session": session_id})
-        except OperationalError as exc:
-            # The statement reads the session's own tables, so an unknown session fails here;
-            # only then is the row looked up alone (a known one without its tables is damage).
-            if not dialect_of(connection).is_missing_table(exc) or _session_exists(
-                db, connection.dialect, session_id
-            ):
-                raise
-            row = None
+        engine = connection.engine
+        row = None
+        if catalog.knows_pair(engine, session_id):
+            try:
+                row = db.first(sql.session, {"p_session": session_id})
+            except OperationalError as exc:
+                # Dropped by another process since: ask the catalog (below) what it is now.
+                if not dialect_of(connection).is_missing_table(exc):
+                    raise
+                catalog.forget_pair(engine, session_id)
+        created = False
         if row is None:
-            raise NotFound(f"no session {session_id!r}", session_id=session_id)
+            found = db.first(_pair_lookup(connection.dialect), {"p_session": session_id})
+            if found is None:
+                raise NotFound(f"no session {session_id!r}", session_id=session_id)
+            if found["file"] is None:
+                catalog.create_pair(connection, session_id)
+                created = True
+            else:
+                catalog.remember_pair(engine, session_id)
+            row = db.first(sql.session, {"p_session": session_id})
+            if row is None:
+                raise NotFound(f"no session {session_id!r}", session_id=session_id)
         if writable and row["status"] == SessionStatus.ARCHIVED:
             raise SessionArchived(
                 f"session {session_id!r} is archived and takes no writes", session_id=session_id
             )
         max_node_seq, max_seq = row.pop(_MAX_NODE_SEQ), row.pop(_MAX_SEQ)
         active_has_child = bool(row.pop(_ACTIVE_HAS_CHILD))
-        writer = cls(connection, session_tables(session_id), row, sql, db)
+        writer = cls(connection, catalog.session_tables(session_id), row, sql, db)
         writer._next_node_seq = (max_node_seq or 0) + 1
         writer._next_seq = (max_seq or 0) + 1
         if row["active_node_id"] is not None:
             writer._has_child[row["active_node_id"]] = active_has_child
+        if created:
+            writer.restore_event(created_event_row(row))
         return writer
 
     @property

@@ -32,7 +32,7 @@ from soong_store.model.records import (
     session_record,
 )
 from soong_store.rules import tree
-from soong_store.schema.catalog import session_tables
+from soong_store.schema import catalog
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.sql import reads
 from soong_store.sql.session_writer import SessionWriter
@@ -47,7 +47,9 @@ def create_session(
     parent_session_id: str | None = None,
     session_id: str | None = None,
 ) -> SessionRecord:
-    """Insert a session, its root agent and its two tables (one transaction).
+    """Insert a session and its root agent (one transaction); its pair comes with its first write.
+
+    No schema changes here, so no other connection re-reads the schema after a new session.
 
     ``session_id`` is for a fork, whose id is chosen before its files are linked; it is
     generated here otherwise (again on a collision).
@@ -65,31 +67,22 @@ def create_session(
             raise StorageError(f"session id {session_id!r} was taken meanwhile: try again")
     now = utc_now()
     agent_id = new_id("agent")
-    connection.execute(
-        sessions_table.insert(),
-        {
-            "session_id": session_id,
-            "cwd": cwd,
-            "root_agent_id": agent_id,
-            "active_node_id": None,
-            "parent_session_id": parent_session_id,
-            "status": str(SessionStatus.ACTIVE),
-            "metadata_json": metadata_json,
-            "created_at": now,
-            "updated_at": now,
-        },
-    )
+    row = {
+        "session_id": session_id,
+        "cwd": cwd,
+        "root_agent_id": agent_id,
+        "active_node_id": None,
+        "parent_session_id": parent_session_id,
+        "status": str(SessionStatus.ACTIVE),
+        "metadata_json": metadata_json,
+        "created_at": now,
+        "updated_at": now,
+    }
+    connection.execute(sessions_table.insert(), row)
     connection.execute(
         agents_table.insert(), _agent_row(agent_id, session_id, root_agent_type, now)
     )
-    session_tables(session_id).create(connection)
-    writer = SessionWriter.open(connection, session_id)
-    writer.lifecycle_event(
-        "session_created",
-        agent_id=agent_id,
-        payload={"cwd": cwd, "parent_session_id": parent_session_id},
-    )
-    return session_record(writer.session)
+    return session_record(row)
 
 
 def _agent_row(agent_id: str, session_id: str, agent_type: AgentType, now: str) -> dict[str, Any]:
@@ -346,7 +339,7 @@ def delete_session(connection: Connection, session_id: str) -> list[str]:
             select(artifacts_table.c.path).where(artifacts_table.c.session_id == session_id)
         ).scalars()
     )
-    session_tables(session_id).drop(connection)
+    catalog.drop_pair(connection, session_id)
     connection.execute(delete(artifacts_table).where(artifacts_table.c.session_id == session_id))
     connection.execute(delete(runs_table).where(runs_table.c.session_id == session_id))
     connection.execute(delete(agents_table).where(agents_table.c.session_id == session_id))

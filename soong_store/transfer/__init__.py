@@ -40,10 +40,11 @@ from soong_store.model.content import map_artifact_refs
 from soong_store.model.content_json import content_to_json, decode_stored_content
 from soong_store.model.ids import check_session_id, new_id, new_session_id, utc_now
 from soong_store.rules.row import KINDS
-from soong_store.schema.catalog import session_tables
+from soong_store.schema.catalog import create_pair, session_tables, tables_of
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.sql import reads
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
+from soong_store.sql.first_event import created_event_row
 from soong_store.sql.session_writer import SessionWriter
 from soong_store.store import SessionStore, artifact_files, run_read, run_write
 from soong_store.transfer.format import FORMAT, FORMAT_VERSION, Bundle, Progress, read_export
@@ -74,11 +75,14 @@ def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict
     session = reads.session_row(connection, session_id)
     # Column names of the factory's tables are ``quoted_name``s, which orjson refuses.
     rows = {"session": [{str(k): v for k, v in session.items()}]}
-    pair = session_tables(session_id)
+    pair = tables_of(connection, session_id)
     for kind, table in _GLOBAL.items():
         stmt = select(table).where(table.c.session_id == session_id)
         stmt = stmt.order_by(*(table.c[name] for name in _ORDER[kind]))
         rows[kind] = [dict(row) for row in connection.execute(stmt).mappings()]
+    if pair is None:  # never written: what an eager empty pair held
+        rows.update(node=[], event=[created_event_row(rows["session"][0])])
+        return rows
     for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
         found = connection.execute(select(table).order_by(table.c[key])).mappings()
         rows[kind] = [{str(k): v for k, v in row.items()} for row in found]
@@ -88,12 +92,12 @@ def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict
 def session_counts(connection: Connection, session_id: str) -> dict[str, int]:
     """How many agents, runs, nodes, events and artifacts a session has."""
     reads.session_row(connection, session_id)
-    pair = session_tables(session_id)
-    counts: dict[str, int] = {}
+    pair = tables_of(connection, session_id)
+    counts: dict[str, int] = {"nodes": 0, "events": 1}
     for kind, table in _GLOBAL.items():
         stmt = select(func.count()).select_from(table).where(table.c.session_id == session_id)
         counts[f"{kind}s"] = int(connection.execute(stmt).scalar() or 0)
-    for kind, table in (("node", pair.nodes), ("event", pair.events)):
+    for kind, table in () if pair is None else (("node", pair.nodes), ("event", pair.events)):
         stmt = select(func.count()).select_from(table)
         counts[f"{kind}s"] = int(connection.execute(stmt).scalar() or 0)
     return {f"{kind}s": counts[f"{kind}s"] for kind in KINDS[1:]}
@@ -265,7 +269,7 @@ def _insert_bundle(
         connection.execute(agents_table.insert(), agent)
     if bundle.rows["run"]:
         connection.execute(runs_table.insert(), bundle.rows["run"])
-    session_tables(sid).create(connection)
+    create_pair(connection, sid)
     writer = SessionWriter.open(connection, sid)
     for node in sorted(bundle.rows["node"], key=lambda r: r["node_seq"]):
         _same(writer.restore_node(node), node, ("node_seq",))

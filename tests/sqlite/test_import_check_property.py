@@ -35,7 +35,13 @@ from soong_store.errors import StorageError
 from soong_store.files.store import split_path
 from soong_store.rules.row import columns
 from soong_store.schema.catalog import session_tables
-from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.schema.models import (
+    agents_table,
+    artifacts_table,
+    runs_table,
+    session_files_table,
+    sessions_table,
+)
 from soong_store.transfer import export_session, read_export
 from tests.conftest import db_path
 
@@ -185,6 +191,9 @@ def forced_write(home: Path, lines: list[dict[str, Any]]) -> bool:
     try:
         with engine.begin() as connection:
             pair.create(connection)
+            connection.execute(
+                session_files_table.insert(), {"session_id": sid, "file": "main", "epoch": 0}
+            )
             for line in lines[1:]:
                 connection.execute(tables[line["kind"]].insert(), line["row"])
     except (SQLAlchemyError, OverflowError):
@@ -209,7 +218,8 @@ def clean(home: Path, sid: str) -> None:
         pair = session_tables(sid)
         for table in (pair.events, pair.nodes):
             table.drop(connection, checkfirst=True)
-        for table in (artifacts_table, runs_table, agents_table, sessions_table):
+        tables = (session_files_table, artifacts_table, runs_table, agents_table, sessions_table)
+        for table in tables:
             connection.execute(table.delete())
     engine.dispose()
     shutil.rmtree(home / "artifacts", ignore_errors=True)

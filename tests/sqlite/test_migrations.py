@@ -195,7 +195,16 @@ def test_upgrade_creates_global_tables_at_head(tmp_path: Path) -> None:
     path = tmp_path / "fresh.sqlite"
     soong_store.upgrade(url_of(path))
     names = {row[0] for row in query(path, "SELECT name FROM sqlite_master WHERE type='table'")}
-    assert names == {"alembic_version", "sessions", "agents", "runs", "artifacts"}
+    assert names == {
+        "alembic_version",
+        "sessions",
+        "agents",
+        "runs",
+        "artifacts",
+        "session_files",
+        "session_moves",
+        "shard_files",
+    }
     assert soong_store.current_revision(url_of(path)) == head_revision()
     assert query(path, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
 
@@ -352,9 +361,12 @@ def test_session_revision_downgrade_restores_every_nodes_table(
     con = connect_raw(fifty)
     try:
         for table in original:
-            for column, bad in (("role", "developer"), ("node_type", "note"), ("node_seq", 0)):
-                with pytest.raises(RAW_SQLITE.IntegrityError, match="CHECK"):
-                    con.execute(f'UPDATE "{table}" SET {column} = ?', (bad,))
+            with pytest.raises(RAW_SQLITE.IntegrityError, match="UNIQUE"):
+                con.execute(
+                    f"INSERT INTO \"{table}\" SELECT 'node_dup', node_seq, parent_id, agent_id, "
+                    f"run_id, role, node_type, content_json, metadata_json, token_count, "
+                    f'created_at FROM "{table}" LIMIT 1'
+                )
     finally:
         con.close()
 

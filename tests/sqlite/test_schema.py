@@ -20,11 +20,8 @@ from soong_store import (
     AgentStatus,
     AgentType,
     EndReason,
-    EventLevel,
     InvalidArgument,
     InvalidIdentifier,
-    NodeType,
-    Role,
     RunStatus,
     SessionStatus,
     SessionStore,
@@ -123,12 +120,35 @@ async def test_session_tables_columns_match_design(
     assert actual_columns(raw, f"events_{sid}") == expected_columns(EVENTS)
 
 
-async def test_session_tables_are_created_with_the_session(
+async def test_session_tables_are_created_with_the_first_write_only(
     raw: sqlite3.Connection, store: SessionStore
 ) -> None:
+    def tables() -> set[str]:
+        return {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    before = tables()
     session = await store.create_session("/tmp/project")
-    names = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {f"nodes_{session.session_id}", f"events_{session.session_id}"} <= names
+    assert tables() == before
+    assert raw.execute("SELECT count(*) FROM session_files").fetchone() == (0,)
+    await store.append_node(session.session_id, "user", "message", text("hi"))
+    assert tables() - before == {f"nodes_{session.session_id}", f"events_{session.session_id}"}
+    assert raw.execute("SELECT session_id, file, epoch FROM session_files").fetchall() == [
+        (session.session_id, "main", 0)
+    ]
+
+
+async def test_session_tables_are_lean(raw: sqlite3.Connection, populated: dict[str, Any]) -> None:
+    sid = populated["sid"]
+    objects = raw.execute(
+        "SELECT type, sql FROM sqlite_master WHERE tbl_name IN (?, ?)",
+        (f"nodes_{sid}", f"events_{sid}"),
+    ).fetchall()
+    assert len(objects) == 7  # two tables, three unique and two lookup indexes
+    tables = [sql for kind, sql in objects if kind == "table"]
+    assert len(tables) == 2
+    for sql in tables:
+        assert sql.rstrip().endswith("WITHOUT ROWID")
+        assert "CHECK" not in sql and "REFERENCES" not in sql
 
 
 async def test_nodes_table_has_unique_node_seq_and_parent_index(
@@ -187,7 +207,6 @@ def test_global_tables_have_listing_indexes(raw: sqlite3.Connection) -> None:
 async def test_foreign_keys_exist_as_designed(
     raw: sqlite3.Connection, populated: dict[str, Any]
 ) -> None:
-    sid = populated["sid"]
     expected = {
         "sessions": {("root_agent_id", "agents", "agent_id")},
         "agents": {
@@ -197,8 +216,7 @@ async def test_foreign_keys_exist_as_designed(
         },
         "runs": {("session_id", "sessions", "session_id"), ("agent_id", "agents", "agent_id")},
         "artifacts": {("session_id", "sessions", "session_id")},
-        f"nodes_{sid}": {("parent_id", f"nodes_{sid}", "node_id")},
-        f"events_{sid}": {("node_id", f"nodes_{sid}", "node_id")},
+        "session_files": {("session_id", "sessions", "session_id")},
     }
     for table, keys in expected.items():
         assert keys <= foreign_keys(raw, table), table
@@ -211,9 +229,6 @@ CHECKED = [
     ("agents", "status", AgentStatus, "paused"),
     ("runs", "status", RunStatus, "done"),
     ("runs", "end_reason", EndReason, "stop_hook_prevented"),
-    ("nodes", "role", Role, "developer"),
-    ("nodes", "node_type", NodeType, "note"),
-    ("events", "level", EventLevel, "critical"),
 ]
 KEYS = {
     "sessions": ("session_id", "sid"),
