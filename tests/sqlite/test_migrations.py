@@ -195,7 +195,7 @@ def test_upgrade_creates_global_tables_at_head(tmp_path: Path) -> None:
     path = tmp_path / "fresh.sqlite"
     soong_store.upgrade(url_of(path))
     names = {row[0] for row in query(path, "SELECT name FROM sqlite_master WHERE type='table'")}
-    assert names == {"alembic_version", "sessions", "agents", "runs", "artifacts"}
+    assert names == {"alembic_version", "sessions", "agents", "runs", "artifacts", "session_keys"}
     assert soong_store.current_revision(url_of(path)) == head_revision()
     assert query(path, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
 
