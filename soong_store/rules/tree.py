@@ -93,7 +93,7 @@ RECORDED_KEY = "imported_from"
 def recorded_elsewhere(metadata: object) -> bool:
     """Whether a node's metadata marks it as history recorded elsewhere.
 
-    The branch rule binds the runtime's own appends, not such history (DESIGN §16): an SDK that
+    The branch rule binds the runtime's own appends, not such history: an SDK that
     pops its last item and adds another records a branch wherever its history has one.
     """
     return isinstance(metadata, dict) and RECORDED_KEY in metadata
