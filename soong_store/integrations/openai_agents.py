@@ -13,10 +13,10 @@ tree for ``soong-store tree`` to show.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, Self, TypeVar, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import (
@@ -28,7 +28,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 
 from soong_store.backends.base import lock_session
-from soong_store.errors import InvalidArgument
+from soong_store.errors import InvalidArgument, NotFound
 from soong_store.integrations._agents_items import spilled_refs, to_item, to_node
 from soong_store.model import codec
 from soong_store.model.enums import AgentType
@@ -38,6 +38,7 @@ from soong_store.store import SessionStore, run_read, run_write
 
 __all__ = ["NAMESPACE", "SoongSession"]
 
+T = TypeVar("T")
 NAMESPACE = "openai-agents"
 """The session-key namespace of SDK session ids."""
 
@@ -128,19 +129,25 @@ class SoongSession:
         wanted = resolve_session_limit(limit, self.session_settings)
         if wanted == 0:
             return []
-        sid = await self._session()
-        nodes = await _tail(self._store, sid, None if wanted is None or wanted < 0 else wanted)
-        return await self._items(nodes)
+        count = None if wanted is None or wanted < 0 else wanted
+
+        async def read(sid: str) -> list[TResponseInputItem]:
+            return await self._items(await _tail(self._store, sid, count))
+
+        return await self._in_session(read)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items after the last one, in one transaction (all or none)."""
         parts = [to_node(item) for item in items]
         if not parts:
             return
-        sid = await self._session()
-        async with self._store.transaction(sid) as tx:
-            for p in parts:
-                tx.add_node(p.role, "message", p.content, metadata=p.metadata)
+
+        async def add(sid: str) -> None:
+            async with self._store.transaction(sid) as tx:
+                for p in parts:
+                    tx.add_node(p.role, "message", p.content, metadata=p.metadata)
+
+        await self._in_session(add)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Take the last item off the history (it stays in the tree); ``None`` when empty.
@@ -148,16 +155,19 @@ class SoongSession:
         The active node moves to the popped node's parent only if it is still the node read;
         otherwise another caller popped or added meanwhile, and the new last item is read.
         """
-        sid = await self._session()
-        while True:
-            tail = await _tail(self._store, sid, 1)
-            if not tail:
-                return None
-            node = tail[-1]
-            [item] = await self._items(tail)
-            job = partial(_pop, session_id=sid, expected=node.node_id, parent=node.parent_id)
-            if await run_write(self._store, job):
-                return item
+
+        async def pop(sid: str) -> TResponseInputItem | None:
+            while True:
+                tail = await _tail(self._store, sid, 1)
+                if not tail:
+                    return None
+                node = tail[-1]
+                [item] = await self._items(tail)
+                job = partial(_pop, session_id=sid, expected=node.node_id, parent=node.parent_id)
+                if await run_write(self._store, job):
+                    return item
+
+        return await self._in_session(pop)
 
     async def clear_session(self, *, delete: bool = False) -> None:
         """Empty the history: the next item starts a new root; the old one stays in the tree.
@@ -165,12 +175,27 @@ class SoongSession:
         ``delete=True`` deletes the store session instead (its nodes, events and files); the
         next use of this SDK id creates a new one.
         """
-        sid = await self._session()
         if delete:
-            await self._store.delete_session(sid)
+            await self._in_session(self._store.delete_session)
             self._sid = None
             return
-        await self._store.switch_node(sid, None)
+        await self._in_session(partial(self._store.switch_node, node_id=None))
+
+    async def _in_session(self, action: Callable[[str], Awaitable[T]]) -> T:
+        """``action`` on the store session; once more on a new one if it was deleted meanwhile.
+
+        The id this object remembers may name a session deleted since (``soong-store``, another
+        process's ``clear_session(delete=True)``): the key went with it, so the SDK id now names
+        a new, empty session.
+        """
+        sid = await self._session()
+        try:
+            return await action(sid)
+        except NotFound as exc:
+            if exc.context.get("session_id") != sid or "node_id" in exc.context:
+                raise
+            self._sid = None
+        return await action(await self._session())
 
     async def _items(self, nodes: Sequence[NodeRecord]) -> list[TResponseInputItem]:
         loaded: dict[str, Any] = {}

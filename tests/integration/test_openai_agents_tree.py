@@ -146,3 +146,18 @@ async def test_a_node_another_writer_appended_reads_as_a_message(store: SessionS
     sid = await session.store_session_id()
     await store.append_node(sid, "assistant", "message", [{"type": "text", "text": "from soong"}])
     assert (await session.get_items())[-1] == {"role": "assistant", "content": "from soong"}
+
+
+async def test_a_store_session_deleted_behind_its_back_gives_way_to_a_new_one(
+    store: SessionStore,
+) -> None:
+    session = SoongSession("gone", store=store)
+    await session.add_items([{"role": "user", "content": "old"}])
+    first = await session.store_session_id()
+    await store.delete_session(first)
+    assert await session.get_items() == []
+    await session.add_items([{"role": "user", "content": "new"}])
+    assert await SoongSession("gone", store=store).get_items() == [
+        {"role": "user", "content": "new"}
+    ]
+    assert await session.store_session_id() != first
