@@ -7,8 +7,9 @@ writes it all or nothing. :func:`import_report` does the same and also says what
 sessions written, their counts, the lines skipped or recovered, the conversations already in
 the store). A malformed line is skipped and counted, never fatal to the rest of the file.
 
-A conversation whose source session id (with its format) is already recorded in a session's
-metadata is not imported again; the report names the session that holds it.
+A conversation whose source session id (with its format) names a session already (a session key,
+:mod:`soong_store.sql.session_keys`, claimed in the transaction that writes the session) is not
+imported again; the report names the session that holds it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,8 @@ from soong_store.importers._detect import detect
 from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._rows import build
 from soong_store.model.records import SessionRecord
-from soong_store.store import SessionStore
+from soong_store.sql import session_keys
+from soong_store.store import SessionStore, run_read
 from soong_store.transfer import import_session
 
 __all__ = [
@@ -187,12 +190,12 @@ async def import_report(
     except (OSError, ValueError) as exc:
         raise InvalidArgument(f"cannot import {str(source)!r} as {fmt}: {exc}") from None
     report.issues = parsed.issues
-    known = await _imported(store)
     folder = str(Path(cwd if cwd is not None else os.getcwd()).absolute())
     digest = hashlib.sha256(data).hexdigest()
     for index, session in enumerate(parsed.sessions):
         session.source_id = session.source_id or f"sha256:{digest}#{index}"
-        existing = known.get((fmt, session.source_id))
+        key = (f"import:{fmt}", session.source_id)
+        existing = await run_read(store, partial(session_keys.lookup, namespace=key[0], key=key[1]))
         if existing is not None:
             report.summaries.append(SessionSummary(session.source_id, existing, {}, True))
             continue
@@ -203,22 +206,13 @@ async def import_report(
         meta = {"file": source.name, "sha256": digest, "index": index}
         try:
             built = await asyncio.to_thread(build, session, where, mtime, meta)
-            imported = await import_session(store, built.lines)
+            imported = await import_session(store, built.lines, key=key)
+        except session_keys.KeyTaken as exc:  # another import wrote it meanwhile
+            report.summaries.append(SessionSummary(session.source_id, exc.session_id, {}, True))
+            continue
         except InvalidArgument as exc:  # one conversation refused; the others still go in
             report.summaries.append(SessionSummary(session.source_id, "", {}, error=str(exc)))
             continue
         report.sessions.append(await store.get_session(imported.session_id))
         report.summaries.append(SessionSummary(session.source_id, built.session_id, built.counts))
-        known[(fmt, session.source_id)] = built.session_id
     return report
-
-
-async def _imported(store: SessionStore) -> dict[tuple[str, str], str]:
-    """(format, source session id) -> session id, of every session an import wrote."""
-    out: dict[tuple[str, str], str] = {}
-    for record in await store.list_sessions():
-        meta = record.metadata if isinstance(record.metadata, dict) else {}
-        origin = meta.get("imported_from")
-        if isinstance(origin, dict) and isinstance(origin.get("source_session_id"), str):
-            out[(str(origin.get("format")), origin["source_session_id"])] = record.session_id
-    return out

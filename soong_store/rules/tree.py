@@ -86,6 +86,19 @@ def default_parent(
     return None
 
 
+RECORDED_KEY = "imported_from"
+"""The node metadata key of history recorded elsewhere (an import, an SDK's own items)."""
+
+
+def recorded_elsewhere(metadata: object) -> bool:
+    """Whether a node's metadata marks it as history recorded elsewhere.
+
+    The branch rule binds the runtime's own appends, not such history: an SDK that
+    pops its last item and adds another records a branch wherever its history has one.
+    """
+    return isinstance(metadata, dict) and RECORDED_KEY in metadata
+
+
 def may_open_branch(role: str, node_type: str) -> bool:
     """Whether a node of this role and type may open a branch: only a user message may."""
     return role == Role.USER and node_type == NodeType.MESSAGE
@@ -117,13 +130,17 @@ def check_branch(
     root_agent: bool,
     parent_has_child: Callable[[str], bool],
     root_agent_has_root: Callable[[], bool],
+    recorded: bool = False,
 ) -> None:
     """The branch rule of a live append (see :func:`opens_branch`, :func:`may_open_branch`).
+
+    ``recorded``: the node is history recorded elsewhere (:func:`recorded_elsewhere`), which
+    keeps its shape.
 
     Raises:
         BranchError: a node other than a user message would open a branch.
     """
-    if may_open_branch(role, node_type):
+    if recorded or may_open_branch(role, node_type):
         return
     if not opens_branch(
         parent_id,

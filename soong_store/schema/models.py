@@ -182,6 +182,24 @@ class ShardFile(Base):
     rev: Mapped[int] = mapped_column(Integer)
 
 
+class SessionKey(Base):
+    """An outside name of a session (an SDK's session id, an imported file's conversation).
+
+    Written in the transaction that creates the session it names, so two processes asking for
+    the same name find one session; it goes with its session.
+    """
+
+    __tablename__ = "session_keys"
+    __table_args__ = (Index("ix_session_keys_session_id", "session_id"),)
+
+    namespace: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.session_id", ondelete="CASCADE")
+    )
+    created_at: Mapped[str] = mapped_column(Text)
+
+
 sessions_table = cast(Table, Session.__table__)
 agents_table = cast(Table, Agent.__table__)
 runs_table = cast(Table, Run.__table__)
@@ -189,3 +207,6 @@ artifacts_table = cast(Table, Artifact.__table__)
 session_files_table = cast(Table, SessionFile.__table__)
 session_moves_table = cast(Table, SessionMove.__table__)
 shard_files_table = cast(Table, ShardFile.__table__)
+
+
+session_keys_table = cast(Table, SessionKey.__table__)

@@ -225,6 +225,7 @@ class SessionWriter:
             root_agent=root_agent,
             parent_has_child=self.has_child,
             root_agent_has_root=self._root_agent_has_root,
+            recorded=tree.recorded_elsewhere(op.metadata),
         )
         row = {
             "node_id": op.node_id,

@@ -42,7 +42,7 @@ from soong_store.model.ids import check_session_id, new_id, new_session_id, utc_
 from soong_store.rules.row import KINDS
 from soong_store.schema.catalog import create_pair, session_tables, tables_of
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.sql import reads
+from soong_store.sql import reads, session_keys
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.session_writer import SessionWriter
@@ -238,9 +238,17 @@ class _Staged:
 
 
 def _insert_bundle(
-    connection: Connection, bundle: Bundle, files: ArtifactFiles, staged: _Staged
+    connection: Connection,
+    bundle: Bundle,
+    files: ArtifactFiles,
+    staged: _Staged,
+    name: tuple[str, str] | None = None,
 ) -> None:
-    """The writer job of an import: refuse a taken id, put the files in place, insert the rows."""
+    """The writer job of an import: refuse a taken id, put the files in place, insert the rows.
+
+    ``name`` (a session key) names the session in the same transaction (``KeyTaken`` if
+    another holds it).
+    """
     sid = bundle.session_id
     lock_session(connection, sid)
     taken = connection.execute(
@@ -265,6 +273,8 @@ def _insert_bundle(
             )
     _publish(connection, files, staged)
     connection.execute(sessions_table.insert(), bundle.rows["session"])
+    if name is not None:
+        session_keys.claim(connection, *name, sid)
     for agent in _parents_first(bundle.rows["agent"]):
         connection.execute(agents_table.insert(), agent)
     if bundle.rows["run"]:
@@ -313,8 +323,11 @@ async def import_session(
     *,
     new_id: bool = False,
     progress: Progress | None = None,
+    key: tuple[str, str] | None = None,
 ) -> Imported:
     """Recreate an exported session (same ids, or fresh ones with ``new_id``).
+
+    ``key`` (namespace, key) names the new session in the transaction that writes it.
 
     Raises:
         InvalidArgument: the file is refused (malformed, unknown version, anything the store
@@ -342,7 +355,7 @@ async def import_session(
         files.discard([f"{rel.partition('/')[0]}/{name}" for rel, name in staged.names.items()])
 
     await asyncio.to_thread(stage)
-    job = partial(_insert_bundle, bundle=bundle, files=files, staged=staged)
+    job = partial(_insert_bundle, bundle=bundle, files=files, staged=staged, name=key)
     try:
         await run_write(store, job, on_abort=drop)
     except BaseException:

@@ -86,7 +86,7 @@ async def test_upgrade_records_every_stored_pair_in_the_main_database(home: Path
 
 def test_downgrade_removes_the_catalog_and_the_indexes(tmp_path: Path) -> None:
     path = tmp_path / "fresh.sqlite"
-    soong_store.upgrade(f"sqlite:///{path}")
+    alembic(path, "upgrade", "0002")
     before = {n for (n,) in query(path, "SELECT name FROM sqlite_master")}
     alembic(path, "downgrade", "0001")
     after = {n for (n,) in query(path, "SELECT name FROM sqlite_master")}

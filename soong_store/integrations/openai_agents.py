@@ -1,0 +1,237 @@
+"""The store as a session backend of the OpenAI Agents SDK (the ``openai-agents`` extra).
+
+:class:`SoongSession` implements the SDK's ``agents.memory.Session`` protocol. One SDK session id
+names one store session (a session key, namespace ``openai-agents``, claimed in the transaction
+that creates the session, so processes opening the same id at once share one session). The
+history is the session's active path: each item is a node (:mod:`._agents_items` maps it, and
+round-trips it exactly); ``pop_item`` moves the active node back to its parent, only if it is
+still the node that was read (so concurrent pops each pop a different item); ``clear_session``
+clears the active node, so the next item starts a new root and the old history stays in the
+tree for ``soong-store tree`` to show.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from types import TracebackType
+from typing import Any, Self, TypeVar, cast
+
+from agents.items import TResponseInputItem
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+from sqlalchemy import Connection
+from sqlalchemy.engine import URL
+
+from soong_store.backends.base import lock_session
+from soong_store.errors import InvalidArgument, NotFound
+from soong_store.integrations._agents_items import spilled_refs, to_item, to_node
+from soong_store.model import codec
+from soong_store.model.enums import AgentType
+from soong_store.model.records import NodeRecord
+from soong_store.sql import reads, session_keys, writes
+from soong_store.store import SessionStore, run_read, run_write
+
+__all__ = ["NAMESPACE", "SoongSession"]
+
+T = TypeVar("T")
+NAMESPACE = "openai-agents"
+"""The session-key namespace of SDK session ids."""
+
+
+class SoongSession:
+    """An OpenAI Agents SDK session kept in a soong store.
+
+    Give ``store`` (an open :class:`~soong_store.SessionStore`, which the caller closes) or
+    ``home``/``url`` (then the session opens a store of its own on first use and closes it in
+    :meth:`close`). The store session is found, or created, on first use. Like the store, a
+    session may be used from any event loop and thread (``Runner.run_sync`` too).
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        home: str | os.PathLike[str] | None = None,
+        url: str | URL | None = None,
+        store: SessionStore | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> None:
+        session_keys.check_key(NAMESPACE, session_id)
+        if store is not None and (home is not None or url is not None):
+            raise InvalidArgument("give either store= or home=/url=, not both")
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self._own = store is None
+        self._store = store if store is not None else SessionStore(home=home, url=url)
+        self._opened = False
+        self._sid: str | None = None
+
+    async def __aenter__(self) -> Self:
+        await self._session()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the store this session opened (a store given to it stays open)."""
+        if self._own and self._opened:
+            self._opened = False
+            await self._store.close()
+
+    @property
+    def store(self) -> SessionStore:
+        """The store the items live in."""
+        return self._store
+
+    async def store_session_id(self) -> str:
+        """The id of the store session this SDK session id names (created on first use)."""
+        return await self._session()
+
+    async def _session(self) -> str:
+        if self._own and not self._opened:
+            await self._store.open()
+            self._opened = True
+        if self._sid is None:
+            found = await run_read(
+                self._store, partial(session_keys.lookup, namespace=NAMESPACE, key=self.session_id)
+            )
+            if found is None:
+                metadata_json = codec.dumps_text({NAMESPACE: {"session_id": self.session_id}})
+                job = partial(
+                    _open_session, key=self.session_id, cwd=os.getcwd(), metadata=metadata_json
+                )
+                found = await run_write(self._store, job)
+            self._sid = found
+        return self._sid
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The history, oldest first: the last ``limit`` items (``session_settings.limit``).
+
+        A limit of 0 reads nothing; a negative one reads everything (as ``SQLiteSession``).
+        """
+        wanted = resolve_session_limit(limit, self.session_settings)
+        if wanted == 0:
+            return []
+        count = None if wanted is None or wanted < 0 else wanted
+
+        async def read(sid: str) -> list[TResponseInputItem]:
+            return await self._items(await _tail(self._store, sid, count))
+
+        return await self._in_session(read)
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append the items after the last one, in one transaction (all or none)."""
+        parts = [to_node(item) for item in items]
+        if not parts:
+            return
+
+        async def add(sid: str) -> None:
+            async with self._store.transaction(sid) as tx:
+                for p in parts:
+                    tx.add_node(p.role, "message", p.content, metadata=p.metadata)
+
+        await self._in_session(add)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Take the last item off the history (it stays in the tree); ``None`` when empty.
+
+        The active node moves to the popped node's parent only if it is still the node read;
+        otherwise another caller popped or added meanwhile, and the new last item is read.
+        """
+
+        async def pop(sid: str) -> TResponseInputItem | None:
+            while True:
+                tail = await _tail(self._store, sid, 1)
+                if not tail:
+                    return None
+                node = tail[-1]
+                [item] = await self._items(tail)
+                job = partial(_pop, session_id=sid, expected=node.node_id, parent=node.parent_id)
+                if await run_write(self._store, job):
+                    return item
+
+        return await self._in_session(pop)
+
+    async def clear_session(self, *, delete: bool = False) -> None:
+        """Empty the history: the next item starts a new root; the old one stays in the tree.
+
+        ``delete=True`` deletes the store session instead (its nodes, events and files); the
+        next use of this SDK id creates a new one.
+        """
+        if delete:
+            await self._in_session(self._store.delete_session)
+            self._sid = None
+            return
+        await self._in_session(partial(self._store.switch_node, node_id=None))
+
+    async def _in_session(self, action: Callable[[str], Awaitable[T]]) -> T:
+        """``action`` on the store session; once more on a new one if it was deleted meanwhile.
+
+        The id this object remembers may name a session deleted since (``soong-store``, another
+        process's ``clear_session(delete=True)``): the key went with it, so the SDK id now names
+        a new, empty session.
+        """
+        sid = await self._session()
+        try:
+            return await action(sid)
+        except NotFound as exc:
+            if exc.context.get("session_id") != sid or "node_id" in exc.context:
+                raise
+            self._sid = None
+        return await action(await self._session())
+
+    async def _items(self, nodes: Sequence[NodeRecord]) -> list[TResponseInputItem]:
+        loaded: dict[str, Any] = {}
+        for node in nodes:
+            for ref in spilled_refs(node.content):
+                if ref not in loaded:
+                    loaded[ref] = codec.loads(await self._store.read_artifact(ref))
+        items = [to_item(n.role, n.content, n.metadata, loaded) for n in nodes]
+        return cast(list[TResponseInputItem], items)
+
+
+async def _tail(store: SessionStore, session_id: str, limit: int | None) -> list[NodeRecord]:
+    """The last ``limit`` nodes of the active path (all when ``None``), root-most first.
+
+    Only that tail is read: the store climbs from the active node up ``limit`` nodes.
+    """
+    return await store.active_path(session_id, limit=limit)
+
+
+def _open_session(connection: Connection, key: str, cwd: str, metadata: str) -> str:
+    """Writer job: the session the key names, created with the key if there is none."""
+    lock_session(connection, f"key:{NAMESPACE}:{key}")
+    found = session_keys.lookup(connection, NAMESPACE, key)
+    if found is not None:
+        return found
+    record = writes.create_session(
+        connection, cwd=cwd, metadata_json=metadata, root_agent_type=AgentType.MAIN
+    )
+    session_keys.claim(connection, NAMESPACE, key, record.session_id)
+    return record.session_id
+
+
+def _pop(connection: Connection, session_id: str, expected: str, parent: str | None) -> bool:
+    """Writer job: move the active node from ``expected`` to ``parent``, if it is still there."""
+    lock_session(connection, session_id)
+    if reads.session_row(connection, session_id)["active_node_id"] != expected:
+        return False
+    writes.switch_node(connection, session_id, parent)
+    return True
