@@ -174,6 +174,10 @@ class SQLiteBackend(Backend):
         """Nothing to take: the writer's ``BEGIN IMMEDIATE`` already holds the database's lock."""
 
     @classmethod
+    def lock_files(cls, connection: Connection) -> None:
+        """Nothing to take: the database's write lock already covers the artifact files."""
+
+    @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:
         """The driver's ``in_transaction`` (SQLite rolls back by itself on a full disk, for one)."""
         raw = connection.connection.dbapi_connection

@@ -28,7 +28,6 @@ from sqlalchemy import (
     Connection,
     ForeignKey,
     Index,
-    Integer,
     MetaData,
     Table,
     Text,
@@ -39,6 +38,7 @@ from sqlalchemy import (
 from soong_store.backends.base import dialect_of
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.ids import check_session_id
+from soong_store.schema.models import INTEGER
 
 NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"
@@ -162,7 +162,7 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         nodes_name,
         metadata,
         Column("node_id", Text, primary_key=True),
-        Column("node_seq", Integer, nullable=False),
+        Column("node_seq", INTEGER, nullable=False),
         Column(
             "parent_id",
             Text,
@@ -174,7 +174,7 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         Column("node_type", Text, nullable=False),
         Column("content_json", Text, nullable=False),
         Column("metadata_json", Text),
-        Column("token_count", Integer),
+        Column("token_count", INTEGER),
         Column("created_at", Text, nullable=False),
         UniqueConstraint("node_seq", name=_name(nodes_name, "node_seq_uq")),
         _one_of("role", Role),
@@ -187,8 +187,8 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         events_name,
         metadata,
         Column("event_id", Text, primary_key=True),
-        Column("seq", Integer, nullable=False),
-        Column("run_seq", Integer),
+        Column("seq", INTEGER, nullable=False),
+        Column("run_seq", INTEGER),
         Column("agent_id", Text),
         Column("run_id", Text),
         Column("level", Text, nullable=False),

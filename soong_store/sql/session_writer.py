@@ -69,7 +69,8 @@ class SessionWriter:
         cls, connection: Connection, session_id: str, *, writable: bool = True
     ) -> SessionWriter:
         """Load the session (``NotFound``) and, when writing, refuse an archived one."""
-        lock_session(connection, session_id)
+        if lock_session(connection, session_id) is False:  # the lock found no row
+            raise NotFound(f"no session {session_id!r}", session_id=session_id)
         sql = _statements(session_id, connection.dialect)
         db = Runner(connection)
         try:
