@@ -90,8 +90,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=30)
     args = parser.parse_args()
-    with postgres_server.provide() as server, postgres_server.fresh_database(server) as url:
-        home = Path(tempfile.mkdtemp(prefix="soong-pg-scale-"))
+    with (
+        postgres_server.provide() as server,
+        postgres_server.fresh_database(server) as url,
+        tempfile.TemporaryDirectory(prefix="soong-pg-scale-") as folder,
+    ):
+        home = Path(folder)
         before = database_size(url)
         built = time.perf_counter()
         creates, full, empty = asyncio.run(build(url, home, args.sessions, args.samples))
