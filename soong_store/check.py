@@ -7,7 +7,8 @@ problem it finds as a :class:`Problem` naming the session and the ids involved, 
 can find each one. It never changes anything.
 
 Kinds of problem: of the database, ``quick_check`` (the database's own check of its storage,
-asked of the backend: SQLite's ``quick_check``),
+asked of the backend: SQLite's ``quick_check``, PostgreSQL's amcheck where the extension is
+installed; what it covered, or could not, goes to the report's notes),
 ``invalid_session_id``, ``missing_table``, ``unreadable_session`` (a damaged page; the other
 sessions are still checked), ``orphan_table``; of a row on its own, ``invalid_row`` (a type,
 range, enum, id, timestamp or JSON text the store would not write), ``invalid_content``; of a
@@ -31,6 +32,7 @@ from functools import partial
 
 from sqlalchemy import Connection, func, select
 
+from soong_store.backends.base import Integrity
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.files.store import ArtifactFiles
 from soong_store.model.ids import SESSION_ID_RE
@@ -61,6 +63,8 @@ class Report:
 
     sessions: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the database's own check covered, or why part of it could not run."""
 
     @property
     def ok(self) -> bool:
@@ -193,15 +197,15 @@ async def check_store(
         NotFound: ``session_id`` names no session.
     """
     try:
-        lines = await run_read(store, backend_of(store).integrity_problems)
+        integrity = await run_read(store, backend_of(store).integrity)
     except StorageError as exc:  # damage that stops the database's own check: say so, go on
-        lines = [str(exc)]
+        integrity = Integrity([str(exc)])
     facts = await run_read(store, partial(_database_facts, session_id=session_id))
     if session_id is not None and not facts.sessions:
         # Its row is looked up raw: a session whose row is damaged is checked, not refused.
         await store.get_session(session_id)
-    report = Report(sessions=list(facts.sessions))
-    for line in lines:
+    report = Report(sessions=list(facts.sessions), notes=list(integrity.notes))
+    for line in integrity.problems:
         report.problems.append(Problem("quick_check", None, (), " ".join(line.split())))
     files = artifact_files(store)
     total = len(report.sessions)

@@ -195,7 +195,7 @@ def _upgrade_locked(engine: Engine, revision: str, retry: RetryPolicy) -> None:
             _upgrade_in_transaction(connection, revision, dialect)
 
     with dialect.translated():  # a damaged file, or not a database at all
-        retry.run(attempt, dialect.is_busy)
+        retry.run(attempt, dialect.is_transient)
 
 
 def _upgrade_in_transaction(connection: Connection, revision: str, dialect: type[Backend]) -> None:

@@ -179,7 +179,7 @@ class StoreRuntime:
 
         backend = self.backend
         with backend.translated():
-            return backend.retry.run(attempt, backend.is_busy)
+            return backend.retry.run(attempt, backend.is_transient)
 
     def start_file(self, path: str, data: bytes) -> FileWrite:
         """Begin writing an artifact file in the file pool (a unit of work adds it)."""

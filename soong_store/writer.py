@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
 from soong_store.backends.base import dialect_of
-from soong_store.backends.retry import RetryPolicy
+from soong_store.backends.retry import Attempts, RetryPolicy
 from soong_store.errors import StorageError, StoreClosed
 
 T = TypeVar("T")
@@ -55,6 +55,15 @@ class _BatchBusy(Exception):
     """The write lock could not be had; the whole batch is tried again."""
 
 
+class _CommitUnknown(Exception):
+    """The connection was lost at COMMIT: whether it took effect is asked by the token."""
+
+    def __init__(self, token: str | None, done: int) -> None:
+        super().__init__(token, done)
+        self.token = token
+        self.done = done
+
+
 class _JobAborted(Exception):
     """A job's failure ended the whole transaction (SQLite rolls back on a full disk)."""
 
@@ -85,7 +94,14 @@ class Writer:
     - **Contention.** Another process holding the lock makes the writer wait (the database's
       busy timeout) and then retry the whole batch with the backoff of its
       :class:`~soong_store.backends.retry.RetryPolicy`, up to the policy's deadline; only then
-      does the caller get a :class:`~soong_store.errors.StorageError`.
+      does the caller get a :class:`~soong_store.errors.StorageError`. Where locks are per
+      session, a job after the first that finds its session's lock held elsewhere is not
+      waited for inside the batch: the jobs before it commit, and it starts the next one.
+    - **Lost connection.** A connection that fails before ``COMMIT`` is opened again and the
+      batch retried, as for a busy error. One lost at ``COMMIT`` is resolved, not retried
+      blindly: the backend tells on a new connection whether that transaction committed (then
+      its results stand) or not (then it runs again); a caller never sees half a unit, nor one
+      applied twice.
     - **Closing.** :meth:`close` lets every job already submitted (waiting or queued) finish,
       then stops the thread and closes the connection. Submitting after that raises
       :class:`~soong_store.errors.StoreClosed`.
@@ -209,7 +225,14 @@ class Writer:
                         stop = True
                         break
                     batch.append(item)
-                self._run_batch(batch)
+                try:
+                    self._run_batch(batch)
+                except Exception as exc:  # a bug: its callers hear of it, the writer goes on
+                    log.exception("write batch failed unexpectedly")
+                    self._recover()
+                    self._fail_all(batch, StorageError(f"unexpected {type(exc).__name__}: {exc}"))
+                    for item in batch:
+                        self._deliver(item)
                 if stop:
                     return
         finally:
@@ -230,8 +253,9 @@ class Writer:
     def _conn(self) -> Connection:
         if self._connection is None or self._connection.invalidated or self._connection.closed:
             if self._connection is not None:
-                self._connection.close()
-            self._connection = self._engine.connect()
+                old, self._connection = self._connection, None
+                old.close()
+            self._connection = self._engine.connect()  # may fail: the server is not back yet
         return self._connection
 
     def _recover(self) -> None:
@@ -241,7 +265,12 @@ class Writer:
         SQLAlchemy believes it ended; the next begin-write would then fail forever.
         """
         connection = self._connection
-        if connection is None:
+        if connection is None or connection.closed:
+            return
+        if connection.invalidated:  # lost: the next attempt connects anew (not this thread now)
+            self._connection = None
+            with contextlib.suppress(Exception):
+                connection.close()
             return
         try:
             if connection.in_transaction():
@@ -251,31 +280,49 @@ class Writer:
                 raw.rollback()
         except Exception:
             log.warning("write connection could not be reset; reconnecting", exc_info=True)
-            connection.invalidate()
+            self._connection = None
+            with contextlib.suppress(Exception):
+                connection.invalidate()
+                connection.close()
 
     def _run_batch(self, batch: list[_Pending]) -> None:
         retry = self._retry.start()
         pending = list(batch)
         while pending:
             try:
-                self._attempt(pending)
-                break
+                done = self._attempt(pending)
+                # A later job met a lock another transaction holds: the jobs before it have
+                # committed, the rest run in a new transaction whose first lock waits for it.
+                pending = pending[done:]
             except _JobAborted as aborted:
                 # The failing job took the others' work down with it: fail it alone and run
                 # the rest again in a fresh transaction.
                 self._recover()
                 pending[aborted.index].outcome = (False, aborted.cause)
                 del pending[aborted.index]
+            except _CommitUnknown as unknown:
+                self._recover()
+                committed = self._commit_outcome(unknown.token, retry)
+                if committed:
+                    pending = pending[unknown.done :]
+                    continue
+                if committed is None:
+                    self._fail_all(
+                        pending,
+                        StorageError(
+                            "the connection was lost at COMMIT and the database could not say "
+                            f"within {self._retry.deadline:g} s whether the write took effect"
+                        ),
+                    )
+                    break
+                retry.wait()  # nothing of it committed: the same jobs run again
             except (_BatchBusy, OperationalError) as exc:
-                if isinstance(exc, OperationalError) and not self._dialect.is_busy(exc):
+                if isinstance(exc, OperationalError) and not self._dialect.is_transient(exc):
                     self._recover()
                     self._fail_all(pending, exc)
                     break
                 if retry.expired:
-                    waited = self._retry.deadline
-                    self._fail_all(
-                        pending, StorageError(f"the database stayed locked for {waited:g} s")
-                    )
+                    self._fail_all(pending, self._gave_up(exc))
                     break
                 self._recover()
                 retry.wait()
@@ -288,6 +335,37 @@ class Writer:
                 self._abort(item)
             self._deliver(item)
 
+    def _gave_up(self, exc: BaseException) -> StorageError:
+        waited = self._retry.deadline
+        cause = exc.__cause__ if isinstance(exc, _BatchBusy) else exc
+        if cause is not None and self._dialect.is_lost(cause):
+            return StorageError(f"the database could not be reached for {waited:g} s")
+        return StorageError(f"the database stayed locked for {waited:g} s")
+
+    def _commit_outcome(self, token: str | None, retry: Attempts) -> bool | None:
+        """Whether the transaction whose COMMIT lost its answer took effect (``None``: unknown).
+
+        Asked on a new connection, waiting (under the batch's retry deadline) while the
+        database cannot be reached or the transaction is still finishing.
+        """
+        if token is None:  # it wrote nothing: its jobs' results stand either way
+            return True
+        while True:
+            try:
+                connection = self._conn()
+                with connection.begin():
+                    outcome = self._dialect.commit_outcome(connection, token)
+                if outcome is not None:
+                    return outcome
+            except Exception as exc:
+                if not self._dialect.is_transient(exc):
+                    log.warning("could not ask whether a commit took effect", exc_info=True)
+                    return None
+                self._recover()
+            if retry.expired:
+                return None
+            retry.wait()
+
     @staticmethod
     def _abort(item: _Pending) -> None:
         if item.on_abort is not None:
@@ -296,32 +374,52 @@ class Writer:
             except Exception:
                 log.exception("on_abort hook of a failed write raised")
 
-    def _attempt(self, batch: list[_Pending]) -> None:
+    def _attempt(self, batch: list[_Pending]) -> int:
+        """Run the jobs in one transaction and commit; return how many of them it covered.
+
+        Fewer than all when a later job found its lock held elsewhere: that job and the ones
+        after it are left for a new transaction.
+        """
         connection = self._conn()
         single = len(batch) == 1
-        with connection.begin() as transaction:
-            for index, item in enumerate(batch):
-                savepoint = None if single else connection.begin_nested()
-                try:
-                    result = item.job(connection)
-                except Exception as exc:
-                    if isinstance(exc, OperationalError) and self._dialect.is_busy(exc):
-                        raise _BatchBusy from exc
-                    if savepoint is None:
-                        transaction.rollback()
-                        item.outcome = (False, exc)
-                        return
-                    if not self._dialect.driver_in_transaction(connection):
-                        raise _JobAborted(index, exc) from exc
+        done = len(batch)
+        token: str | None = None
+        committing = False
+        try:
+            with connection.begin() as transaction:
+                for index, item in enumerate(batch):
+                    savepoint = None if single else connection.begin_nested()
                     try:
-                        savepoint.rollback()
-                    except Exception:
-                        raise _JobAborted(index, exc) from exc
-                    item.outcome = (False, exc)
-                else:
-                    if savepoint is not None:
-                        savepoint.commit()
-                    item.outcome = (True, result)
+                        result = item.job(connection)
+                    except Exception as exc:
+                        if isinstance(exc, OperationalError) and self._dialect.is_transient(exc):
+                            if savepoint is None or index == 0 or self._dialect.is_lost(exc):
+                                raise _BatchBusy from exc
+                            savepoint.rollback()
+                            done = index
+                            break
+                        if savepoint is None:
+                            transaction.rollback()
+                            item.outcome = (False, exc)
+                            return done
+                        if not self._dialect.driver_in_transaction(connection):
+                            raise _JobAborted(index, exc) from exc
+                        try:
+                            savepoint.rollback()
+                        except Exception:
+                            raise _JobAborted(index, exc) from exc
+                        item.outcome = (False, exc)
+                    else:
+                        if savepoint is not None:
+                            savepoint.commit()
+                        item.outcome = (True, result)
+                token = self._dialect.commit_token(connection)
+                committing = True  # leaving the block commits
+        except OperationalError as exc:
+            if committing and self._dialect.is_lost(exc):
+                raise _CommitUnknown(token, done) from exc
+            raise
+        return done
 
     @staticmethod
     def _fail_all(batch: list[_Pending], error: BaseException) -> None:

@@ -6,15 +6,19 @@ and changes the database behind the store's back (``side_engine``). Damage made 
 engine must reach the tables as written, so it enforces no foreign keys. Everything that differs
 between backends in the tests is here, so the tests themselves never name a dialect.
 
-PostgreSQL plugs in as a second kind: ``fresh`` creates a database on the test server and drops it
-after the test, ``clone`` makes one with ``CREATE DATABASE ... TEMPLATE``, ``side_engine`` sets
-``session_replication_role = replica`` on its connections (no foreign-key triggers), and
-``foreign_key_violations`` is empty (the server never lets one in). Then it joins ``KINDS`` and
-``BACKENDS`` as ``pytest.param("postgresql", marks=pytest.mark.postgresql)``.
+PostgreSQL is the second kind: ``fresh`` creates a database on the test server (with the
+``amcheck`` extension, so that ``check`` runs the server's own verification) and drops it after
+the test, ``clone`` makes one with ``CREATE DATABASE ... TEMPLATE``, ``side_engine`` sets
+``session_replication_role = replica`` on its connections (no foreign-key triggers, so damage
+lands as written), and ``foreign_key_violations`` looks for rows whose references point nowhere
+(only such damage can make one). Its server is the run's ``pg_url``, handed over by the suite's
+``backend_kind`` fixture (:meth:`PostgreSQLKind.use`), so the kind is skipped with one reason
+where no server can be had.
 """
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -23,11 +27,23 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-from sqlalchemy import Connection, Engine, create_engine, make_url
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    column,
+    create_engine,
+    event,
+    inspect,
+    make_url,
+    select,
+    table,
+)
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from soong_store import SessionStore
+from tests import postgres_server
 from tests.conftest import RAW_SQLITE
 
 
@@ -100,10 +116,101 @@ class SQLiteKind:
         return [tuple(row) for row in connection.exec_driver_sql("PRAGMA foreign_key_check")]
 
 
-KINDS: dict[str, Kind] = {"sqlite": SQLiteKind()}
+class PostgreSQLKind:
+    """PostgreSQL: a database of its own per test on the run's server; files in the home."""
+
+    name = "postgresql"
+
+    def __init__(self) -> None:
+        self.server: str | None = None
+
+    def use(self, server_url: str) -> PostgreSQLKind:
+        """Make databases on the server of ``server_url`` (the run's ``pg_url``)."""
+        self.server = server_url
+        return self
+
+    def _server(self) -> str:
+        assert self.server is not None, "the postgresql kind is handed its server by a fixture"
+        return self.server
+
+    @contextmanager
+    def fresh(self, home: Path) -> Iterator[Backend]:
+        with postgres_server.fresh_database(self._server()) as url:
+            engine = create_engine(url, poolclass=NullPool)
+            try:
+                with engine.begin() as connection:
+                    connection.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS amcheck")
+            finally:
+                engine.dispose()
+            yield Backend(self.name, home, url)
+
+    @contextmanager
+    def clone(self, source: Backend, home: Path) -> Iterator[Backend]:
+        name = f"soong_clone_{secrets.token_hex(6)}"
+        template = make_url(source.url).database
+        admin = create_engine(
+            postgres_server.database_url(self._server()),
+            isolation_level="AUTOCOMMIT",
+            poolclass=NullPool,
+        )
+        try:
+            with admin.connect() as connection:
+                connection.exec_driver_sql(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            shutil.copytree(source.home, home)
+            try:
+                yield Backend(self.name, home, postgres_server.database_url(source.url, name))
+            finally:
+                with admin.connect() as connection:
+                    connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            admin.dispose()
+
+    def side_engine(self, url: str | URL) -> Engine:
+        engine = create_engine(url, poolclass=NullPool)
+
+        @event.listens_for(engine, "connect")
+        def _no_triggers(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.autocommit = True
+            dbapi_connection.execute("SET session_replication_role = replica")
+            dbapi_connection.autocommit = False
+
+        return engine
+
+    def foreign_key_violations(self, connection: Connection) -> list[tuple[Any, ...]]:
+        found = inspect(connection)
+        violations: list[tuple[Any, ...]] = []
+        for name in sorted(found.get_table_names()):
+            for fk in found.get_foreign_keys(name):
+                pairs = list(zip(fk["constrained_columns"], fk["referred_columns"], strict=True))
+                child = table(name, *(column(local) for local, _ in pairs))
+                parent = table(
+                    fk["referred_table"], *(column(remote) for _, remote in pairs)
+                ).alias("referred")
+                query = (
+                    select(*(child.c[local] for local, _ in pairs))
+                    .select_from(
+                        child.outerjoin(
+                            parent, and_(*(child.c[a] == parent.c[b] for a, b in pairs))
+                        )
+                    )
+                    .where(
+                        and_(*(child.c[a].is_not(None) for a, _ in pairs)),
+                        parent.c[pairs[0][1]].is_(None),
+                    )
+                )
+                violations += [
+                    (name, fk["referred_table"], *row) for row in connection.execute(query)
+                ]
+        return violations
+
+
+KINDS: dict[str, Kind] = {"sqlite": SQLiteKind(), "postgresql": PostgreSQLKind()}
 """Every kind by its name, which is also the SQLAlchemy backend name of its URLs."""
 
-BACKENDS = [pytest.param("sqlite", marks=pytest.mark.sqlite, id="sqlite")]
+BACKENDS = [
+    pytest.param("sqlite", marks=pytest.mark.sqlite, id="sqlite"),
+    pytest.param("postgresql", marks=pytest.mark.postgresql, id="postgresql"),
+]
 """The parameters of the suite's ``backend_kind`` fixture, each with the marker CI selects by."""
 
 

@@ -8,12 +8,17 @@ Two foreign keys form cycles (a session names its root agent, which names its se
 names the run that created it, which names an agent). They are DEFERRABLE INITIALLY DEFERRED.
 SQLite accepts them inline before the referred table exists; other databases get them added
 once every table is there.
+
+Integer columns are 64-bit everywhere: ``INTEGER`` on SQLite, ``BIGINT`` on PostgreSQL (whose
+``INTEGER`` is 32-bit); what SQLite is given is unchanged.
 """
 
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+
+INTEGER = sa.Integer().with_variant(sa.BigInteger(), "postgresql")
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
@@ -96,7 +101,7 @@ def upgrade() -> None:
         sa.Column("start_node_id", sa.Text(), nullable=True),
         sa.Column("end_node_id", sa.Text(), nullable=True),
         sa.Column("end_reason", sa.Text(), nullable=True),
-        sa.Column("turn_count", sa.Integer(), nullable=True),
+        sa.Column("turn_count", INTEGER, nullable=True),
         sa.Column("usage_json", sa.Text(), nullable=True),
         sa.Column("error_json", sa.Text(), nullable=True),
         sa.Column("metadata_json", sa.Text(), nullable=True),
@@ -134,7 +139,7 @@ def upgrade() -> None:
         sa.Column("path", sa.Text(), nullable=False),
         sa.Column("filename", sa.Text(), nullable=True),
         sa.Column("mime_type", sa.Text(), nullable=True),
-        sa.Column("size_bytes", sa.Integer(), nullable=True),
+        sa.Column("size_bytes", INTEGER, nullable=True),
         sa.Column("summary", sa.Text(), nullable=True),
         sa.Column("metadata_json", sa.Text(), nullable=True),
         sa.Column("created_at", sa.Text(), nullable=False),

@@ -14,7 +14,8 @@ The contract has two halves:
   exists, and where it is (for messages).
 - **What a dialect does on any connection** (class methods, so that code holding only a
   connection asks :func:`dialect_of`): busy detection and error classification, the per-session
-  write lock, listing tables, integrity checks, foreign-key violations and a snapshot of every
+  write lock (and the one lock of artifact-file removal), how a commit whose answer was lost is
+  resolved, listing tables, integrity checks, foreign-key violations and a snapshot of every
   table's rows for tests.
 
 Error translation is split the same way: a backend classifies a driver error into an
@@ -25,7 +26,7 @@ itself is never here: statements are shared SQLAlchemy Core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import ModuleType, TracebackType
 from typing import Any, ClassVar, Literal
@@ -52,6 +53,18 @@ class ErrorKind(StrEnum):
     """The database itself is damaged."""
     MISSING_TABLE = "missing_table"
     """A statement named a table that is not there."""
+    LOST = "lost"
+    """The connection to the server failed or was cut: work not yet committed may be tried again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Integrity:
+    """What the database's own check of its storage found, and what it could or could not cover."""
+
+    problems: list[str] = field(default_factory=list)
+    """One line per problem; empty when sound."""
+    notes: list[str] = field(default_factory=list)
+    """What the check covered, or why part of it could not run (not problems)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +153,21 @@ class Backend:
         return cls.classify(exc) is ErrorKind.BUSY
 
     @classmethod
+    def is_transient(cls, exc: BaseException) -> bool:
+        """Whether the same work may succeed when tried again: busy, or the connection was lost.
+
+        Every retry loop (the writer's batches, reads, the open-time upgrade) asks this. A lost
+        connection at ``COMMIT`` is the writer's to resolve (:meth:`commit_outcome`), never a
+        blind retry.
+        """
+        return cls.classify(exc) in (ErrorKind.BUSY, ErrorKind.LOST)
+
+    @classmethod
+    def is_lost(cls, exc: BaseException) -> bool:
+        """Whether ``exc`` says the connection to the database failed or was cut."""
+        return cls.classify(exc) is ErrorKind.LOST
+
+    @classmethod
     def is_missing_table(cls, exc: BaseException) -> bool:
         """Whether ``exc`` says a statement named a table that does not exist."""
         return cls.classify(exc) is ErrorKind.MISSING_TABLE
@@ -155,11 +183,13 @@ class Backend:
         return translated(cls)
 
     @classmethod
-    def lock_session(cls, connection: Connection, session_id: str) -> None:
+    def lock_session(cls, connection: Connection, session_id: str) -> bool | None:
         """Take the write lock of one session for the rest of the transaction.
 
         Called by every writer job that writes to a session or creates one, before it reads the
-        session's counters, so that seqs stay dense with writers in other processes and hosts.
+        session's counters or checks a rule, so that seqs stay dense and rules hold with writers
+        in other processes and hosts. Returns whether the session's row exists when taking the
+        lock tells (``None``: not known).
         """
         raise NotImplementedError
 
@@ -170,6 +200,30 @@ class Backend:
         Must be the first statement of a read transaction, so that it names the snapshot the
         rest of the transaction reads. ``None`` (the default) means no cache is kept.
         """
+        return None
+
+    @classmethod
+    def lock_files(cls, connection: Connection) -> None:
+        """Take the lock that removing artifact files and placing an import's files share.
+
+        A file may be unlinked only while no row names it; a job that checks the rows and
+        unlinks, and a job that puts files in place for rows it inserts, take this lock first,
+        so neither runs between the other's check and its commit.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def commit_token(cls, connection: Connection) -> str | None:
+        """What identifies the open transaction after its connection is lost (``None``: nothing).
+
+        The writer asks this right before ``COMMIT``; when the answer to ``COMMIT`` never comes,
+        :meth:`commit_outcome` tells on a new connection whether it took effect.
+        """
+        return None
+
+    @classmethod
+    def commit_outcome(cls, connection: Connection, token: str) -> bool | None:
+        """Whether the transaction ``token`` names committed; ``None`` while that is not known."""
         return None
 
     @classmethod
@@ -186,6 +240,11 @@ class Backend:
     def integrity_problems(cls, connection: Connection) -> list[str]:
         """The database's own check of its storage: one line per problem, none when sound."""
         raise NotImplementedError
+
+    @classmethod
+    def integrity(cls, connection: Connection) -> Integrity:
+        """The database's own check with notes on what it covered (``check`` reports both)."""
+        return Integrity(cls.integrity_problems(connection))
 
     @classmethod
     def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
@@ -239,9 +298,17 @@ def dialect_of(bind: Connection | Engine) -> type[Backend]:
     return backend_class(bind.dialect.name)
 
 
-def lock_session(connection: Connection, session_id: str) -> None:
-    """Take one session's write lock in the connection's transaction (its backend's hook)."""
-    dialect_of(connection).lock_session(connection, session_id)
+def lock_session(connection: Connection, session_id: str) -> bool | None:
+    """Take one session's write lock in the connection's transaction (its backend's hook).
+
+    Returns whether the session's row exists, when the backend's lock tells (``None``: not known).
+    """
+    return dialect_of(connection).lock_session(connection, session_id)
+
+
+def lock_files(connection: Connection) -> None:
+    """Take the artifact-file lock in the connection's transaction (its backend's hook)."""
+    dialect_of(connection).lock_files(connection)
 
 
 def _classify(exc: BaseException, dialect: type[Backend] | None) -> ErrorKind | None:
@@ -270,6 +337,8 @@ def translate(exc: BaseException, dialect: type[Backend] | None = None) -> Soong
             message = f"storage failed: {detail} (nothing of this call was stored)"
         elif kind is ErrorKind.DAMAGED:
             message = f"the database file is damaged: {detail}"
+        elif kind is ErrorKind.LOST:
+            message = f"the database could not be reached: {detail}"
         else:
             message = f"database error: {detail}"
         error = StorageError(message, driver_error=type(exc.orig).__name__)

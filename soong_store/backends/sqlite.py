@@ -210,6 +210,10 @@ class SQLiteBackend(Backend):
         return DataVersion(source=source, data=data, schema=schema)
 
     @classmethod
+    def lock_files(cls, connection: Connection) -> None:
+        """Nothing to take: the database's write lock already covers the artifact files."""
+
+    @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:
         """The driver's ``in_transaction`` (SQLite rolls back by itself on a full disk, for one)."""
         raw = connection.connection.dbapi_connection

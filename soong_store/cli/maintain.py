@@ -61,9 +61,12 @@ async def cmd_check(args: argparse.Namespace) -> int:
                 "ok": report.ok,
                 "sessions_checked": len(report.sessions),
                 "problems": [p.as_dict() for p in report.problems],
+                "notes": report.notes,
             }
         )
     else:
+        for note in report.notes:
+            out(f"note: {note}")
         for p in report.problems:
             where = f" [session {p.session_id}]" if p.session_id else ""
             out(f"{p.kind}: {p.message}{where}")

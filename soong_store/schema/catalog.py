@@ -31,7 +31,6 @@ from sqlalchemy import (
     Connection,
     Engine,
     Index,
-    Integer,
     MetaData,
     Table,
     Text,
@@ -44,7 +43,7 @@ from sqlalchemy import (
 
 from soong_store.backends.base import dialect_of
 from soong_store.model.ids import check_session_id
-from soong_store.schema.models import session_files_table, sessions_table
+from soong_store.schema.models import INTEGER, session_files_table, sessions_table
 
 NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"
@@ -264,7 +263,7 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         nodes_name,
         metadata,
         Column("node_id", Text, primary_key=True),
-        Column("node_seq", Integer, nullable=False),
+        Column("node_seq", INTEGER, nullable=False),
         Column("parent_id", Text),
         Column("agent_id", Text, nullable=False),
         Column("run_id", Text),
@@ -272,7 +271,7 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         Column("node_type", Text, nullable=False),
         Column("content_json", Text, nullable=False),
         Column("metadata_json", Text),
-        Column("token_count", Integer),
+        Column("token_count", INTEGER),
         Column("created_at", Text, nullable=False),
         UniqueConstraint("node_seq", name=_name(nodes_name, "node_seq_uq")),
         Index(_name(nodes_name, "parent_id_ix"), "parent_id"),
@@ -282,8 +281,8 @@ def _build(session_id: str, schema: str | None) -> SessionTables:
         events_name,
         metadata,
         Column("event_id", Text, primary_key=True),
-        Column("seq", Integer, nullable=False),
-        Column("run_seq", Integer),
+        Column("seq", INTEGER, nullable=False),
+        Column("run_seq", INTEGER),
         Column("agent_id", Text),
         Column("run_id", Text),
         Column("level", Text, nullable=False),

@@ -9,6 +9,9 @@ insert of a session scans both tables). The catalog's tables (``session_files``,
 :mod:`soong_store.schema.catalog` reads them. Two foreign keys are deferred to
 commit because they form cycles: a session names its root agent, which names its session; an
 agent names the run that created it, which names an agent.
+
+Integer columns are :data:`INTEGER`: SQLite's ``INTEGER`` and PostgreSQL's ``BIGINT``, so that
+both hold the same 64-bit range (PostgreSQL's ``INTEGER`` stops at 2**31 - 1).
 """
 
 from __future__ import annotations
@@ -16,10 +19,22 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import cast
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, MetaData, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from soong_store.model.enums import AgentStatus, AgentType, EndReason, RunStatus, SessionStatus
+
+INTEGER = Integer().with_variant(BigInteger(), "postgresql")
+"""A 64-bit integer column on every backend."""
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -111,7 +126,7 @@ class Run(Base):
     start_node_id: Mapped[str | None] = mapped_column(Text)
     end_node_id: Mapped[str | None] = mapped_column(Text)
     end_reason: Mapped[str | None] = mapped_column(Text)
-    turn_count: Mapped[int | None] = mapped_column(Integer)
+    turn_count: Mapped[int | None] = mapped_column(INTEGER)
     usage_json: Mapped[str | None] = mapped_column(Text)
     error_json: Mapped[str | None] = mapped_column(Text)
     metadata_json: Mapped[str | None] = mapped_column(Text)
@@ -138,7 +153,7 @@ class Artifact(Base):
     path: Mapped[str] = mapped_column(Text)
     filename: Mapped[str | None] = mapped_column(Text)
     mime_type: Mapped[str | None] = mapped_column(Text)
-    size_bytes: Mapped[int | None] = mapped_column(Integer)
+    size_bytes: Mapped[int | None] = mapped_column(INTEGER)
     summary: Mapped[str | None] = mapped_column(Text)
     metadata_json: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[str] = mapped_column(Text)

@@ -1,10 +1,12 @@
 """Writer jobs that remove artifact files, so that a removal never races a row naming the file.
 
 A file may go only when no artifact row names it. Checking the rows and unlinking the file inside
-one writer job holds the database's write lock across both steps: no other writer, in this
-process or another, can commit a row naming the file in between, because the one writer that
-places files a row will name at once (an import) places them inside its own job. Jobs here only
-read rows; their side effect is the unlinking, which is safe to repeat when a batch runs again.
+one writer job that holds the backend's file lock (:func:`~soong_store.backends.base.lock_files`;
+SQLite's write lock is one already) across both steps means no other writer, in this process or
+another, can commit a row naming the file in between, because the one writer that places files a
+row will name at once (an import) places them inside its own job, under the same lock. Jobs here
+only read rows; their side effect is the unlinking, which is safe to repeat when a batch runs
+again.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Connection, select
 
+from soong_store.backends.base import lock_files
 from soong_store.files.store import ArtifactFiles
 from soong_store.schema.models import artifacts_table
 
@@ -45,6 +48,7 @@ def remove_unreferenced(
     With ``older_than`` (a time), an entry modified since then is kept: it may belong to a
     unit of work whose rows are not committed yet.
     """
+    lock_files(connection)
     named = named_paths(connection, paths)
     removed: list[str] = []
     for rel in paths:

@@ -81,7 +81,8 @@ class SessionWriter:
         A session written for the first time gets its pair here, in this transaction, with its
         ``session_created`` event as ``seq`` 1 (:mod:`soong_store.sql.first_event`).
         """
-        lock_session(connection, session_id)
+        if lock_session(connection, session_id) is False:  # the lock found no row
+            raise NotFound(f"no session {session_id!r}", session_id=session_id)
         sql = _statements(session_id, connection.dialect)
         db = Runner(connection)
         engine = connection.engine

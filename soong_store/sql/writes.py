@@ -148,8 +148,8 @@ def update_agent(
     metadata_json: str | None,
 ) -> AgentRecord:
     """Change an agent's status, result or metadata; terminal statuses are final."""
-    current = reads.get_agent(connection, agent_id)
-    writer = SessionWriter.open(connection, current.session_id)
+    writer = SessionWriter.open(connection, reads.get_agent(connection, agent_id).session_id)
+    current = agent_record(writer.agent(agent_id))  # as it is under the session's lock
     values: dict[str, Any] = {"updated_at": utc_now()}
     if tree.agent_status_changes(agent_id, current.status, status):
         values["status"] = str(status)
@@ -239,8 +239,8 @@ def update_run(
     metadata_json: str | None,
 ) -> RunRecord:
     """Move a run forward (queued → pending → running) or update its counters."""
-    current = reads.get_run(connection, run_id)
-    writer = SessionWriter.open(connection, current.session_id)
+    writer = SessionWriter.open(connection, reads.get_run(connection, run_id).session_id)
+    current = run_record(writer.run(run_id))  # as it is under the session's lock
     values: dict[str, Any] = {}
     if status is not None and tree.run_status_changes(run_id, current.status, status):
         _check_main_run_slot(writer, current.agent_id, status, run_id)
@@ -272,8 +272,8 @@ def finish_run(
 ) -> RunRecord:
     """End a run with a terminal status and an end reason; a finished run stays finished."""
     tree.check_finish_status(status)
-    current = reads.get_run(connection, run_id)
-    writer = SessionWriter.open(connection, current.session_id)
+    writer = SessionWriter.open(connection, reads.get_run(connection, run_id).session_id)
+    current = run_record(writer.run(run_id))  # as it is under the session's lock
     tree.check_not_ended(run_id, current.status)
     values: dict[str, Any] = {"status": str(status), "end_reason": str(end_reason)}
     if usage_json is not None:
@@ -314,6 +314,7 @@ def switch_node(connection: Connection, session_id: str, node_id: str | None) ->
 
 def archive_session(connection: Connection, session_id: str) -> SessionRecord:
     """Mark a session archived: readable, no longer writable (archiving twice is harmless)."""
+    lock_session(connection, session_id)
     row = reads.session_row(connection, session_id)
     if row["status"] == SessionStatus.ARCHIVED:
         return session_record(row)
@@ -333,6 +334,7 @@ def delete_session(connection: Connection, session_id: str) -> list[str]:
     The files go afterwards, in a job of their own (:mod:`soong_store.sql.file_jobs`), and only
     those no row names any more (a fork made by an earlier version names its parent's files).
     """
+    lock_session(connection, session_id)
     reads.session_row(connection, session_id)
     paths = list(
         connection.execute(

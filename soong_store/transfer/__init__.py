@@ -15,7 +15,7 @@ an earlier version names its parent's file. The counts make a truncated file det
 
 An import reads and checks the whole file first (:mod:`soong_store.transfer.format`: the format,
 then the one rule set ``check`` applies), stages the artifact files under names of its own, and
-then writes everything in one writer job: the session's id is checked free under the write lock,
+then writes everything in one writer job: the session's id is checked free under its lock,
 the files are put in place, and the rows go through the session writer's one insert path. So the
 session is there completely or not at all, and two imports of one file never share a file. A
 refused file writes nothing; an import that fails after staging removes what it staged.
@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from sqlalchemy import Connection, func, select
 
-from soong_store.backends.base import lock_session
+from soong_store.backends.base import lock_files, lock_session
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.files.store import ArtifactFiles
 from soong_store.model import codec
@@ -290,7 +290,8 @@ def _insert_bundle(
 
 
 def _publish(connection: Connection, files: ArtifactFiles, staged: _Staged) -> None:
-    """Put the staged files in place, under the write lock, unless a row names the path."""
+    """Put the staged files in place, under the file lock, unless a row names the path."""
+    lock_files(connection)
     named = named_paths(connection, staged.names)
     for rel, name in staged.names.items():
         if rel in named:  # a file of another session (a fork made by an earlier version)

@@ -15,13 +15,19 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
-from tests.backends import BACKENDS, KINDS, Backend, Kind
+from tests.backends import BACKENDS, KINDS, Backend, Kind, PostgreSQLKind
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
 def backend_kind(request: pytest.FixtureRequest) -> Kind:
-    """The backend of this run of a test (session-scoped so module fixtures can use it too)."""
-    return KINDS[request.param]
+    """The backend of this run of a test (session-scoped so module fixtures can use it too).
+
+    PostgreSQL's kind gets the run's server (``pg_url``), which skips it where there is none.
+    """
+    kind = KINDS[request.param]
+    if isinstance(kind, PostgreSQLKind):
+        return kind.use(request.getfixturevalue("pg_url"))
+    return kind
 
 
 @pytest.fixture
