@@ -47,6 +47,7 @@ from soong_store.model.records import (
     RunRecord,
     SessionRecord,
 )
+from soong_store.model.search import SearchHit
 from soong_store.store import SessionStore
 from soong_store.tasks.wal import Task, TaskDag, TaskStatus
 from soong_store.uow import UnitOfWork
@@ -78,6 +79,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "SchemaVersionError",
+    "SearchHit",
     "SessionArchived",
     "SessionRecord",
     "SessionStatus",

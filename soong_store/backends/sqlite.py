@@ -24,7 +24,7 @@ import importlib
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import (
@@ -44,6 +44,9 @@ from sqlalchemy.pool import NullPool
 from soong_store.backends.base import Backend, Durability, ErrorKind, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
+
+if TYPE_CHECKING:
+    from soong_store.search.index import SearchDialect
 
 MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""
@@ -189,6 +192,13 @@ class SQLiteBackend(Backend):
     def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
         """``PRAGMA foreign_key_check``'s rows."""
         return [tuple(row) for row in connection.exec_driver_sql("PRAGMA foreign_key_check")]
+
+    @classmethod
+    def search_dialect(cls) -> SearchDialect:
+        """FTS5 over the global ``search_text`` table (:mod:`soong_store.search.fts5`)."""
+        from soong_store.search.fts5 import FTS5
+
+        return FTS5
 
     @classmethod
     def snapshot(cls, connection: Connection) -> dict[str, Any]:

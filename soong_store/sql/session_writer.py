@@ -28,6 +28,7 @@ from soong_store.model.ids import utc_now
 from soong_store.ops import EventOp, NodeOp
 from soong_store.rules import tree
 from soong_store.schema.catalog import SessionTables, session_tables
+from soong_store.search.index import index_node
 from soong_store.sql.prepared import Runner
 from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
 from soong_store.sql.statements import MAX_NODE_SEQ as _MAX_NODE_SEQ
@@ -363,6 +364,7 @@ class SessionWriter:
 
     def _put_node(self, row: dict[str, Any]) -> None:
         self._db.execute(self._sql.insert_node, row)
+        index_node(self._db, self.connection.dialect, self.session_id, row)
         node_id, parent_id = row["node_id"], row["parent_id"]
         self._written.add(node_id)
         self._has_child[node_id] = False
