@@ -47,7 +47,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("doc_id", name="pk_search_text"),
         sa.UniqueConstraint("session_id", "node_id", name="uq_search_text_session_node"),
     )
-    op.create_index("ix_search_text_session_seq", "search_text", ["session_id", "node_seq"])
     connection = op.get_bind()
     _backfill(connection)
     if connection.dialect.name == "sqlite" and fts5.has_fts5(connection):
@@ -90,5 +89,4 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         for statement in fts5.DROP:
             op.execute(statement)
-    op.drop_index("ix_search_text_session_seq", table_name="search_text")
     op.drop_table("search_text")

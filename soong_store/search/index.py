@@ -22,7 +22,6 @@ from typing import Any, Protocol
 from sqlalchemy import (
     Column,
     Connection,
-    Index,
     Integer,
     MetaData,
     Table,
@@ -53,7 +52,6 @@ search_text_table = Table(
     Column("created_at", Text, nullable=False),
     Column("body", Text, nullable=False),
     UniqueConstraint("session_id", "node_id", name="uq_search_text_session_node"),
-    Index("ix_search_text_session_seq", "session_id", "node_seq"),
 )
 """The indexed text of every node (``doc_id`` is the full-text index's row id)."""
 
