@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from soong_store import __version__
 from soong_store.backends.base import translate
+from soong_store.cli import search
 from soong_store.cli.commands import (
     LEVELS,
     PROG,
@@ -174,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--new-id", action="store_true",
         help="soong exports: fresh ids for the session, agents, runs, artifacts")  # fmt: skip
     command("demo", cmd_demo, "write a realistic demo session and print its tree")
+    search.add_arguments(command("search", search.cmd_search, search.DESCRIPTION))
     for name, made in commands.items():
         if name == "timeline":
             made.add_argument(

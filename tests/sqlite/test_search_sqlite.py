@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-import types
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from alembic import command
@@ -14,43 +14,14 @@ from soong_store import SessionStore, StorageError
 from soong_store.backends.sqlite import make_engine
 from soong_store.check import check_store
 from soong_store.migrate import alembic_config, current_revision, head_revision
-from tests.conftest import RAW_SQLITE, connect_raw, db_path, text
+from tests.conftest import connect_raw, db_path, text
 
 pytestmark = pytest.mark.asyncio
 
 
-def without_fts5() -> types.ModuleType:
-    """The store's DB-API module as a SQLite built without FTS5 would behave."""
-
-    def refuse(sql: str) -> None:
-        lowered = sql.lower()
-        if "fts5(" in lowered and "using" not in lowered:
-            raise RAW_SQLITE.OperationalError("no such function: fts5")
-        if "fts5" in lowered or "search_fts" in lowered:
-            raise RAW_SQLITE.OperationalError("no such module: fts5")
-
-    class Cursor(RAW_SQLITE.Cursor):  # type: ignore[name-defined,misc]
-        def execute(self, sql: str, *args: Any) -> Any:
-            refuse(sql)
-            return super().execute(sql, *args)
-
-    class Connection(RAW_SQLITE.Connection):  # type: ignore[name-defined,misc]
-        def cursor(self, factory: Any = Cursor) -> Any:
-            return super().cursor(factory)
-
-        def execute(self, sql: str, *args: Any) -> Any:
-            refuse(sql)
-            return super().execute(sql, *args)
-
-    module = types.ModuleType("no_fts5_sqlite")
-    module.__dict__.update(vars(RAW_SQLITE))
-    module.connect = lambda *a, **k: RAW_SQLITE.connect(*a, **{**k, "factory": Connection})
-    return module
-
-
 async def test_a_sqlite_without_fts5_opens_writes_and_fails_at_search(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    async with SessionStore(home=home, sqlite_module=without_fts5()) as store:
+    async with SessionStore(home=home, sqlite_module="tests.sqlite.no_fts5") as store:
         sid = (await store.create_session(cwd=".")).session_id
         await store.append_node(sid, "user", "message", text("written without fts5"))
         assert [n.node_seq for n in await store.active_path(sid)] == [1]
@@ -58,6 +29,13 @@ async def test_a_sqlite_without_fts5_opens_writes_and_fails_at_search(tmp_path: 
             with pytest.raises(StorageError, match="FTS5") as raised:
                 await store.search(query)
             assert "sqlite_module" in str(raised.value)
+        done = subprocess.run(
+            [sys.executable, "-m", "soong_store", "--home", str(home), "--sqlite-module",
+             "tests.sqlite.no_fts5", "search", "written"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.startswith("soong-store: search needs SQLite's FTS5")
     tables = {r[0] for r in connect_raw(db_path(home)).execute("SELECT name FROM sqlite_master")}
     assert "search_text" in tables and "search_fts" not in tables
     async with SessionStore(home=home) as store:  # a library with FTS5, on that database
