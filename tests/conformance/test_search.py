@@ -21,8 +21,10 @@ from soong_store import (
 )
 from soong_store.importers import import_file
 from soong_store.transfer import export_session, import_session
+from tests.backends import Backend
 from tests.conformance.test_importers_corpus import CORPUS
 from tests.conftest import text
+from tests.helpers import execute
 
 pytestmark = pytest.mark.asyncio
 
@@ -69,7 +71,9 @@ async def test_side_branches_sub_agents_and_forks_are_found(store: SessionStore)
     assert [hit.node_seq for hit in copied] == [1]  # the copy of the forked path is indexed
 
 
-async def test_deleted_sessions_vanish_and_archived_ones_stay(store: SessionStore) -> None:
+async def test_deleted_sessions_vanish_and_archived_ones_stay(
+    store: SessionStore, backend: Backend
+) -> None:
     kept = (await store.create_session(cwd=".")).session_id
     gone = (await store.create_session(cwd=".")).session_id
     for sid in (kept, gone):
@@ -78,6 +82,8 @@ async def test_deleted_sessions_vanish_and_archived_ones_stay(store: SessionStor
     await store.delete_session(gone)
     assert [hit.session_id for hit in await store.search("walrus")] == [kept]
     assert await store.search("walrus", session_id=gone) == []
+    rows = "SELECT session_id FROM search_text"
+    assert execute(backend, rows) == [(kept,)]  # the index holds nothing of the deleted one
 
 
 async def test_what_is_indexed_and_what_is_not(store: SessionStore) -> None:
@@ -244,3 +250,10 @@ async def test_imported_sessions_are_found(store: SessionStore, tmp_path: Path) 
     assert words, "the corpus file has text"
     hits = await store.search(words[0], session_id=session.session_id, limit=100)
     assert hits and all(hit.session_id == session.session_id for hit in hits)
+
+
+async def test_case_diacritics_and_word_joints_are_ignored(store: SessionStore) -> None:
+    sid = (await store.create_session(cwd=".")).session_id
+    node = await store.append_node(sid, "user", "message", text("Café days_in_month"))
+    for query in ("cafe", "CAFÉ", "days in month", '"days in month"', "days_in_month"):
+        assert found(await store.search(query)) == [(sid, node.node_id)], query

@@ -48,3 +48,12 @@ def test_any_string_is_a_valid_fts5_query(index: sqlite3.Connection, typed: str)
         "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rank", (expression,)
     ).fetchall()
     assert all(isinstance(row[0], int) for row in rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(HOSTILE)
+def test_any_phrase_is_one_fts5_string(index: sqlite3.Connection, typed: str) -> None:
+    phrase = typed.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
+    index.execute(
+        "SELECT rowid FROM search_fts WHERE search_fts MATCH ?", (fts5.fts5_string(phrase),)
+    ).fetchall()
