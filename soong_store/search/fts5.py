@@ -67,13 +67,26 @@ def match_expression(query: SearchQuery) -> str:
     return f"({every}) OR {fts5_string(together)}"
 
 
-_HITS = """
-SELECT t.doc_id, t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type, t.role,
-       t.node_type, t.created_at, -bm25(search_fts) AS rank
+_COLUMNS = """t.doc_id, t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type, t.role,
+       t.node_type, t.created_at"""
+# Unfiltered, the page is picked from FTS5 alone (its own ORDER BY rank, in C), then joined:
+# joining every match first costs a lookup in search_text and agents per match.
+_TOP = f"""
+WITH top AS (
+    SELECT rowid AS doc_id, rank AS score FROM search_fts WHERE search_fts MATCH :match
+    ORDER BY rank, rowid DESC LIMIT :limit OFFSET :offset
+)
+SELECT {_COLUMNS}, -top.score AS rank
+FROM top JOIN search_text AS t ON t.doc_id = top.doc_id
+JOIN agents AS a ON a.agent_id = t.agent_id
+ORDER BY top.score, t.doc_id DESC
+"""
+_FILTERED = f"""
+SELECT {_COLUMNS}, -bm25(search_fts) AS rank
 FROM search_fts JOIN search_text AS t ON t.doc_id = search_fts.rowid
 JOIN agents AS a ON a.agent_id = t.agent_id
-WHERE search_fts MATCH :match {filters}
-ORDER BY bm25(search_fts), t.created_at DESC, t.doc_id DESC
+WHERE search_fts MATCH :match {{filters}}
+ORDER BY bm25(search_fts), t.doc_id DESC
 LIMIT :limit OFFSET :offset
 """
 # Snippets are made for the page only: in the query above SQLite would make one for every match
@@ -127,7 +140,8 @@ class FTS5Search:
             if value is not None:
                 where += f" AND {column} = :{name}"
                 params[name] = value
-        found_rows = connection.execute(text(_HITS.format(filters=where)), params).mappings()
+        sql = _FILTERED.format(filters=where) if where else _TOP
+        found_rows = connection.execute(text(sql), params).mappings()
         rows = [dict(r) for r in found_rows]
         if rows:
             ids = [row["doc_id"] for row in rows]
