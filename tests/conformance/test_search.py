@@ -174,6 +174,8 @@ async def test_pages_follow_each_other(store: SessionStore) -> None:
     assert [hit for page in pages for hit in page] == every
     assert [hit.node_seq for hit in every] == [7, 6, 5, 4, 3, 2, 1]  # one score: newest first
     assert await store.search("heron", offset=7) == []
+    narrowed = [await store.search("heron", session_id=sid, limit=3, offset=k) for k in (0, 3, 6)]
+    assert narrowed == pages  # a filtered search orders and pages as an unfiltered one
 
 
 HOSTILE = [
