@@ -22,6 +22,7 @@ from soong_store.backends import default_url
 from soong_store.backends.base import dialect_of, open_backend
 from soong_store.schema.catalog import is_session_table
 from soong_store.schema.models import Base
+from soong_store.search.index import is_search_table
 
 config = context.config
 if config.config_file_name is not None and "connection" not in config.attributes:
@@ -29,9 +30,9 @@ if config.config_file_name is not None and "connection" not in config.attributes
 
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
-    """Keep the per-session tables out of autogenerate."""
+    """Keep the per-session tables and the search index out of autogenerate."""
     if type_ == "table" and name is not None:
-        return not is_session_table(name)
+        return not (is_session_table(name) or is_search_table(name))
     return True
 
 

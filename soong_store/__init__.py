@@ -56,6 +56,7 @@ if _typing.TYPE_CHECKING:
         RunRecord,
         SessionRecord,
     )
+    from soong_store.model.search import SearchHit
     from soong_store.store import SessionStore
     from soong_store.tasks.wal import Task, TaskDag, TaskStatus
     from soong_store.uow import UnitOfWork
@@ -81,6 +82,7 @@ _LAZY = {
         "RunRecord",
         "SessionRecord",
     ),
+    "soong_store.model.search": ("SearchHit",),
     "soong_store.store": ("SessionStore",),
     "soong_store.tasks.wal": ("Task", "TaskDag", "TaskStatus"),
     "soong_store.uow": ("UnitOfWork",),
@@ -127,6 +129,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "SchemaVersionError",
+    "SearchHit",
     "SessionArchived",
     "SessionRecord",
     "SessionStatus",

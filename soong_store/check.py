@@ -17,8 +17,8 @@ after its child), ``parent_cycle``, ``branch_rule``, ``node_without_event``,
 ``event_missing_node``, ``node_seq``, ``seq``, ``run_seq``, ``unknown_agent``, ``unknown_run``,
 ``agent_rule``, ``run_rule``, ``missing_root_agent``, ``missing_active_node``,
 ``missing_run_node``, ``missing_fork_node``, ``artifact_link``, ``artifact_path``,
-``dangling_artifact_ref``; of files, ``missing_artifact_file``, ``artifact_size``,
-``orphan_artifact_file``, ``task_wal``.
+``dangling_artifact_ref``; of the search index, ``search_index``; of files,
+``missing_artifact_file``, ``artifact_size``, ``orphan_artifact_file``, ``task_wal``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from soong_store.schema.catalog import (
     stored_tables,
 )
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.search.check import search_problems
 from soong_store.sql.first_event import created_event_row
 from soong_store.store import SessionStore, artifact_files, backend_of, run_read
 from soong_store.tasks.wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
@@ -214,6 +215,7 @@ async def check_store(
         report.problems += await _check_session(store, sid, tables, files)
         if progress is not None:
             progress(done, total)
+    report.problems += await search_problems(store, report.sessions, whole=session_id is None)
     if session_id is None:
         report.problems += [
             Problem("orphan_table", None, (name,), f"table {name} belongs to no session")

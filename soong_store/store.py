@@ -62,9 +62,13 @@ from soong_store.model.records import (
     RunRecord,
     SessionRecord,
 )
+from soong_store.model.search import SearchHit
 from soong_store.ops import Op, artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.runtime import StoreRuntime
+from soong_store.search import run as search_run
+from soong_store.search.index import Filters
+from soong_store.search.query import parse_query
 from soong_store.sql import fork, reads, writes
 from soong_store.sql.cache import PathCache
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
@@ -537,6 +541,54 @@ class SessionStore:
             limit=check_bound(limit, "limit", low=1),
         )
         return await self._read(query)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        role: Role | str | None = None,
+        node_type: NodeType | str | None = None,
+        agent_type: AgentType | str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SearchHit]:
+        """Nodes of every session, branch and agent whose text matches ``query``, best first.
+
+        ``query`` is plain words (a node must hold each) and "quoted phrases" (words side by
+        side); nothing in it is an operator. Ties go to the node indexed later (the newer one,
+        for nodes written live); ``offset`` pages on.
+        The filters narrow to one session, role, node type or agent type.
+
+        Raises:
+            InvalidArgument: a bad argument (``query`` not a string, an unknown role ...).
+            StorageError: this database cannot search (a SQLite library without FTS5).
+        """
+        if not isinstance(query, str):
+            raise InvalidArgument(f"invalid query {query!r}: expected a string", query=query)
+        filters = Filters(
+            session_id=None if session_id is None else check_session_id(session_id),
+            role=None if role is None else str(_enum(Role, role, "role")),
+            node_type=None if node_type is None else str(_enum(NodeType, node_type, "node type")),
+            agent_type=None
+            if agent_type is None
+            else str(_enum(AgentType, agent_type, "agent type")),
+        )
+        count = check_bound(limit, "limit", low=1)
+        skip = check_bound(offset, "offset")
+        if count is None or skip is None:
+            raise InvalidArgument(
+                f"invalid limit {limit!r} or offset {offset!r}: expected integers"
+            )
+        return await self._read(
+            partial(
+                search_run.search,
+                query=parse_query(query),
+                filters=filters,
+                limit=count,
+                offset=skip,
+            )
+        )
 
     # -- artifacts --------------------------------------------------------------------------
 

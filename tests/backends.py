@@ -70,6 +70,13 @@ class Backend:
         return ["--home", str(self.home), "--url", self.url]
 
 
+SEARCH_FOLDS_DIACRITICS = {"sqlite": True, "postgresql": False}
+"""Whether a search for ``cafe`` or ``CAFÉ`` finds ``Café``: SQLite's FTS5 tokenizer folds case
+and diacritics of every letter; PostgreSQL's ``simple`` configuration folds case as the
+database's ``LC_CTYPE`` says (ASCII only under the test server's C locale) and keeps diacritics
+(``unaccent`` is an extension the store does not install)."""
+
+
 class Kind(Protocol):
     """What the suite needs of a backend."""
 

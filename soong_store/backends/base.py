@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import ModuleType, TracebackType
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from sqlalchemy import Connection, Engine, inspect, make_url
 from sqlalchemy.engine import URL
@@ -37,6 +37,9 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
+
+if TYPE_CHECKING:
+    from soong_store.search.index import SearchDialect
 
 Role = Literal["write", "read", "admin"]
 Durability = Literal["normal", "full"]
@@ -250,6 +253,11 @@ class Backend:
     def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
         """Rows that break a foreign key (schema work may run with enforcement off)."""
         raise NotImplementedError
+
+    @classmethod
+    def search_dialect(cls) -> SearchDialect:
+        """How this database answers a full-text search (``StorageError``: it cannot yet)."""
+        raise StorageError(f"search is not available on {cls.title} yet")
 
     @classmethod
     def snapshot(cls, connection: Connection) -> dict[str, Any]:

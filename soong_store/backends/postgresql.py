@@ -30,7 +30,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import URL
@@ -40,6 +40,9 @@ from sqlalchemy.pool import NullPool
 from soong_store.backends.base import Backend, Durability, ErrorKind, Integrity, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SoongStoreError, StorageError
+
+if TYPE_CHECKING:
+    from soong_store.search.index import SearchDialect
 
 READ_POOL_SIZE = 4
 CONNECT_TIMEOUT_S = 10
@@ -250,6 +253,13 @@ class PostgreSQLBackend(Backend):
     def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
         """None: PostgreSQL checks every foreign key itself, also during schema work."""
         return []
+
+    @classmethod
+    def search_dialect(cls) -> SearchDialect:
+        """``tsvector`` matching, a GIN index on ``search_text`` (:mod:`soong_store.search.pg`)."""
+        from soong_store.search.pg import POSTGRES
+
+        return POSTGRES
 
     @classmethod
     def snapshot(cls, connection: Connection) -> dict[str, Any]:

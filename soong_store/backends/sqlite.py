@@ -25,7 +25,7 @@ import itertools
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import (
@@ -50,6 +50,9 @@ STATEMENT_CACHE_SIZE = 16
 """Each engine's compiled-statement cache (SQLAlchemy's default is 500). Reads over one session's
 tables are entries of their own, ~2 MB per 10, so a large cache fills with sessions read once;
 the statements shared by every session stay in it."""
+
+if TYPE_CHECKING:
+    from soong_store.search.index import SearchDialect
 
 MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""
@@ -229,6 +232,13 @@ class SQLiteBackend(Backend):
     def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
         """``PRAGMA foreign_key_check``'s rows."""
         return [tuple(row) for row in connection.exec_driver_sql("PRAGMA foreign_key_check")]
+
+    @classmethod
+    def search_dialect(cls) -> SearchDialect:
+        """FTS5 over the global ``search_text`` table (:mod:`soong_store.search.fts5`)."""
+        from soong_store.search.fts5 import FTS5
+
+        return FTS5
 
     @classmethod
     def snapshot(cls, connection: Connection) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from soong_store.errors import (
     StorageError,
     TaskDagUnavailable,
 )
-from soong_store.model.enums import EventLevel, SessionStatus
+from soong_store.model.enums import EventLevel, Role, SessionStatus
 
 PROG = "soong-store"
 LEVELS = [level.value for level in EventLevel]
@@ -41,6 +41,7 @@ HANDLERS = {
     "tasks": ("tasks",),
     "transfer": ("export", "import"),
     "maintain": ("upgrade", "check", "gc", "demo"),
+    "search": ("search",),
 }
 """The module of ``soong_store.cli`` that holds each command's handler ``cmd_<name>``: imported
 only once a command runs (``--help`` never does), so that parsing loads neither SQLAlchemy nor
@@ -175,6 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--new-id", action="store_true",
         help="soong exports: fresh ids for the session, agents, runs, artifacts")  # fmt: skip
     command("demo", "write a realistic demo session and print its tree")
+    add = command(
+        "search", 'find nodes of every session, branch and agent by words or "quoted phrases"'
+    )
+    add("query", metavar="QUERY", help='words a node holds, and "quoted phrases"')
+    add("--session", metavar="SID", help="only this session")
+    add("--role", choices=[r.value for r in Role], help="only nodes of this role")
+    add("--limit", type=_positive, default=20, metavar="N", help="hits per page (default 20)")
+    add("--offset", type=_nonnegative, default=0, metavar="N", help="hits to skip (paging)")
     for name, made in commands.items():
         if name == "timeline":
             made.add_argument(

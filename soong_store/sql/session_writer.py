@@ -31,6 +31,7 @@ from soong_store.ops import EventOp, NodeOp
 from soong_store.rules import tree
 from soong_store.schema import catalog
 from soong_store.schema.catalog import SessionTables
+from soong_store.search.index import index_node
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Prepared, Runner
 from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
@@ -390,6 +391,7 @@ class SessionWriter:
 
     def _put_node(self, row: dict[str, Any]) -> None:
         self._db.execute(self._sql.insert_node, row)
+        index_node(self._db, self.connection.dialect, self.session_id, row)
         node_id, parent_id = row["node_id"], row["parent_id"]
         self._written.add(node_id)
         self._has_child[node_id] = False

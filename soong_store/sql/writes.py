@@ -34,6 +34,7 @@ from soong_store.model.records import (
 from soong_store.rules import tree
 from soong_store.schema import catalog
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.search.index import unindex_session
 from soong_store.sql import reads
 from soong_store.sql.session_writer import SessionWriter
 
@@ -342,6 +343,7 @@ def delete_session(connection: Connection, session_id: str) -> list[str]:
         ).scalars()
     )
     catalog.drop_pair(connection, session_id)
+    unindex_session(connection, session_id)
     connection.execute(delete(artifacts_table).where(artifacts_table.c.session_id == session_id))
     connection.execute(delete(runs_table).where(runs_table.c.session_id == session_id))
     connection.execute(delete(agents_table).where(agents_table.c.session_id == session_id))

@@ -149,6 +149,7 @@ def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> No
         ("missing_root_agent", ("sess_no_tables", "agent_none")),
         # what the damage above breaks besides, found by the same rules an import applies
         ("invalid_row", ("sess_no_tables",)),  # its cwd "." is not an absolute path
+        ("search_index", (n[2],)),  # its indexed text is not what its content now says
         ("node_order", (n[16], n[17])),  # #16's parent is now #17, numbered after it
         ("run_rule", (n[5], nodes_run[5])),  # #5 (now agent_ghost's) is in a run of another
         ("run_rule", (runs[0],)),  # its end node is not its last node any more

@@ -101,7 +101,8 @@ async def test_damaged_btree_page_is_reported_and_contained(home: Path, damage: 
     page_size = 4096
     with raw(home) as con:
         assert con.execute("PRAGMA page_size").fetchone()[0] == page_size
-    leaf = offset_of(db_path(home), b"PAGE-MARKER-A-0100-") // page_size * page_size
+    # In the node's content_json (the search index holds the same text, unquoted).
+    leaf = offset_of(db_path(home), b'"text":"PAGE-MARKER-A-0100-') // page_size * page_size
     where, data = PAGE_DAMAGE[damage]
     patch_file(db_path(home), leaf + where, data)
 
@@ -151,8 +152,8 @@ async def test_damaged_stored_json_is_reported_not_misread(home: Path):
     at = offset_of(db_path(home), b'"text":"PAGE-MARKER-A-0001-')
     patch_file(db_path(home), at, b'"text"!')
     # A letter of the text: still valid JSON, undetectable without page checksums.
-    at = offset_of(db_path(home), b"PAGE-MARKER-A-0002-")
-    patch_file(db_path(home), at, b"PAGE-MARKER-X")
+    at = offset_of(db_path(home), b'"text":"PAGE-MARKER-A-0002-')
+    patch_file(db_path(home), at, b'"text":"PAGE-MARKER-X')
     assert integrity(home) == ["ok"]  # SQLite itself sees nothing wrong with either
 
     async with SessionStore(home=home) as store:

@@ -42,6 +42,8 @@ from soong_store.schema.models import (
     session_files_table,
     sessions_table,
 )
+from soong_store.search.index import search_text_table
+from soong_store.search.text import node_text
 from soong_store.transfer import export_session, read_export
 from tests.conftest import db_path
 
@@ -196,6 +198,8 @@ def forced_write(home: Path, lines: list[dict[str, Any]]) -> bool:
             )
             for line in lines[1:]:
                 connection.execute(tables[line["kind"]].insert(), line["row"])
+                if line["kind"] == "node":
+                    index_forced(connection, sid, line["row"])
     except (SQLAlchemyError, OverflowError):
         return False
     finally:
@@ -212,13 +216,32 @@ def forced_write(home: Path, lines: list[dict[str, Any]]) -> bool:
     return True
 
 
+def index_forced(connection: Any, sid: str, row: dict[str, Any]) -> None:
+    """Index a node written past the store as the store indexes one (what check expects)."""
+    try:
+        body = node_text(row["content_json"])
+    except (ValueError, TypeError, KeyError):
+        return
+    if body:
+        keys = ("node_id", "node_seq", "agent_id", "role", "node_type", "created_at")
+        values = {key: row.get(key) for key in keys}
+        connection.execute(search_text_table.insert(), {**values, "session_id": sid, "body": body})
+
+
 def clean(home: Path, sid: str) -> None:
     engine = create_engine(f"sqlite:///{db_path(home)}")
     with engine.begin() as connection:
         pair = session_tables(sid)
         for table in (pair.events, pair.nodes):
             table.drop(connection, checkfirst=True)
-        tables = (session_files_table, artifacts_table, runs_table, agents_table, sessions_table)
+        tables = (
+            search_text_table,
+            session_files_table,
+            artifacts_table,
+            runs_table,
+            agents_table,
+            sessions_table,
+        )
         for table in tables:
             connection.execute(table.delete())
     engine.dispose()

@@ -8,6 +8,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.importers import import_report
+from soong_store.search.fts5 import DROP
 from tests.conformance.test_importers_corpus import CORPUS
 from tests.conftest import connect_raw, db_path
 
@@ -22,6 +23,9 @@ async def test_sessions_imported_before_the_revision_are_still_found(tmp_path: P
     raw = connect_raw(db_path(home))
     try:  # the database as revision 0002 left it: no keys
         raw.execute("DROP TABLE session_keys")
+        for statement in DROP:  # and revision 0004's search index, which comes after it
+            raw.execute(statement)
+        raw.execute("DROP TABLE search_text")
         raw.execute("UPDATE alembic_version SET version_num = '0002'")
         raw.commit()
     finally:

@@ -1,0 +1,79 @@
+"""The check of the search index against the nodes it comes from (problem kind ``search_index``).
+
+For each session, in one snapshot: every node with text has its row, holding the text the node
+gives today, and no row names a node that is not there. For the whole store also: no rows of a
+session that is gone, and the backend's own check of its index (FTS5's ``integrity-check``,
+which SQLite runs as a write statement, so it runs in the writer and changes nothing).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from sqlalchemy import Connection, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from soong_store.backends.base import dialect_of
+from soong_store.errors import SoongStoreError, StorageError
+from soong_store.rules.session import Problem
+from soong_store.schema.catalog import session_tables
+from soong_store.search.index import indexed_bodies, indexed_sessions
+from soong_store.search.text import node_text
+from soong_store.store import SessionStore, run_read, run_write
+
+KIND = "search_index"
+
+
+def _session_problems(connection: Connection, session_id: str) -> list[Problem]:
+    try:
+        nodes = session_tables(session_id).nodes
+        stmt = select(nodes.c.node_id, nodes.c.content_json)
+        wanted = {str(nid): node_text(content) for nid, content in connection.execute(stmt)}
+    except (SoongStoreError, SQLAlchemyError, ValueError):
+        return []  # a bad id, missing tables or damaged content: the rest of the check says so
+    have = indexed_bodies(connection, session_id)
+    out = []
+    for node_id, body in wanted.items():
+        if body and node_id not in have:
+            message = f"node {node_id} of session {session_id} is missing from the search index"
+            out.append(Problem(KIND, session_id, (node_id,), message))
+        elif node_id in have and have[node_id] != body:
+            message = f"the search index holds other text for node {node_id} than the node has"
+            out.append(Problem(KIND, session_id, (node_id,), message))
+    for node_id in sorted(set(have) - set(wanted)):
+        message = f"the search index names node {node_id}, which session {session_id} lacks"
+        out.append(Problem(KIND, session_id, (node_id,), message))
+    return out
+
+
+def _orphans(connection: Connection, sessions: set[str]) -> list[Problem]:
+    return [
+        Problem(KIND, sid, (sid,), f"the search index holds rows of session {sid}, which is gone")
+        for sid in sorted(set(indexed_sessions(connection)) - sessions)
+    ]
+
+
+def _index_lines(connection: Connection) -> list[str]:
+    try:
+        dialect = dialect_of(connection).search_dialect()
+    except StorageError:  # a backend without search yet has no index of its own to check
+        return []
+    return dialect.index_problems(connection)
+
+
+async def search_problems(store: SessionStore, sessions: list[str], whole: bool) -> list[Problem]:
+    """What is wrong with the search index of ``sessions`` (and, if ``whole``, of the store)."""
+    out: list[Problem] = []
+    for sid in sessions:
+        try:
+            out += await run_read(store, partial(_session_problems, session_id=sid))
+        except StorageError:
+            continue  # an unreadable session: the rest of the check reports it
+    if whole:
+        out += await run_read(store, partial(_orphans, sessions=set(sessions)))
+        try:
+            lines = await run_write(store, _index_lines)
+        except StorageError as exc:  # a damaged index can fail its own check
+            lines = [str(exc)]
+        out += [Problem(KIND, None, (), line) for line in lines]
+    return out

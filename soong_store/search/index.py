@@ -1,0 +1,134 @@
+"""The global search table: one row of indexed text per node, kept with the node it comes from.
+
+``search_text`` lives in the main database whatever file a session's own tables live in, and
+names each node by ``(session_id, node_id)``; it holds the text :func:`~soong_store.search.text.
+node_text` finds and what a hit shows without opening the session (sequence, agent, role,
+type, time). It is written in the transaction of the node (:func:`index_node`, called by the
+session writer for every node it inserts, live, imported or forked) and emptied of a session in
+the transaction that deletes it (:func:`unindex_session`). A node without text gets no row.
+
+Its table is the backend's, not Alembic's models': revision 0004 creates it with what the
+backend adds over it (SQLite: an FTS5 index reading it as external content, kept by triggers),
+so autogenerate skips every table named ``search_*`` (:func:`is_search_table`). How a query runs
+is the backend's (:class:`SearchDialect`, from ``Backend.search_dialect()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    bindparam,
+    delete,
+    select,
+)
+from sqlalchemy.engine import Dialect
+
+from soong_store.search.query import SearchQuery
+from soong_store.search.text import node_text
+from soong_store.sql.prepared import Prepared, Runner
+
+SEARCH_PREFIX = "search_"
+
+search_text_table = Table(
+    "search_text",
+    MetaData(),
+    Column("doc_id", Integer, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("node_id", Text, nullable=False),
+    Column("node_seq", Integer, nullable=False),
+    Column("agent_id", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("node_type", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    UniqueConstraint("session_id", "node_id", name="uq_search_text_session_node"),
+)
+"""The indexed text of every node (``doc_id`` is the full-text index's row id)."""
+
+_COLUMNS = [c.name for c in search_text_table.c if c.name != "doc_id"]
+
+
+def is_search_table(name: str) -> bool:
+    """Whether a table belongs to the search index (so that Alembic's autogenerate skips it)."""
+    return name.startswith(SEARCH_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What a search is narrowed to (``None``: anything)."""
+
+    session_id: str | None = None
+    role: str | None = None
+    node_type: str | None = None
+    agent_type: str | None = None
+
+
+class SearchDialect(Protocol):
+    """How one database answers a search over ``search_text`` (``Backend.search_dialect()``)."""
+
+    def check_ready(self, connection: Connection) -> None:
+        """Raise ``StorageError`` saying why this database cannot search, if it cannot."""
+
+    def hits(
+        self,
+        connection: Connection,
+        query: SearchQuery,
+        filters: Filters,
+        limit: int,
+        offset: int,
+    ) -> list[dict[str, Any]]:
+        """Matching rows best first, the later indexed first on ties, with ``snippet`` and ``rank``.
+
+        A row holds the columns of ``search_text`` but ``doc_id`` and ``body``, the agent's
+        ``agent_type``, a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank``
+        (higher is better). ``query`` is never empty.
+        """
+        ...
+
+    def index_problems(self, connection: Connection) -> list[str]:
+        """The index's own check against ``search_text``: one line per problem."""
+        ...
+
+
+@lru_cache(maxsize=8)
+def _insert(dialect: Dialect) -> Prepared:
+    values: dict[str, Any] = {name: bindparam(name) for name in _COLUMNS}
+    return Prepared.compile(search_text_table.insert().values(values), dialect)
+
+
+def index_node(db: Runner, dialect: Dialect, session_id: str, row: dict[str, Any]) -> None:
+    """Index a node row being inserted, in its transaction (nothing for a node without text)."""
+    body = node_text(row["content_json"])
+    if not body:
+        return
+    values = {name: row[name] for name in _COLUMNS[1:-1]}
+    db.execute(_insert(dialect), {**values, "session_id": session_id, "body": body})
+
+
+def unindex_session(connection: Connection, session_id: str) -> None:
+    """Remove a session's rows from the index (in the transaction that deletes the session)."""
+    table = search_text_table
+    connection.execute(delete(table).where(table.c.session_id == session_id))
+
+
+def indexed_bodies(connection: Connection, session_id: str) -> dict[str, str]:
+    """What the index holds of a session: node id to indexed text."""
+    table = search_text_table
+    stmt = select(table.c.node_id, table.c.body).where(table.c.session_id == session_id)
+    return {str(node_id): str(body) for node_id, body in connection.execute(stmt)}
+
+
+def indexed_sessions(connection: Connection) -> list[str]:
+    """Every session id the index holds rows of."""
+    column = search_text_table.c.session_id
+    return [str(sid) for sid in connection.execute(select(column).distinct()).scalars()]
