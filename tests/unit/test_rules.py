@@ -19,7 +19,7 @@ T = "2026-01-01T00:00:00.000000+00:00"
 def session(**changes: Any) -> dict[str, Any]:
     row = {
         "session_id": SID,
-        "cwd": "/work/project",
+        "cwd": "/srv/project",
         "root_agent_id": ROOT,
         "active_node_id": None,
         "parent_session_id": None,
