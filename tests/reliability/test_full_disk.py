@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError
-from soong_store.store import runtime_of
+from soong_store.store import run_write, runtime_of
 from soong_store.tasks.wal import TaskDag
 from tests.conftest import snapshot, text
 from tests.reliability.conftest import artifact_files, integrity, tree_files
@@ -92,8 +92,8 @@ async def test_database_full_fails_whole_units_and_recovers(home: Path, figures:
     async with SessionStore(home=home) as store:
         sid = (await store.create_session(cwd=".")).session_id
         written = [await write_unit(store, sid, f"early{i}", 500) for i in range(3)]
-        pages = await store._write(page_count)
-        assert await store._write(set_max_pages(pages + 40)) == pages + 40
+        pages = await run_write(store, page_count)
+        assert await run_write(store, set_max_pages(pages + 40)) == pages + 40
 
         units_before_full = 0
         for i in range(500):
@@ -111,7 +111,7 @@ async def test_database_full_fails_whole_units_and_recovers(home: Path, figures:
         assert runtime_of(store).writer_alive
 
         # At the edge: a batch of concurrent units, some fit and some do not; each is whole.
-        await store._write(set_max_pages(await store._write(page_count) + 12))
+        await run_write(store, set_max_pages(await run_write(store, page_count) + 12))
         tags = [f"edge{i}" for i in range(10)]
         outcomes = await asyncio.gather(
             *(write_unit(store, sid, tag, 1500) for tag in tags), return_exceptions=True
@@ -129,7 +129,7 @@ async def test_database_full_fails_whole_units_and_recovers(home: Path, figures:
         unclear = [m for m in messages if not ("StorageError" in m and "full" in m)]
 
         # Space is back: the same writer takes writes again; nothing earlier was touched.
-        await store._write(set_max_pages(NO_LIMIT))
+        await run_write(store, set_max_pages(NO_LIMIT))
         written.append(await asyncio.wait_for(write_unit(store, sid, "after", 3000), 30))
         for ids in written:
             for node_id in ids:
@@ -154,19 +154,19 @@ async def test_a_unit_that_does_not_fit_harms_no_other_unit_of_its_batch(home: P
     async with SessionStore(home=home) as store:
         sid = (await store.create_session(cwd=".")).session_id
         await store.append_node(sid, "user", "message", text("first"))
-        await store._write(set_max_pages(await store._write(page_count) + 8))
+        await run_write(store, set_max_pages(await run_write(store, page_count) + 8))
 
         def busy(_connection: Any) -> None:
             time.sleep(0.5)  # the next three calls queue up meanwhile: one batch
 
-        blocker = asyncio.ensure_future(store._write(busy))
+        blocker = asyncio.ensure_future(run_write(store, busy))
         await asyncio.sleep(0.1)
         small = store.append_node(sid, "user", "message", text("small one"), metadata="s1")
         huge = store.append_node(sid, "user", "message", text("h" * 400_000), metadata="h")
         other = store.append_node(sid, "user", "message", text("small two"), metadata="s2")
         results = await asyncio.gather(small, huge, other, return_exceptions=True)
         await blocker
-        await store._write(set_max_pages(NO_LIMIT))
+        await run_write(store, set_max_pages(NO_LIMIT))
         seen = [
             f"{type(r).__name__}: {r}" if isinstance(r, BaseException) else "ok" for r in results
         ]
