@@ -95,12 +95,6 @@ _SNIPPETS = text(
     f"SELECT rowid, snippet(search_fts, 0, '[', ']', '…', {SNIPPET_TOKENS}) FROM search_fts "
     "WHERE search_fts MATCH :match AND rowid IN :ids"
 ).bindparams(bindparam("ids", expanding=True))
-_FILTERS = (
-    ("session_id", "t.session_id"),
-    ("role", "t.role"),
-    ("node_type", "t.node_type"),
-    ("agent_type", "a.agent_type"),
-)
 
 
 class FTS5Search:
@@ -134,12 +128,7 @@ class FTS5Search:
         """The page of matches (see :class:`~soong_store.search.index.SearchDialect`)."""
         params: dict[str, Any] = {"match": match_expression(query), "limit": limit}
         params["offset"] = offset
-        where = ""
-        for name, column in _FILTERS:
-            value = getattr(filters, name)
-            if value is not None:
-                where += f" AND {column} = :{name}"
-                params[name] = value
+        where = filters.clause(params)
         sql = _FILTERED.format(filters=where) if where else _TOP
         found_rows = connection.execute(text(sql), params).mappings()
         rows = [dict(r) for r in found_rows]

@@ -72,6 +72,27 @@ class Filters:
     node_type: str | None = None
     agent_type: str | None = None
 
+    def clause(self, params: dict[str, Any]) -> str:
+        """`` AND column = :name`` for each filter given (``t``: search_text, ``a``: agents).
+
+        The values go into ``params``, so a dialect's query only appends the clause.
+        """
+        where = ""
+        for name, column in _FILTER_COLUMNS:
+            value = getattr(self, name)
+            if value is not None:
+                where += f" AND {column} = :{name}"
+                params[name] = str(value)
+        return where
+
+
+_FILTER_COLUMNS = (
+    ("session_id", "t.session_id"),
+    ("role", "t.role"),
+    ("node_type", "t.node_type"),
+    ("agent_type", "a.agent_type"),
+)
+
 
 class SearchDialect(Protocol):
     """How one database answers a search over ``search_text`` (``Backend.search_dialect()``)."""

@@ -19,12 +19,6 @@ INDEXED: Final = "to_tsvector('simple', body)"
 """The expression revision 0004's GIN index is on."""
 VECTOR: Final = "to_tsvector('simple', t.body)"
 """The same expression in the queries below, so that the planner uses the index."""
-_FILTERS = (
-    ("session_id", "t.session_id"),
-    ("role", "t.role"),
-    ("node_type", "t.node_type"),
-    ("agent_type", "a.agent_type"),
-)
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=24, MinWords=8, ShortWord=1, HighlightAll=false"
 
 
@@ -54,12 +48,7 @@ class PostgresSearch:
         if together is not None:
             params["together"] = together
             rank += f" + ts_rank({VECTOR}, phraseto_tsquery('simple', :together))"
-        where = ""
-        for name, column in _FILTERS:
-            value = getattr(filters, name)
-            if value is not None:
-                where += f" AND {column} = :{name}"
-                params[name] = str(value)
+        where = filters.clause(params)
         sql = f"""
         WITH page AS (
             SELECT t.doc_id, t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type,
