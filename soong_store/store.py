@@ -15,10 +15,7 @@ not part of the public API (``soong_store.__all__``) and may change with it.
 
 from __future__ import annotations
 
-import asyncio
-import math
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -29,19 +26,18 @@ from typing import Any, Self, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 
+from soong_store import calls
 from soong_store.backends import default_url
 from soong_store.backends.base import Backend, Durability, open_backend
 from soong_store.backends.retry import DEFAULT_DEADLINE_S, RetryPolicy
-from soong_store.errors import InvalidArgument, StorageError, StoreClosed
+from soong_store.errors import InvalidArgument, StoreClosed
 from soong_store.files.artifacts import (
     MAX_ARTIFACT_BYTES,
     SPILL_BYTES,
     SPILL_TOKENS,
     SpillPolicy,
-    drop_files,
 )
 from soong_store.files.store import ArtifactFiles
-from soong_store.model import codec
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -63,25 +59,16 @@ from soong_store.model.records import (
     SessionRecord,
 )
 from soong_store.model.search import SearchHit
-from soong_store.ops import Op, artifacts_of, check_bound, check_integer
-from soong_store.ops import enum_value as _enum
+from soong_store.ops import check_bound
 from soong_store.runtime import StoreRuntime
-from soong_store.search import run as search_run
-from soong_store.search.index import Filters
-from soong_store.search.query import parse_query
-from soong_store.sql import fork, reads, writes
+from soong_store.sql import reads, writes
 from soong_store.sql.cache import PathCache
-from soong_store.sql.file_jobs import named_paths, remove_unreferenced
 from soong_store.tasks.registry import TaskDags
-from soong_store.tasks.wal import TaskDag, task_root, task_wal_path
-from soong_store.uow import Committed, UnitOfWork, apply_ops
+from soong_store.tasks.wal import TaskDag
+from soong_store.uow import UnitOfWork
 from soong_store.writer import Prerequisite
 
 T = TypeVar("T")
-_EPOCH_SPAN = 1e12
-"""Seconds beyond any file's age (an int too large for a float means the same)."""
-_INHERITED: list[object] = []
-"""What a forked child's stores held: kept alive, never closed (the parent still uses it)."""
 
 
 def default_home() -> Path:
@@ -136,7 +123,7 @@ class SessionStore:
             self.url,
             durability=durability,
             module=sqlite_module,
-            retry=RetryPolicy(deadline=_check_lock_wait(lock_wait)),
+            retry=RetryPolicy(deadline=calls.check_lock_wait(lock_wait)),
         )
         self._policy = SpillPolicy(
             max_bytes=check_bound(spill_bytes, "spill_bytes", low=1) or SPILL_BYTES,
@@ -195,25 +182,7 @@ class SessionStore:
         ``cwd`` is stored as an absolute path: the session's task logs live under it, and they
         must be found again from any working directory.
         """
-        if not isinstance(cwd, str | os.PathLike):
-            raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
-        cwd_text = os.path.abspath(codec.check_text(os.fspath(cwd), "cwd"))
-        if "\x00" in cwd_text:
-            raise InvalidArgument(f"invalid cwd {cwd!r}: a path cannot hold a NUL character")
-        agent_type = _enum(AgentType, root_agent_type, "root agent type")
-        if agent_type not in (AgentType.MAIN, AgentType.ORCHESTRATOR):
-            raise InvalidArgument(
-                f"invalid root agent type {agent_type!r}: expected 'main' or 'orchestrator'"
-            )
-        metadata_json = codec.dumps_optional(metadata, what="session metadata")
-        return await self._write(
-            partial(
-                writes.create_session,
-                cwd=cwd_text,
-                metadata_json=metadata_json,
-                root_agent_type=agent_type,
-            )
-        )
+        return await self._write(calls.create_session_job(cwd, metadata, root_agent_type))
 
     async def get_session(self, session_id: str) -> SessionRecord:
         """One session (``NotFound`` if there is none)."""
@@ -232,10 +201,7 @@ class SessionStore:
         Pass the last record of a page as ``after`` to read the next one (a key cursor: a page
         far down costs what the first one does).
         """
-        wanted = None if status is None else _enum(SessionStatus, status, "session status")
-        count = check_bound(limit, "limit", low=1)
-        key = None if after is None else _session_key(after)
-        return await self._read(partial(reads.list_sessions, status=wanted, limit=count, after=key))
+        return await self._read(calls.list_sessions_job(status, limit, after))
 
     async def archive_session(self, session_id: str) -> SessionRecord:
         """Make a session read-only (it can still be read, exported, forked and deleted)."""
@@ -244,22 +210,11 @@ class SessionStore:
 
     async def delete_session(self, session_id: str) -> None:
         """Remove a session's rows, tables and artifact files (shared files stay while named)."""
-        sid = check_session_id(session_id)
-        paths = await self._write(partial(writes.delete_session, session_id=sid))
-        if paths:
-            await self._write(partial(remove_unreferenced, files=self._files, paths=paths))
-        self._tasks.forget_session(sid)
+        self._tasks.forget_session(await calls.delete_session(self._runtime, session_id))
 
     async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
         """A new session holding copies of the active path up to ``node_id``."""
-        sid = check_session_id(session_id)
-        nid = check_id(node_id, "node")
-        plan = await self._read(partial(fork.plan_fork, session_id=sid, node_id=nid))
-        links = [(shared.source_path, shared.path) for shared in plan.files.values()]
-        with self._backend.translated():
-            made = await asyncio.to_thread(self._files.link_all, links)
-        job = partial(fork.fork_session, session_id=sid, node_id=nid, plan=plan)
-        return await self._write(job, on_abort=partial(self._files.discard, made))
+        return await calls.fork_session(self._runtime, session_id, node_id)
 
     # -- agents and runs --------------------------------------------------------------------
 
@@ -273,14 +228,8 @@ class SessionStore:
         metadata: Any = None,
     ) -> AgentRecord:
         """Add a ``sub`` or ``fork`` agent to a session."""
-        job = partial(
-            writes.create_agent,
-            session_id=check_session_id(session_id),
-            agent_type=_enum(AgentType, agent_type, "agent type"),
-            parent_agent_id=check_optional_id(parent_agent_id, "agent"),
-            created_by_run_id=check_optional_id(created_by_run_id, "run"),
-            fork_from_node_id=check_optional_id(fork_from_node_id, "node"),
-            metadata_json=codec.dumps_optional(metadata, what="agent metadata"),
+        job = calls.create_agent_job(
+            session_id, agent_type, parent_agent_id, created_by_run_id, fork_from_node_id, metadata
         )
         return await self._write(job)
 
@@ -302,14 +251,7 @@ class SessionStore:
         metadata: Any = None,
     ) -> AgentRecord:
         """Change an agent's status, result or metadata (terminal statuses are final)."""
-        job = partial(
-            writes.update_agent,
-            agent_id=check_id(agent_id, "agent"),
-            status=None if status is None else _enum(AgentStatus, status, "agent status"),
-            result_json=codec.dumps_optional(result, what="agent result"),
-            metadata_json=codec.dumps_optional(metadata, what="agent metadata"),
-        )
-        return await self._write(job)
+        return await self._write(calls.update_agent_job(agent_id, status, result, metadata))
 
     async def start_run(
         self,
@@ -319,14 +261,7 @@ class SessionStore:
         metadata: Any = None,
     ) -> RunRecord:
         """Start a run of an agent; a session's main agent runs one at a time."""
-        job = partial(
-            writes.start_run,
-            session_id=check_session_id(session_id),
-            agent_id=check_id(agent_id, "agent"),
-            status=_enum(RunStatus, status, "run status"),
-            metadata_json=codec.dumps_optional(metadata, what="run metadata"),
-        )
-        return await self._write(job)
+        return await self._write(calls.start_run_job(session_id, agent_id, status, metadata))
 
     async def get_run(self, run_id: str) -> RunRecord:
         """One run."""
@@ -347,14 +282,7 @@ class SessionStore:
         metadata: Any = None,
     ) -> RunRecord:
         """Move a run forward (queued, pending, running) or record its counters."""
-        job = partial(
-            writes.update_run,
-            run_id=check_id(run_id, "run"),
-            status=None if status is None else _enum(RunStatus, status, "run status"),
-            turn_count=check_integer(turn_count, "turn_count"),
-            usage_json=codec.dumps_optional(usage, what="run usage"),
-            metadata_json=codec.dumps_optional(metadata, what="run metadata"),
-        )
+        job = calls.update_run_job(run_id, status, turn_count, usage, metadata)
         return await self._write(job)
 
     async def finish_run(
@@ -367,15 +295,7 @@ class SessionStore:
         turn_count: int | None = None,
     ) -> RunRecord:
         """End a run with a terminal status and an end reason."""
-        job = partial(
-            writes.finish_run,
-            run_id=check_id(run_id, "run"),
-            status=_enum(RunStatus, status, "run status"),
-            end_reason=_enum(EndReason, end_reason, "end reason"),
-            usage_json=codec.dumps_optional(usage, what="run usage"),
-            error_json=codec.dumps_optional(error, what="run error"),
-            turn_count=check_integer(turn_count, "turn_count"),
-        )
+        job = calls.finish_run_job(run_id, status, end_reason, usage, error, turn_count)
         return await self._write(job)
 
     # -- nodes and events -------------------------------------------------------------------
@@ -387,33 +307,18 @@ class SessionStore:
         self._runtime.check_process()
         if not self._runtime.is_open:
             raise StoreClosed("the store is not open")
-        tx = UnitOfWork(sid, partial(self._submit_ops, sid), self._policy, self._runtime.start_file)
+        tx = UnitOfWork(
+            sid,
+            partial(calls.submit_ops, self._runtime, sid),
+            self._policy,
+            self._runtime.start_file,
+        )
         try:
             yield tx
         except BaseException:
             tx.discard()
             raise
         await tx.commit()
-
-    async def _submit_ops(self, session_id: str, ops: list[Op]) -> Committed:
-        job = partial(apply_ops, session_id=session_id, ops=ops)
-        files = artifacts_of(ops)
-        if not files:
-            return await self._write(job)
-        # Files first, row second: a crash in between leaves an orphan file for gc, never a row
-        # without its file. A unit that does not commit takes its files away again. Once
-        # submitted, the unit goes on even if the caller is cancelled, so nothing strands.
-        writes: list[Prerequisite] = []
-        for f in files:
-            assert f.write is not None, "a unit of work starts each file as it is added"
-            writes.append(f.write)
-        try:
-            return await self._write(
-                job, on_abort=partial(self._files.discard, [f.path for f in files]), after=writes
-            )
-        except StoreClosed:  # the job never ran: its files go
-            drop_files(files)
-            raise
 
     async def append_node(
         self,
@@ -533,14 +438,7 @@ class SessionStore:
         limit: int | None = None,
     ) -> list[EventRecord]:
         """Events by ``seq`` (``run_seq`` for one run), after ``after_seq``, at most ``limit``."""
-        query = partial(
-            reads.timeline,
-            session_id=check_session_id(session_id),
-            run_id=check_optional_id(run_id, "run"),
-            after_seq=check_bound(after_seq, "after_seq"),
-            limit=check_bound(limit, "limit", low=1),
-        )
-        return await self._read(query)
+        return await self._read(calls.timeline_job(session_id, run_id, after_seq, limit))
 
     async def search(
         self,
@@ -564,31 +462,16 @@ class SessionStore:
             InvalidArgument: a bad argument (``query`` not a string, an unknown role ...).
             StorageError: this database cannot search (a SQLite library without FTS5).
         """
-        if not isinstance(query, str):
-            raise InvalidArgument(f"invalid query {query!r}: expected a string", query=query)
-        filters = Filters(
-            session_id=None if session_id is None else check_session_id(session_id),
-            role=None if role is None else str(_enum(Role, role, "role")),
-            node_type=None if node_type is None else str(_enum(NodeType, node_type, "node type")),
-            agent_type=None
-            if agent_type is None
-            else str(_enum(AgentType, agent_type, "agent type")),
+        job = calls.search_job(
+            query,
+            session_id=session_id,
+            role=role,
+            node_type=node_type,
+            agent_type=agent_type,
+            limit=limit,
+            offset=offset,
         )
-        count = check_bound(limit, "limit", low=1)
-        skip = check_bound(offset, "offset")
-        if count is None or skip is None:
-            raise InvalidArgument(
-                f"invalid limit {limit!r} or offset {offset!r}: expected integers"
-            )
-        return await self._read(
-            partial(
-                search_run.search,
-                query=parse_query(query),
-                filters=filters,
-                limit=count,
-                offset=skip,
-            )
-        )
+        return await self._read(job)
 
     # -- artifacts --------------------------------------------------------------------------
 
@@ -632,15 +515,7 @@ class SessionStore:
 
     async def read_artifact(self, artifact_id: str) -> bytes:
         """The bytes of an artifact (``StorageError`` if its file is missing or damaged)."""
-        record = await self.get_artifact(artifact_id)
-        data = await asyncio.to_thread(self._files.read, record.path)
-        if record.size_bytes is not None and len(data) != record.size_bytes:
-            raise StorageError(
-                f"artifact {artifact_id!r} has {len(data)} bytes on disk, "
-                f"{record.size_bytes} recorded",
-                artifact_id=artifact_id,
-            )
-        return data
+        return await calls.read_artifact(self._runtime, await self.get_artifact(artifact_id))
 
     async def gc(self, dry_run: bool = False, min_age: float = 600.0) -> list[str]:
         """Remove artifact files no row names (left by a crash between file and commit).
@@ -650,16 +525,7 @@ class SessionStore:
         orphan paths (relative to ``<home>/artifacts``). The rows are checked and the files
         unlinked in one writer job, so a file a row names is never removed.
         """
-        if isinstance(min_age, bool) or not isinstance(min_age, int | float) or min_age < 0:
-            raise InvalidArgument(f"invalid min_age {min_age!r}: expected seconds >= 0")
-        cutoff = time.time() - float(min_age) if min_age < _EPOCH_SPAN else 0.0
-        listed = await asyncio.to_thread(lambda: list(self._files.files()))
-        old = [rel for rel, mtime in listed if mtime <= cutoff]
-        if dry_run:
-            named = await self._read(partial(named_paths, paths=old))
-            return [rel for rel in old if rel not in named]
-        job = partial(remove_unreferenced, files=self._files, paths=old, older_than=cutoff)
-        return await self._write(job)
+        return await calls.collect_garbage(self._runtime, dry_run, min_age)
 
     # -- task DAGs --------------------------------------------------------------------------
 
@@ -679,13 +545,9 @@ class SessionStore:
                 stays readable).
             StoreClosed: the store is closed or closing.
         """
-        sid = check_session_id(session_id)
-        session = await self.get_session(sid)
-        path = task_wal_path(task_root(session.cwd, sid), task_name)
-        runtime = self._runtime
-        generation = runtime.generation if runtime.is_open else None
-        listener = partial(self._mirror_task, sid, task_name)
-        return await self._tasks.get(sid, path, task_name, listener, generation)
+        session = await self.get_session(session_id)
+        listener = partial(self._mirror_task, session.session_id, task_name)
+        return await calls.task_dag(self._runtime, self._tasks, session, task_name, listener)
 
     async def _mirror_task(
         self, session_id: str, task_name: str, operation: str, arguments: dict[str, Any]
@@ -693,21 +555,6 @@ class SessionStore:
         await self.append_event(
             session_id, f"task_{operation}", payload={"task_name": task_name, **arguments}
         )
-
-
-def _session_key(record: object) -> tuple[str, str]:
-    """The stored key (``updated_at`` text, ``session_id``) of a listed session record."""
-    if not isinstance(record, SessionRecord):
-        raise InvalidArgument(
-            f"invalid after {record!r:.80}: expected a SessionRecord from list_sessions"
-        )
-    return record.updated_at.isoformat(timespec="microseconds"), record.session_id
-
-
-def _check_lock_wait(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise InvalidArgument(f"invalid lock_wait {value!r}: expected seconds > 0", lock_wait=value)
-    return float(value)
 
 
 # -- the internal surface -------------------------------------------------------------------

@@ -26,6 +26,7 @@ itself is never here: statements are shared SQLAlchemy Core.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import ModuleType, TracebackType
@@ -89,7 +90,7 @@ class DataVersion:
 _REGISTRY: dict[str, type[Backend]] = {}
 
 
-class Backend:
+class Backend(ABC):
     """The base contract every database backend implements (see the module docstring)."""
 
     name: ClassVar[str]
@@ -130,13 +131,13 @@ class Backend:
 
     # -- a configured backend -------------------------------------------------------------
 
+    @abstractmethod
     def engine(self, role: Role) -> Engine:
         """A new engine for one role, with the begin-write and settings that role needs."""
-        raise NotImplementedError
 
+    @abstractmethod
     def database_exists(self) -> bool:
         """Whether the database is there already (asking creates nothing)."""
-        raise NotImplementedError
 
     @property
     def location(self) -> str:
@@ -186,6 +187,7 @@ class Backend:
         return translated(cls)
 
     @classmethod
+    @abstractmethod
     def lock_session(cls, connection: Connection, session_id: str) -> bool | None:
         """Take the write lock of one session for the rest of the transaction.
 
@@ -194,7 +196,6 @@ class Backend:
         in other processes and hosts. Returns whether the session's row exists when taking the
         lock tells (``None``: not known).
         """
-        raise NotImplementedError
 
     @classmethod
     def data_version(cls, connection: Connection) -> DataVersion | None:
@@ -206,6 +207,7 @@ class Backend:
         return None
 
     @classmethod
+    @abstractmethod
     def lock_files(cls, connection: Connection) -> None:
         """Take the lock that removing artifact files and placing an import's files share.
 
@@ -213,7 +215,6 @@ class Backend:
         unlinks, and a job that puts files in place for rows it inserts, take this lock first,
         so neither runs between the other's check and its commit.
         """
-        raise NotImplementedError
 
     @classmethod
     def commit_token(cls, connection: Connection) -> str | None:
@@ -240,9 +241,9 @@ class Backend:
         return list(inspect(connection).get_table_names(schema=schema))
 
     @classmethod
+    @abstractmethod
     def integrity_problems(cls, connection: Connection) -> list[str]:
         """The database's own check of its storage: one line per problem, none when sound."""
-        raise NotImplementedError
 
     @classmethod
     def integrity(cls, connection: Connection) -> Integrity:
@@ -250,9 +251,9 @@ class Backend:
         return Integrity(cls.integrity_problems(connection))
 
     @classmethod
+    @abstractmethod
     def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
         """Rows that break a foreign key (schema work may run with enforcement off)."""
-        raise NotImplementedError
 
     @classmethod
     def search_dialect(cls) -> SearchDialect:
@@ -260,12 +261,12 @@ class Backend:
         raise StorageError(f"search is not available on {cls.title} yet")
 
     @classmethod
+    @abstractmethod
     def snapshot(cls, connection: Connection) -> dict[str, Any]:
         """The schema and every table's rows, in an order of their own: equal means unchanged.
 
         For tests that prove a refused call changed nothing.
         """
-        raise NotImplementedError
 
 
 def backend_class(name: str) -> type[Backend]:

@@ -66,12 +66,27 @@ def test_a_malformed_url_is_invalid_input(tmp_path) -> None:
     assert not (tmp_path / "home").exists()
 
 
+class _Unfinished(Backend):
+    """A backend that implements nothing of the contract (registered under no name)."""
+
+
+def _refuse(*args: object) -> None:
+    raise AssertionError("not called by these tests")
+
+
+def test_a_backend_that_leaves_out_part_of_the_contract_cannot_be_made() -> None:
+    with pytest.raises(TypeError, match="abstract method.*engine"):
+        _Unfinished("sqlite:///a.sqlite")
+
+
 def test_a_backend_class_registers_under_its_dialect_name(monkeypatch) -> None:
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
 
-    class FakeBackend(Backend):
+    class FakeBackend(_Unfinished):
         name = "fakedb"
         title = "FakeDB"
+        engine = database_exists = lock_session = lock_files = _refuse
+        integrity_problems = foreign_key_violations = snapshot = _refuse
 
     assert backend_class("fakedb") is FakeBackend
     made = open_backend("fakedb://host/db", durability="full")
