@@ -173,6 +173,18 @@ class PostgresServer:
         """Stop the server (fast shutdown: sessions are cut off) and start it again."""
         self._pg_ctl("restart", "-m", "fast")
 
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """The server stopped (fast shutdown: its buffers written out) in the block; then started.
+
+        With the server down, its files can be changed behind its back (damage for ``check``).
+        """
+        self._pg_ctl("stop", "-m", "fast")
+        try:
+            yield
+        finally:
+            self._pg_ctl("start")
+
     def stop(self) -> None:
         """Stop the server and remove its folder."""
         try:
