@@ -27,10 +27,10 @@ from typing import TypeVar
 from sqlalchemy import Connection, Engine
 
 from soong_store.backends.base import Backend
-from soong_store.errors import StorageError, StoreClosed
+from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.pool import FilePool, FileWrite
 from soong_store.files.store import ArtifactFiles
-from soong_store.migrate import ensure_schema
+from soong_store.migrate import HEAD_REVISION, current_revision, ensure_schema
 from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
@@ -103,17 +103,30 @@ class StoreRuntime:
 
     def _open_sync(self) -> None:
         backend = self.backend
-        # The engine refuses an unusable driver (too old a SQLite) before anything is created.
-        admin = backend.engine("admin")
+        # Each engine refuses an unusable driver (too old a SQLite, no psycopg) before anything
+        # is created.
+        read_engine = backend.engine("read") if backend.opens_on_reader else None
         try:
+            at_head = read_engine is not None and _at_head(read_engine)
+            admin = None if at_head else backend.engine("admin")
             self.home.mkdir(parents=True, exist_ok=True)
-            ensure_schema(admin, backend.retry)
-        finally:
-            admin.dispose()
-        self._write_engine = backend.engine("write")
-        with self._write_engine.connect():
-            pass  # the first write connection switches the file to WAL before any reader opens
-        self._read_engine = backend.engine("read")
+            if admin is not None:
+                try:
+                    ensure_schema(admin, backend.retry)
+                finally:
+                    admin.dispose()
+            self._write_engine = backend.engine("write")
+            if read_engine is None:
+                with self._write_engine.connect():
+                    pass  # the first write connection switches the file to WAL before any reader
+                read_engine = backend.engine("read")
+        except BaseException:
+            for engine in (read_engine, self._write_engine):
+                if engine is not None:
+                    engine.dispose()
+            self._write_engine = None
+            raise
+        self._read_engine = read_engine
         self._readers = ThreadPoolExecutor(
             backend.read_connections, thread_name_prefix="soong-store-read"
         )
@@ -186,3 +199,14 @@ class StoreRuntime:
         if self._file_pool is None:
             raise StoreClosed("the store is not open")
         return self._file_pool.start(path, data)
+
+
+def _at_head(engine: Engine) -> bool:
+    """Whether the database is at head, asked on one of ``engine``'s connections (kept pooled).
+
+    Anything else, an error included, takes the admin path, which upgrades or reports it.
+    """
+    try:
+        return current_revision(engine) == HEAD_REVISION
+    except SoongStoreError:
+        return False

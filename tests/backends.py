@@ -6,14 +6,16 @@ and changes the database behind the store's back (``side_engine``). Damage made 
 engine must reach the tables as written, so it enforces no foreign keys. Everything that differs
 between backends in the tests is here, so the tests themselves never name a dialect.
 
-PostgreSQL is the second kind: ``fresh`` creates a database on the test server (with the
-``amcheck`` extension, so that ``check`` runs the server's own verification) and drops it after
-the test, ``clone`` makes one with ``CREATE DATABASE ... TEMPLATE``, ``side_engine`` sets
-``session_replication_role = replica`` on its connections (no foreign-key triggers, so damage
-lands as written), and ``foreign_key_violations`` looks for rows whose references point nowhere
-(only such damage can make one). Its server is the run's ``pg_url``, handed over by the suite's
-``backend_kind`` fixture (:meth:`PostgreSQLKind.use`), so the kind is skipped with one reason
-where no server can be had.
+PostgreSQL is the second kind: ``fresh`` copies the run's template database on the test server
+(:func:`tests.postgres_server.template_database`: the ``amcheck`` extension, so that ``check``
+runs the server's own verification, and the schema at head, as a store's first open leaves it)
+and drops it after the test, ``empty`` a new database with nothing in it, ``clone`` makes one
+with ``CREATE DATABASE ... TEMPLATE``, ``side_engine`` sets ``session_replication_role =
+replica`` on its connections (no foreign-key triggers, so damage lands as written), and
+``foreign_key_violations`` looks for rows whose references point nowhere (only such damage can
+make one). Its server is the run's ``pg_url``, handed over by the suite's ``backend_kind``
+fixture (:meth:`PostgreSQLKind.use`), so the kind is skipped with one reason where no server can
+be had.
 """
 
 from __future__ import annotations
@@ -83,7 +85,13 @@ class Kind(Protocol):
     name: str
 
     def fresh(self, home: Path) -> AbstractContextManager[Backend]:
-        """An empty database (no schema yet) for files under ``home``; dropped at exit."""
+        """A new database with nothing stored, for files under ``home``; dropped at exit.
+
+        Where no store opened it yet: SQLite's has no file, PostgreSQL's the schema at head.
+        """
+
+    def empty(self, home: Path) -> AbstractContextManager[Backend]:
+        """A database with no schema at all (what ``upgrade`` starts from); dropped at exit."""
 
     def clone(self, source: Backend, home: Path) -> AbstractContextManager[Backend]:
         """A copy of ``source`` (no store open on it) and of its home's files; dropped at exit."""
@@ -106,6 +114,9 @@ class SQLiteKind:
     @contextmanager
     def fresh(self, home: Path) -> Iterator[Backend]:
         yield self._backend(home)  # the file goes with the test's temporary folder
+
+    def empty(self, home: Path) -> AbstractContextManager[Backend]:
+        return self.fresh(home)  # no file yet: no schema
 
     @contextmanager
     def clone(self, source: Backend, home: Path) -> Iterator[Backend]:
@@ -142,13 +153,14 @@ class PostgreSQLKind:
 
     @contextmanager
     def fresh(self, home: Path) -> Iterator[Backend]:
+        server = self._server()
+        template = postgres_server.template_database(server)
+        with postgres_server.fresh_database(server, template=template) as url:
+            yield Backend(self.name, home, url)
+
+    @contextmanager
+    def empty(self, home: Path) -> Iterator[Backend]:
         with postgres_server.fresh_database(self._server()) as url:
-            engine = create_engine(url, poolclass=NullPool)
-            try:
-                with engine.begin() as connection:
-                    connection.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS amcheck")
-            finally:
-                engine.dispose()
             yield Backend(self.name, home, url)
 
     @contextmanager

@@ -75,7 +75,10 @@ def pg_url() -> Iterator[str]:
     """A PostgreSQL server's URL for the whole run (``tests/postgres_server.py`` says which)."""
     try:
         with postgres_server.provide() as url:
-            yield url
+            try:
+                yield url
+            finally:
+                postgres_server.drop_templates(url)
     except postgres_server.ServerUnavailable as exc:
         pytest.skip(str(exc))
 

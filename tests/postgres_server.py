@@ -173,6 +173,18 @@ class PostgresServer:
         """Stop the server (fast shutdown: sessions are cut off) and start it again."""
         self._pg_ctl("restart", "-m", "fast")
 
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """The server stopped (fast shutdown: its buffers written out) in the block; then started.
+
+        With the server down, its files can be changed behind its back (damage for ``check``).
+        """
+        self._pg_ctl("stop", "-m", "fast")
+        try:
+            yield
+        finally:
+            self._pg_ctl("start")
+
     def stop(self) -> None:
         """Stop the server and remove its folder."""
         try:
@@ -260,21 +272,89 @@ def database_url(url: str, database: str | None = None) -> str:
 
 
 @contextmanager
-def fresh_database(url: str, prefix: str = "soong_test") -> Iterator[str]:
-    """Create an empty database with a unique name on ``url``'s server; drop it afterwards."""
+def fresh_database(
+    url: str, prefix: str = "soong_test", template: str | None = None
+) -> Iterator[str]:
+    """Create a database with a unique name on ``url``'s server; drop it afterwards.
+
+    Empty, or a copy of the database ``template`` (see :func:`template_database`).
+    """
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
     name = f"{prefix}_{secrets.token_hex(6)}"
+    copy = "" if template is None else f' TEMPLATE "{template}"'
     admin = create_engine(database_url(url), isolation_level="AUTOCOMMIT", poolclass=NullPool)
     try:
         with admin.connect() as connection:
-            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"{copy}')
         try:
             yield database_url(url, name)
         finally:
             with admin.connect() as connection:
                 connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()
+
+
+_TEMPLATES: dict[str, str] = {}
+"""The template database made on each server URL by this process (see :func:`template_database`)."""
+
+
+def template_database(url: str) -> str:
+    """The name of a database on ``url``'s server to copy new test databases from, made once.
+
+    It holds what every test database starts with: the ``amcheck`` extension (so ``check`` runs
+    the server's own verification) and the store's schema at head (what opening a store on an
+    empty database would create). ``CREATE DATABASE ... TEMPLATE`` copies it in one statement,
+    where creating the extension and running the migrations took most of a test's set-up.
+    :func:`drop_templates` removes it.
+    """
+    server = database_url(url)
+    found = _TEMPLATES.get(server)
+    if found is not None:
+        return found
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    from soong_store import upgrade
+
+    name = f"soong_template_{secrets.token_hex(6)}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        try:
+            made = database_url(server, name)
+            engine = create_engine(made, poolclass=NullPool)
+            try:
+                with engine.begin() as connection:
+                    connection.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS amcheck")
+            finally:
+                engine.dispose()
+            upgrade(made)
+        except BaseException:
+            with admin.connect() as connection:
+                connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            raise
+    finally:
+        admin.dispose()
+    _TEMPLATES[server] = name
+    return name
+
+
+def drop_templates(url: str) -> None:
+    """Drop the template database :func:`template_database` made on ``url``'s server, if any."""
+    name = _TEMPLATES.pop(database_url(url), None)
+    if name is None:
+        return
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    admin = create_engine(database_url(url), isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         admin.dispose()
 

@@ -103,6 +103,11 @@ class Backend(ABC):
     """The size of the read pool, and so of the store's reader threads."""
     alters_by_rebuild: ClassVar[bool] = False
     """Whether changing a table means rebuilding it (Alembic's batch mode in revisions)."""
+    opens_on_reader: ClassVar[bool] = False
+    """Whether a store opens on one read connection: the read pool's first connection reads the
+    schema's revision and then serves the first read, the writer connects at its first write,
+    and an admin connection is made only to upgrade. Without it, opening reads the revision on
+    an admin connection and connects the writer before any reader."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -111,6 +111,7 @@ class PostgreSQLBackend(Backend):
     fold_case = False
     read_connections = READ_POOL_SIZE
     alters_by_rebuild = False
+    opens_on_reader = True
 
     def __init__(
         self,
@@ -143,7 +144,8 @@ class PostgreSQLBackend(Backend):
             connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         if "application_name" not in self.url.query:
             connect_args["application_name"] = APPLICATION_NAME
-        kwargs: dict[str, Any] = {"connect_args": connect_args}
+        # No hstore column anywhere: the dialect need not look its type up on every new engine.
+        kwargs: dict[str, Any] = {"connect_args": connect_args, "use_native_hstore": False}
         if role == "read":
             kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
         elif role == "write":
@@ -151,6 +153,7 @@ class PostgreSQLBackend(Backend):
         else:
             kwargs["poolclass"] = NullPool
         engine = create_engine(self.url, **kwargs)
+        _fold_first_connect(engine.dialect)
         _install_hooks(engine, role, self.durability)
         return engine
 
@@ -308,6 +311,52 @@ def _run(connection: Connection, sql: str, params: Mapping[str, Any]) -> tuple[A
     finally:
         cursor.close()
     return None if row is None else tuple(row)
+
+
+_SCHEMA_AND_ISOLATION = "SELECT current_schema(), current_setting('transaction_isolation')"
+
+
+def _fold_first_connect(dialect: Any) -> None:
+    """Let an engine's first connection ask the server one question, not four.
+
+    SQLAlchemy's dialect starts by querying the server's version, the current schema, the
+    isolation level and how strings are quoted, on every new engine (a store has up to three).
+    psycopg already holds the version and the quoting from the server's startup messages; the
+    schema and the isolation level come in one query. A new process's first read waits for this.
+    """
+    isolation: list[str] = []  # found with the schema, handed over to the next call
+
+    def server_version(connection: Connection) -> tuple[int, ...]:
+        number = int(_driver_info(connection).server_version)
+        return (number // 10000, number % 10000)  # 10 and newer: major * 10000 + minor
+
+    def default_schema(connection: Connection) -> str:
+        row = _run(connection, _SCHEMA_AND_ISOLATION, {})
+        assert row is not None
+        isolation[:] = [str(row[1]).upper()]
+        return str(row[0])
+
+    def default_isolation(dbapi_connection: Any) -> str:
+        if isolation:
+            return isolation.pop()
+        return str(type(dialect).get_default_isolation_level(dialect, dbapi_connection))
+
+    def backslash_escapes(connection: Connection) -> None:
+        quoting = _driver_info(connection).parameter_status("standard_conforming_strings")
+        if quoting is None:
+            type(dialect)._set_backslash_escapes(dialect, connection)
+        else:
+            dialect._backslash_escapes = quoting == "off"
+
+    dialect._get_server_version_info = server_version
+    dialect._get_default_schema_name = default_schema
+    dialect.get_default_isolation_level = default_isolation
+    dialect._set_backslash_escapes = backslash_escapes
+
+
+def _driver_info(connection: Connection) -> Any:
+    """The driver's ``ConnectionInfo`` of a connection (what the server said at start-up)."""
+    return getattr(connection.connection.dbapi_connection, "info", None)
 
 
 def _install_hooks(engine: Engine, role: Role, durability: Durability) -> None:

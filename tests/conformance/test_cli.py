@@ -20,7 +20,7 @@ import pytest
 from soong_store import __version__
 from soong_store.cli import main
 from soong_store.migrate import head_revision
-from tests.backends import Backend
+from tests.backends import Backend, Kind
 from tests.conftest import text
 from tests.helpers import execute
 
@@ -180,11 +180,14 @@ def test_demo_session_holds_every_feature(
     assert tasks["ready"] == ["tests"]
 
 
-def test_upgrade_prints_from_and_to(backend: Backend, capsys: pytest.CaptureFixture[str]) -> None:
-    run = InProcess(capsys, backend)
-    first = run.json("upgrade")
-    assert first["from"] is None and first["to"] == first["head"] == head_revision()
-    assert "already at revision" in run("upgrade")
+def test_upgrade_prints_from_and_to(
+    backend_kind: Kind, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with backend_kind.empty(tmp_path / "home") as backend:
+        run = InProcess(capsys, backend)
+        first = run.json("upgrade")
+        assert first["from"] is None and first["to"] == first["head"] == head_revision()
+        assert "already at revision" in run("upgrade")
 
 
 async def make_sessions(backend: Backend, count: int) -> list[str]:
