@@ -108,7 +108,7 @@ class SearchDialect(Protocol):
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        """Matching rows best first, the later indexed first on ties, with ``snippet`` and ``rank``.
+        """Matching rows best first, the newer ``created_at`` first on ties, with snippet and rank.
 
         A row holds the columns of ``search_text`` but ``doc_id`` and ``body``, the agent's
         ``agent_type``, a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank``
