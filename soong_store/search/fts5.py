@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from soong_store.backends.sqlite import SQLiteBackend
@@ -81,6 +81,33 @@ def build_missing_index(connection: Connection) -> bool:
     for statement in CREATE:
         connection.exec_driver_sql(statement)
     connection.exec_driver_sql(REBUILD)
+    return True
+
+
+def index_missing(engine: Engine) -> bool:
+    """Whether :func:`build_missing_index` would build an index (asked without any lock)."""
+    if engine.dialect.name != "sqlite":
+        return False
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        try:
+            cursor.execute(_PROBE)
+        except engine.dialect.loaded_dbapi.OperationalError:
+            cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_text'")
+            return cursor.fetchone() is not None and _raw_has_fts5(cursor, engine)
+        finally:
+            cursor.close()
+    finally:
+        raw.close()
+    return False
+
+
+def _raw_has_fts5(cursor: Any, engine: Engine) -> bool:
+    try:
+        cursor.execute("SELECT fts5(NULL)")
+    except engine.dialect.loaded_dbapi.OperationalError:
+        return False
     return True
 
 
