@@ -136,12 +136,12 @@ async def measure_search(home: Path, mix: list[tuple[str, str | None]]) -> dict[
 
 @contextmanager
 def index_off() -> Iterator[None]:
-    real: Callable[..., None] = session_writer.index_node
-    session_writer.index_node = lambda *args, **kwargs: None  # type: ignore[assignment]
+    real: Callable[..., Any] = session_writer.search_row
+    session_writer.search_row = lambda *args, **kwargs: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        session_writer.index_node = real  # type: ignore[assignment]
+        session_writer.search_row = real  # type: ignore[assignment]
 
 
 async def measure_indexing(appends: int, rounds: int) -> dict[str, float]:

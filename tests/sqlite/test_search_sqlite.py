@@ -126,3 +126,20 @@ async def test_check_finds_what_the_index_lacks_or_holds_too_many(tmp_path: Path
     whole = [p.message for p in report.problems if p.session_id is None]
     assert whole == ["FTS5's integrity-check finds search_fts out of step with search_text"]
     assert {(p.kind, p.session_id) for p in one.problems} == {("search_index", sid)}
+
+
+async def test_a_unit_of_work_is_indexed_in_one_fts5_segment(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with SessionStore(home=home) as store:
+        sid = (await store.create_session(cwd=".")).session_id
+        async with store.transaction(sid) as tx:
+            for i in range(50):
+                tx.add_node("user", "message", text(f"a gannet numbered {i}"))
+        assert len(await store.search("gannet", limit=100)) == 50
+        assert (await check_store(store)).ok
+    raw = connect_raw(db_path(home))
+    try:
+        [(segments,)] = raw.execute("SELECT count(DISTINCT segid) FROM search_fts_idx").fetchall()
+    finally:
+        raw.close()
+    assert segments == 1
