@@ -149,6 +149,24 @@ async def test_filters_narrow_the_hits(store: SessionStore) -> None:
     assert await store.search("otter", agent_type="orchestrator") == []
 
 
+async def test_a_session_filter_skips_other_sessions_written_in_between(
+    store: SessionStore,
+) -> None:
+    a = (await store.create_session(cwd=".")).session_id
+    b = (await store.create_session(cwd=".")).session_id
+    written: dict[str, list[str]] = {a: [], b: []}
+    for i in range(6):
+        sid = (a, b)[i % 2]
+        node = await store.append_node(sid, "user", "message", text(f"puffin {i}"))
+        written[sid].append(node.node_id)
+    for sid in (a, b):
+        hits = await store.search("puffin", session_id=sid)
+        assert [hit.node_id for hit in hits] == written[sid][::-1]
+        assert [hit.node_id for hit in await store.search("puffin", session_id=sid, offset=1)] == (
+            written[sid][::-1][1:]
+        )
+
+
 async def test_a_phrase_beats_scattered_words_and_newer_wins_ties(store: SessionStore) -> None:
     sid = (await store.create_session(cwd=".")).session_id
     scattered = await store.append_node(sid, "user", "message", text("red bike sold to a car"))
