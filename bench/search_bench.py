@@ -8,9 +8,11 @@ path and cached outside the repository (``--cache DIR``, default
 - **search**: the median wall time of ``await store.search(q)`` over a fixed query mix (one
   common word, one rare word, two words, a quoted phrase, a word in one session), beside the
   median of the bare FTS5 statement for the same queries on a raw ``sqlite3`` connection to
-  the same file (``MATCH`` + ``ORDER BY rank LIMIT 20``: no join, no snippet, no records);
-- **indexing**: ``append_node`` of a text node on a fresh home, with the index and with the
-  session writer's index call made a no-op, interleaved in rounds (ratio of medians);
+  the same file (``MATCH`` + ``ORDER BY rank LIMIT 20``: no join, no snippet, no records),
+  and the median of half the mix narrowed to ``role="assistant"`` (a filter most nodes pass);
+- **indexing**: per node, ``append_node`` of a text node and units of work of 50 nodes, on a
+  fresh home, with the index and with the session writer's search rows made none, interleaved
+  in rounds (ratio of medians, of wall and of process CPU time);
 - **size**: the pages of the index's tables (``dbstat``) against the whole file;
 - **layouts**: the same texts (the first ``--layout-docs`` of the index) indexed on raw
   ``sqlite3`` as external content (the store's choice) and as contentless FTS5, each in a fresh
@@ -129,42 +131,75 @@ async def measure_search(home: Path, mix: list[tuple[str, str | None]]) -> dict[
             t = time.perf_counter()
             raw.execute(sql, params).fetchall()
             raw_times.append(time.perf_counter() - t)
+        filtered = []
+        for query, _sid in mix[: len(mix) // 2]:
+            t = time.perf_counter()
+            await store.search(query, role="assistant")
+            filtered.append(time.perf_counter() - t)
     raw.close()
     return {"search_ms": median_ms(store_times), "raw_fts5_ms": median_ms(raw_times),
-            "search_p90_ms": statistics.quantiles(store_times, n=10)[-1] * 1000}  # fmt: skip
+            "search_p90_ms": statistics.quantiles(store_times, n=10)[-1] * 1000,
+            "search_role_filter_ms": median_ms(filtered)}  # fmt: skip
 
 
 @contextmanager
 def index_off() -> Iterator[None]:
-    real: Callable[..., None] = session_writer.index_node
-    session_writer.index_node = lambda *args, **kwargs: None  # type: ignore[assignment]
+    real: Callable[..., Any] = session_writer.search_row
+    session_writer.search_row = lambda *args, **kwargs: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        session_writer.index_node = real  # type: ignore[assignment]
+        session_writer.search_row = real  # type: ignore[assignment]
 
 
 async def measure_indexing(appends: int, rounds: int) -> dict[str, float]:
+    """Per node: ``append_node`` one at a time, and units of work of 50 nodes, with and without.
+
+    Wall time and process CPU time (the writer's thread included) of each; CPU time moves less
+    with the load of other processes on a shared machine.
+    """
     rng = random.Random(7)
     words = vocabulary(rng, 5_000)
     texts = [sentence(rng, words, 10, 60) for _ in range(appends)]
-    per: dict[str, list[float]] = {"with": [], "without": []}
+    contents = [node_content(rng, words, i) for i in range(50)]
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             for side in ["with", "without"] if r % 2 == 0 else ["without", "with"]:
                 home = Path(tmp) / f"{side}{r}"
                 async with SessionStore(home=home) as store:
                     sid = (await store.create_session(cwd=tmp)).session_id
+                    units = [(await store.create_session(cwd=tmp)).session_id
+                             for _ in range(max(1, appends // 50))]  # fmt: skip
                     with index_off() if side == "without" else _nothing():
-                        t = time.perf_counter()
+                        t, c = time.perf_counter(), time.process_time()
                         for body in texts:
                             await store.append_node(sid, "user", "message",
                                                     [{"type": "text", "text": body}])  # fmt: skip
-                        per[side].append((time.perf_counter() - t) / appends)
-    with_index = statistics.median(per["with"])
-    without = statistics.median(per["without"])
-    return {"append_with_index_us": with_index * 1e6, "append_without_index_us": without * 1e6,
-            "ratio": with_index / without}  # fmt: skip
+                        _add(wall, cpu, f"append_{side}", t, c, appends)
+                        t, c = time.perf_counter(), time.process_time()
+                        for unit in units:
+                            async with store.transaction(unit) as tx:
+                                for role, content in contents:
+                                    tx.add_node(role, "message", content)
+                        _add(wall, cpu, f"unit50_{side}", t, c, 50 * len(units))
+    out: dict[str, float] = {}
+    for kind in ("append", "unit50"):
+        for clock, samples in (("wall", wall), ("cpu", cpu)):
+            with_index = statistics.median(samples[f"{kind}_with"])
+            without = statistics.median(samples[f"{kind}_without"])
+            out[f"{kind}_{clock}_with_index_us"] = with_index * 1e6
+            out[f"{kind}_{clock}_without_index_us"] = without * 1e6
+            out[f"{kind}_{clock}_ratio"] = with_index / without
+    return out
+
+
+def _add(
+    wall: dict[str, list[float]], cpu: dict[str, list[float]], key: str, t: float, c: float, n: int
+) -> None:
+    wall.setdefault(key, []).append((time.perf_counter() - t) / n)
+    cpu.setdefault(key, []).append((time.process_time() - c) / n)
 
 
 @contextmanager

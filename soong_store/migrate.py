@@ -74,12 +74,17 @@ def head_revision() -> str:
 def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
     """Upgrade a database to ``revision`` (default: the newest), creating it if it is empty.
 
+    Also builds the search index a database lacks when a library without FTS5 upgraded it.
+
     Raises:
         SchemaVersionError: the database is at a revision this code does not know, or holds
             tables that are not soong_store's; nothing is changed.
     """
+    from soong_store.search.fts5 import index_missing
+
     with _admin(url_or_engine) as (engine, retry):
-        if revision == "head" and _stored_revision(engine) == HEAD_REVISION:
+        at_head = revision == "head" and _stored_revision(engine) == HEAD_REVISION
+        if at_head and not index_missing(engine):
             return
         _upgrade_locked(engine, revision, retry)
 
@@ -204,6 +209,8 @@ def _upgrade_in_transaction(connection: Connection, revision: str, dialect: type
     from alembic.script import ScriptDirectory
     from alembic.util.exc import CommandError
 
+    from soong_store.search.fts5 import build_missing_index
+
     config = alembic_config(connection)
     script = ScriptDirectory.from_config(config)
     current = MigrationContext.configure(connection).get_current_revision()
@@ -226,11 +233,13 @@ def _upgrade_in_transaction(connection: Connection, revision: str, dialect: type
                 revision=current,
             ) from exc
         if revision == "head" and current == script.get_current_head():
+            build_missing_index(connection)
             return
     try:
         command.upgrade(config, revision)
     except CommandError as exc:
         raise SchemaVersionError(f"cannot upgrade to {revision!r}: {exc}") from exc
+    build_missing_index(connection)
     violations = dialect.foreign_key_violations(connection)
     if violations:
         raise StorageError(f"upgrade left foreign-key violations: {violations[:5]}")

@@ -12,8 +12,10 @@ tree for ``soong-store tree`` to show.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Awaitable, Callable, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
@@ -75,6 +77,7 @@ class SoongSession:
         self._own = store is None
         self._store = store if store is not None else SessionStore(home=home, url=url)
         self._opened = False
+        self._closing = threading.Lock()
         self._sid: str | None = None
 
     async def __aenter__(self) -> Self:
@@ -87,13 +90,31 @@ class SoongSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        await self._aclose()
 
-    async def close(self) -> None:
-        """Close the store this session opened (a store given to it stays open)."""
-        if self._own and self._opened:
-            self._opened = False
+    def close(self) -> Awaitable[None]:
+        """Close the store this session opened, before returning (a given store stays open).
+
+        Both shapes of the SDK's sessions: synchronous as ``SQLiteSession.close()`` and
+        awaitable as its async sessions' ``close()`` (awaiting the result returns at once). It
+        works from any thread, also inside a running event loop, which waits for the close as
+        it would for ``SQLiteSession``'s. Closing twice is fine; the next use opens the store
+        again. ``async with`` closes without holding up its loop.
+        """
+        if self._take_own_store():
+            _close_now(self._store)
+        return _CLOSED
+
+    async def _aclose(self) -> None:
+        if self._take_own_store():
             await self._store.close()
+
+    def _take_own_store(self) -> bool:
+        """Whether this call is the one to close the store this session opened."""
+        with self._closing:
+            taken = self._own and self._opened
+            self._opened = False
+        return taken
 
     @property
     def store(self) -> SessionStore:
@@ -205,6 +226,45 @@ class SoongSession:
                     loaded[ref] = codec.loads(await self._store.read_artifact(ref))
         items = [to_item(n.role, n.content, n.metadata, loaded) for n in nodes]
         return cast(list[TResponseInputItem], items)
+
+
+class _Closed:
+    """What :meth:`SoongSession.close` returns: done already, so awaiting it returns at once."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+_CLOSED = _Closed()
+
+
+def _close_now(store: SessionStore) -> None:
+    """Close ``store`` before returning, also from inside a running event loop.
+
+    A loop running in this thread cannot run the close itself while it waits: a thread of
+    its own runs it (the store may be closed from any loop).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(store.close())
+        return
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(store.close())
+        except BaseException as exc:  # handed to the caller below
+            failed.append(exc)
+
+    closer = threading.Thread(target=run, name="soong-session-close")
+    closer.start()
+    closer.join()
+    if failed:
+        raise failed[0]
 
 
 async def _tail(store: SessionStore, session_id: str, limit: int | None) -> list[NodeRecord]:

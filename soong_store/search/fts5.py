@@ -8,14 +8,15 @@ in ``docs/search.md``.
 
 A SQLite library built without FTS5 still opens, writes and reads every database: revision
 0004 then creates ``search_text`` alone, and the first :meth:`FTS5Search.check_ready` says that
-search needs FTS5.
+search needs FTS5. Such a database, opened later with a library that has FTS5, gets its index
+from ``soong-store upgrade`` (:func:`build_missing_index`), which the search error names.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from soong_store.backends.sqlite import SQLiteBackend
@@ -42,6 +43,12 @@ DROP: Final = (
     "DROP TRIGGER IF EXISTS search_text_ai",
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
 )
+UPGRADE_HINT: Final = "soong-store upgrade"
+"""The command that builds a missing index (it runs :func:`build_missing_index`)."""
+
+# Preparing it fails without the table or without FTS5; it reads nothing. (A query of
+# sqlite_master would scan a row per session table: tens of milliseconds at 10,000 sessions.)
+_PROBE: Final = f"SELECT rowid FROM {FTS_TABLE} LIMIT 0"
 
 
 def has_fts5(connection: Connection) -> bool:
@@ -49,6 +56,57 @@ def has_fts5(connection: Connection) -> bool:
     try:
         connection.exec_driver_sql("SELECT fts5(NULL)").fetchall()
     except OperationalError:
+        return False
+    return True
+
+
+def _has_table(connection: Connection, name: str) -> bool:
+    found = connection.exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).first()
+    return found is not None
+
+
+def build_missing_index(connection: Connection) -> bool:
+    """Create and fill ``search_fts`` where ``search_text`` has none; whether it did.
+
+    A database upgraded by a library without FTS5 has ``search_text`` (filled by every write
+    since) and no index; with a library that has FTS5 this builds it in one ``rebuild`` over the
+    table, in the caller's transaction. Nothing on other databases or without FTS5.
+    """
+    if connection.dialect.name != "sqlite" or not has_fts5(connection):
+        return False
+    if _has_table(connection, FTS_TABLE) or not _has_table(connection, "search_text"):
+        return False
+    for statement in CREATE:
+        connection.exec_driver_sql(statement)
+    connection.exec_driver_sql(REBUILD)
+    return True
+
+
+def index_missing(engine: Engine) -> bool:
+    """Whether :func:`build_missing_index` would build an index (asked without any lock)."""
+    if engine.dialect.name != "sqlite":
+        return False
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        try:
+            cursor.execute(_PROBE)
+        except engine.dialect.loaded_dbapi.OperationalError:
+            cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_text'")
+            return cursor.fetchone() is not None and _raw_has_fts5(cursor, engine)
+        finally:
+            cursor.close()
+    finally:
+        raw.close()
+    return False
+
+
+def _raw_has_fts5(cursor: Any, engine: Engine) -> bool:
+    try:
+        cursor.execute("SELECT fts5(NULL)")
+    except engine.dialect.loaded_dbapi.OperationalError:
         return False
     return True
 
@@ -69,24 +127,32 @@ def match_expression(query: SearchQuery) -> str:
 
 _COLUMNS = """t.doc_id, t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type, t.role,
        t.node_type, t.created_at"""
-# Unfiltered, the page is picked from FTS5 alone (its own ORDER BY rank, in C), then joined:
-# joining every match first costs a lookup in search_text and agents per match.
-_TOP = f"""
-WITH top AS (
-    SELECT rowid AS doc_id, rank AS score FROM search_fts WHERE search_fts MATCH :match
-    ORDER BY rank, rowid DESC LIMIT :limit OFFSET :offset
+_ORDER = "t.created_at DESC, t.doc_id DESC"
+"""Ties of score: the newer node first (its own time: imports keep the source's), then the row
+indexed later."""
+# Unfiltered, the best rows are picked by FTS5 alone (its ORDER BY rank, in C) and only those
+# are joined: joining every match first costs a lookup in search_text and agents per match.
+_TOP = text(
+    f"SELECT rowid, rank FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match "
+    "ORDER BY rank LIMIT :window"
 )
-SELECT {_COLUMNS}, -top.score AS rank
-FROM top JOIN search_text AS t ON t.doc_id = top.doc_id
-JOIN agents AS a ON a.agent_id = t.agent_id
-ORDER BY top.score, t.doc_id DESC
-"""
+_ROWS = text(
+    f"SELECT {_COLUMNS} FROM search_text AS t JOIN agents AS a ON a.agent_id = t.agent_id "
+    "WHERE t.doc_id IN :ids"
+).bindparams(bindparam("ids", expanding=True))
+# A session's rows lie between its first and last doc_id: FTS5 scores only the matches in that
+# range (a search in one session costs what its range holds, not what the whole index holds).
+_SESSION_RANGE = (
+    " AND search_fts.rowid BETWEEN"
+    " (SELECT min(doc_id) FROM search_text WHERE session_id = :session_id)"
+    " AND (SELECT max(doc_id) FROM search_text WHERE session_id = :session_id)"
+)
 _FILTERED = f"""
 SELECT {_COLUMNS}, -bm25(search_fts) AS rank
 FROM search_fts JOIN search_text AS t ON t.doc_id = search_fts.rowid
 JOIN agents AS a ON a.agent_id = t.agent_id
 WHERE search_fts MATCH :match {{filters}}
-ORDER BY bm25(search_fts), t.doc_id DESC
+ORDER BY bm25(search_fts), {_ORDER}
 LIMIT :limit OFFSET :offset
 """
 # Snippets are made for the page only: in the query above SQLite would make one for every match
@@ -102,20 +168,22 @@ class FTS5Search:
 
     def check_ready(self, connection: Connection) -> None:
         """Refuse a library without FTS5, or a database upgraded by one (no index built)."""
-        if not has_fts5(connection):
-            raise StorageError(
-                "search needs SQLite's FTS5 extension, which this SQLite library "
-                f"({_version(connection)}) was built without: choose another with "
-                "sqlite_module= or SOONG_STORE_SQLITE_MODULE (pysqlite3-binary has it)"
-            )
-        found = connection.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS_TABLE,)
-        ).first()
-        if found is None:
+        try:
+            connection.exec_driver_sql(_PROBE)
+        except OperationalError as exc:
+            if SQLiteBackend.is_transient(exc):
+                raise
+            if not has_fts5(connection):
+                raise StorageError(
+                    "search needs SQLite's FTS5 extension, which this SQLite library "
+                    f"({_version(connection)}) was built without: choose another with "
+                    "sqlite_module= or SOONG_STORE_SQLITE_MODULE (pysqlite3-binary has it)"
+                ) from None
             raise StorageError(
                 f"this database has no {FTS_TABLE} index: it was upgraded by a SQLite library "
-                "without FTS5"
-            )
+                f"without FTS5; build it with `{UPGRADE_HINT}` (or soong_store.migrate.upgrade) "
+                "using a library that has FTS5"
+            ) from None
 
     def hits(
         self,
@@ -126,16 +194,20 @@ class FTS5Search:
         offset: int,
     ) -> list[dict[str, Any]]:
         """The page of matches (see :class:`~soong_store.search.index.SearchDialect`)."""
-        params: dict[str, Any] = {"match": match_expression(query), "limit": limit}
-        params["offset"] = offset
+        match = match_expression(query)
+        params: dict[str, Any] = {"match": match, "limit": limit, "offset": offset}
         where = filters.clause(params)
-        sql = _FILTERED.format(filters=where) if where else _TOP
-        found_rows = connection.execute(text(sql), params).mappings()
-        rows = [dict(r) for r in found_rows]
+        if not where:
+            rows = _best(connection, match, limit, offset)
+        else:
+            if filters.session_id is not None:
+                where += _SESSION_RANGE
+            found = connection.execute(text(_FILTERED.format(filters=where)), params).mappings()
+            rows = [dict(row) for row in found]
         if rows:
             ids = [row["doc_id"] for row in rows]
-            found = connection.execute(_SNIPPETS, {"match": params["match"], "ids": ids})
-            snippets = {doc_id: snippet for doc_id, snippet in found}
+            found_snippets = connection.execute(_SNIPPETS, {"match": match, "ids": ids})
+            snippets = {doc_id: snippet for doc_id, snippet in found_snippets}
             for row in rows:
                 row["snippet"] = snippets.get(row.pop("doc_id"), "")
         return rows
@@ -153,6 +225,29 @@ class FTS5Search:
                 raise
             return [f"FTS5's integrity-check finds {FTS_TABLE} out of step with search_text"]
         return []
+
+
+def _best(connection: Connection, match: str, limit: int, offset: int) -> list[dict[str, Any]]:
+    """The page of an unfiltered search: FTS5 picks the best rows, ties are ordered by time.
+
+    FTS5 orders by score alone, so the rows it returns are widened until the last one it leaves
+    out scores below the last one kept: every row tied with the page's edge is then among them,
+    and the page is cut after ordering by score, time and row.
+    """
+    wanted = limit + offset
+    window = wanted + 1
+    while True:
+        scored = connection.execute(_TOP, {"match": match, "window": window}).all()
+        if len(scored) < window or scored[wanted - 1][1] != scored[-1][1]:
+            break
+        window *= 4
+    kept = scored[: window - 1] if len(scored) == window else scored
+    score = {doc_id: value for doc_id, value in kept}
+    found = connection.execute(_ROWS, {"ids": list(score)}).mappings()
+    rows = [{**row, "rank": -score[row["doc_id"]]} for row in found]
+    rows.sort(key=lambda row: (row["created_at"], row["doc_id"]), reverse=True)
+    rows.sort(key=lambda row: -row["rank"])
+    return rows[offset:wanted]
 
 
 def _version(connection: Connection) -> str:

@@ -36,7 +36,7 @@ class PostgresSearch:
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        """The page of matches, best first, the later indexed first on ties, with snippets."""
+        """The page of matches, best first, the newer node first on ties, with snippets."""
         params: dict[str, Any] = {"limit": limit, "offset": offset}
         parts = []
         for index, phrase in enumerate(query.phrases):
@@ -55,12 +55,12 @@ class PostgresSearch:
                    t.role, t.node_type, t.created_at, t.body, {rank} AS rank
             FROM search_text AS t JOIN agents AS a ON a.agent_id = t.agent_id
             WHERE {VECTOR} @@ ({match}){where}
-            ORDER BY rank DESC, t.doc_id DESC
+            ORDER BY rank DESC, t.created_at DESC, t.doc_id DESC
             LIMIT :limit OFFSET :offset
         )
         SELECT session_id, node_id, node_seq, agent_id, agent_type, role, node_type, created_at,
                rank, ts_headline('simple', body, {match}, '{_HEADLINE}') AS snippet
-        FROM page ORDER BY rank DESC, doc_id DESC
+        FROM page ORDER BY rank DESC, created_at DESC, doc_id DESC
         """
         return [dict(row) for row in connection.execute(text(sql), params).mappings()]
 

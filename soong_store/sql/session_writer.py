@@ -31,7 +31,7 @@ from soong_store.ops import EventOp, NodeOp
 from soong_store.rules import tree
 from soong_store.schema import catalog
 from soong_store.schema.catalog import SessionTables
-from soong_store.search.index import index_node
+from soong_store.search.index import index_rows, search_row
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Prepared, Runner
 from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
@@ -72,6 +72,8 @@ class SessionWriter:
     _agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     _session_dirty: bool = False
     _written: set[str] = field(default_factory=set)
+    _unindexed: list[dict[str, Any]] = field(default_factory=list)
+    """The search rows of the nodes written since :meth:`index_written`."""
 
     @classmethod
     def open(
@@ -345,8 +347,15 @@ class SessionWriter:
         state.dirty = True
         return state.row
 
+    def index_written(self) -> None:
+        """Index the nodes written so far, in one statement (every writer path calls it)."""
+        if self._unindexed:
+            index_rows(self._db, self.connection.dialect, self._unindexed)
+            self._unindexed = []
+
     def finish(self) -> None:
-        """Write back the session's and runs' changed columns."""
+        """Index the nodes written, write back the session's and runs' changed columns."""
+        self.index_written()
         now = utc_now()
         if self._session_dirty:
             self._db.execute(
@@ -391,7 +400,9 @@ class SessionWriter:
 
     def _put_node(self, row: dict[str, Any]) -> None:
         self._db.execute(self._sql.insert_node, row)
-        index_node(self._db, self.connection.dialect, self.session_id, row)
+        indexed = search_row(self.session_id, row)
+        if indexed is not None:
+            self._unindexed.append(indexed)
         node_id, parent_id = row["node_id"], row["parent_id"]
         self._written.add(node_id)
         self._has_child[node_id] = False

@@ -287,6 +287,7 @@ def _insert_bundle(
         _same(writer.restore_event(event), event, ("seq", "run_seq"))
     for artifact in bundle.rows["artifact"]:
         writer.restore_artifact(artifact)
+    writer.index_written()
 
 
 def _publish(connection: Connection, files: ArtifactFiles, staged: _Staged) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import orjson
 import pytest
 
 from soong_store import (
@@ -148,6 +149,24 @@ async def test_filters_narrow_the_hits(store: SessionStore) -> None:
     assert await store.search("otter", agent_type="orchestrator") == []
 
 
+async def test_a_session_filter_skips_other_sessions_written_in_between(
+    store: SessionStore,
+) -> None:
+    a = (await store.create_session(cwd=".")).session_id
+    b = (await store.create_session(cwd=".")).session_id
+    written: dict[str, list[str]] = {a: [], b: []}
+    for i in range(6):
+        sid = (a, b)[i % 2]
+        node = await store.append_node(sid, "user", "message", text(f"puffin {i}"))
+        written[sid].append(node.node_id)
+    for sid in (a, b):
+        hits = await store.search("puffin", session_id=sid)
+        assert [hit.node_id for hit in hits] == written[sid][::-1]
+        assert [hit.node_id for hit in await store.search("puffin", session_id=sid, offset=1)] == (
+            written[sid][::-1][1:]
+        )
+
+
 async def test_a_phrase_beats_scattered_words_and_newer_wins_ties(store: SessionStore) -> None:
     sid = (await store.create_session(cwd=".")).session_id
     scattered = await store.append_node(sid, "user", "message", text("red bike sold to a car"))
@@ -162,6 +181,35 @@ async def test_a_phrase_beats_scattered_words_and_newer_wins_ties(store: Session
     assert [hit.node_id for hit in hits] == [newer.node_id, older.node_id]
     assert hits[0].rank == hits[1].rank
     assert [h.node_id for h in await store.search("sold")][-1] == scattered.node_id
+
+
+async def test_ties_go_to_the_newer_node_by_its_time_not_by_when_it_was_indexed(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    def record(uuid: str, hour: int, words: str) -> dict[str, object]:
+        return {
+            "type": "user",
+            "uuid": uuid,
+            "parentUuid": None,
+            "timestamp": f"2025-01-01T{hour:02}:00:00Z",
+            "sessionId": "ties",
+            "message": {"role": "user", "content": words},
+        }
+
+    # Written in file order (noon first), so the index order is the opposite of the time order.
+    path = tmp_path / "ties.jsonl"
+    lines = [record("noon", 12, "same walrus words"), record("ten", 10, "same walrus words")]
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    [session] = await import_file(store, path)
+    sid = session.session_id
+    by_time = sorted(await store.list_nodes(sid), key=lambda node: node.created_at, reverse=True)
+    newest_first = [node.node_id for node in by_time]
+    hits = await store.search("walrus words")
+    assert [hit.node_id for hit in hits] == newest_first
+    assert hits[0].rank == hits[1].rank
+    assert [hit.node_id for hit in await store.search("walrus", session_id=sid)] == newest_first
+    pages = [await store.search("walrus", limit=1, offset=skip) for skip in (0, 1)]
+    assert [hit.node_id for page in pages for hit in page] == newest_first
 
 
 async def test_pages_follow_each_other(store: SessionStore) -> None:

@@ -32,7 +32,7 @@ NOT_APPLICABLE = {
     "test_sqlite_session_rollback_failure_evicts_connection": CONNECTIONS,
     "test_sqlite_session_close_retries_quarantined_connection": CONNECTIONS,
     "test_sqlite_session_closed_rejects_empty_add_items": (
-        "SQLiteSession.close() is final; SoongSession's async close() lets go of its store, which "
+        "SQLiteSession.close() is final; SoongSession's close() lets go of its store, which "
         "it opens again on next use"
     ),
     "test_sqlite_session_pop_item_skips_corrupt_most_recent": CORRUPT,
@@ -48,7 +48,7 @@ NOT_APPLICABLE = {
     ),
 }
 
-SHIM = '''\
+SHIM = """\
 import tempfile
 from pathlib import Path
 
@@ -65,10 +65,7 @@ class SQLiteSession(SoongSession):
         memory = str(db_path) == ":memory:"
         home = Path(tempfile.mkdtemp()) if memory else Path(db_path).parent / f"{db_path}.home"
         super().__init__(session_id, home=home, session_settings=session_settings)
-
-    def close(self):
-        """The SDK's tests close synchronously; the store is let go of at the process's end."""
-'''
+"""
 FILES = ("tests/__init__.py", "tests/test_responses.py", "tests/memory/test_session.py")
 FILES += ("tests/memory/test_session_limit.py",)
 

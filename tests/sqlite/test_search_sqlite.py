@@ -43,6 +43,27 @@ async def test_a_sqlite_without_fts5_opens_writes_and_fails_at_search(tmp_path: 
             await store.search("written")
 
 
+async def test_upgrade_builds_the_index_a_library_without_fts5_left_out(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with SessionStore(home=home, sqlite_module="tests.sqlite.no_fts5") as store:
+        sid = (await store.create_session(cwd=".")).session_id
+        old = await store.append_node(sid, "user", "message", text("an older capybara"))
+    async with SessionStore(home=home) as store:
+        with pytest.raises(StorageError, match="soong-store upgrade"):
+            await store.search("capybara")
+    done = subprocess.run(
+        [sys.executable, "-m", "soong_store", "--home", str(home), "upgrade"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    async with SessionStore(home=home) as store:
+        assert [hit.node_id for hit in await store.search("capybara")] == [old.node_id]
+        new = await store.append_node(sid, "assistant", "message", text("a newer capybara"))
+        hits = await store.search("capybara")
+        assert sorted(hit.node_id for hit in hits) == sorted([old.node_id, new.node_id])
+        assert (await check_store(store)).ok
+
+
 def downgrade_to(path: Path, revision: str) -> None:
     engine = make_engine(f"sqlite:///{path}", "admin")
     try:
@@ -105,3 +126,20 @@ async def test_check_finds_what_the_index_lacks_or_holds_too_many(tmp_path: Path
     whole = [p.message for p in report.problems if p.session_id is None]
     assert whole == ["FTS5's integrity-check finds search_fts out of step with search_text"]
     assert {(p.kind, p.session_id) for p in one.problems} == {("search_index", sid)}
+
+
+async def test_a_unit_of_work_is_indexed_in_one_fts5_segment(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with SessionStore(home=home) as store:
+        sid = (await store.create_session(cwd=".")).session_id
+        async with store.transaction(sid) as tx:
+            for i in range(50):
+                tx.add_node("user", "message", text(f"a gannet numbered {i}"))
+        assert len(await store.search("gannet", limit=100)) == 50
+        assert (await check_store(store)).ok
+    raw = connect_raw(db_path(home))
+    try:
+        [(segments,)] = raw.execute("SELECT count(DISTINCT segid) FROM search_fts_idx").fetchall()
+    finally:
+        raw.close()
+    assert segments == 1
