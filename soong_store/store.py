@@ -454,8 +454,8 @@ class SessionStore:
         """Nodes of every session, branch and agent whose text matches ``query``, best first.
 
         ``query`` is plain words (a node must hold each) and "quoted phrases" (words side by
-        side); nothing in it is an operator. Ties go to the node indexed later (the newer one,
-        for nodes written live); ``offset`` pages on.
+        side); nothing in it is an operator. Ties go to the newer node by ``created_at``, then
+        to the one indexed later; ``offset`` pages on.
         The filters narrow to one session, role, node type or agent type.
 
         Raises:
