@@ -56,7 +56,8 @@ class UnitOfWork:
     sequence numbers are known only after the commit. Every node gets a ``node_created`` event
     unless an event of the same unit names it (or ``event=`` says which event it gets).
     Artifact files are written from the moment they are added; the commit waits for them,
-    and a unit that does not commit removes them.
+    and a unit that does not commit removes them. ``on_commit`` is told what a unit wrote once
+    it has committed (the store's path cache takes the new nodes from it).
     """
 
     def __init__(
@@ -65,11 +66,13 @@ class UnitOfWork:
         submit: Callable[[list[Op]], Awaitable[Committed]],
         policy: SpillPolicy,
         start_file: StartFile,
+        on_commit: Callable[[Committed], None] | None = None,
     ) -> None:
         self.session_id = session_id
         self._submit = submit
         self._policy = policy
         self._start_file = start_file
+        self._on_commit = on_commit
         self._ops: list[Op] = []
         self._done = False
         self.nodes: list[NodeRecord] = []
@@ -173,6 +176,8 @@ class UnitOfWork:
             committed = await self._submit(self._ops)
             self.nodes, self.events = committed.nodes, committed.events
             self.artifacts = committed.artifacts
+            if self._on_commit is not None:
+                self._on_commit(committed)
 
     def discard(self) -> None:
         """Drop everything gathered (the block raised), the files already started too."""

@@ -14,7 +14,6 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -23,9 +22,19 @@ from sqlalchemy.exc import OperationalError
 from soong_store.backends.base import dialect_of
 from soong_store.backends.retry import Attempts, RetryPolicy
 from soong_store.errors import StorageError, StoreClosed
+from soong_store.write_batch import (
+    BatchBusy,
+    CommitUnknown,
+    Job,
+    JobAborted,
+    Pending,
+    abort,
+    attempt,
+    deliver,
+    fail_all,
+)
 
 T = TypeVar("T")
-Job = Callable[[Connection], T]
 
 log = logging.getLogger(__name__)
 
@@ -40,37 +49,6 @@ class Prerequisite(Protocol):
 
     def error(self) -> BaseException | None:
         """Why it failed, once over (``None`` if it succeeded)."""
-
-
-@dataclass(slots=True)
-class _Pending:
-    job: Job[Any]
-    future: asyncio.Future[Any]
-    loop: asyncio.AbstractEventLoop
-    on_abort: Callable[[], None] | None = None
-    outcome: tuple[bool, Any] = field(default=(False, None))
-
-
-class _BatchBusy(Exception):
-    """The write lock could not be had; the whole batch is tried again."""
-
-
-class _CommitUnknown(Exception):
-    """The connection was lost at COMMIT: whether it took effect is asked by the token."""
-
-    def __init__(self, token: str | None, done: int) -> None:
-        super().__init__(token, done)
-        self.token = token
-        self.done = done
-
-
-class _JobAborted(Exception):
-    """A job's failure ended the whole transaction (SQLite rolls back on a full disk)."""
-
-    def __init__(self, index: int, cause: BaseException) -> None:
-        super().__init__(index, cause)
-        self.index = index
-        self.cause = cause
 
 
 class Writer:
@@ -106,9 +84,9 @@ class Writer:
       then stops the thread and closes the connection. Submitting after that raises
       :class:`~soong_store.errors.StoreClosed`.
     - **Event loops.** :meth:`submit` may be awaited from any event loop in any thread, from
-      several at once: each job keeps its caller's loop, and its outcome is handed to that loop
-      (``call_soon_threadsafe``). If that loop has closed meanwhile, the job still runs and
-      nobody is told.
+      several at once: each job keeps its caller's loop, and the outcomes of a batch are handed
+      to each loop by one ``call_soon_threadsafe``. If that loop has closed meanwhile, the job
+      still runs and nobody is told.
     - **Processes.** The thread and its connection live in the process that started the
       writer; a forked child has neither, so the store refuses calls there.
     - **Jobs must be re-runnable**: a batch retried after a busy error runs its jobs again, so a
@@ -159,7 +137,7 @@ class Writer:
         if self._closed:
             raise StoreClosed("the store is closed: no more writes")
         loop = asyncio.get_running_loop()
-        pending = _Pending(job, loop.create_future(), loop, on_abort)
+        pending = Pending(job, loop.create_future(), loop, on_abort)
         if after:
             self._queue_after(pending, after)
         else:
@@ -168,7 +146,7 @@ class Writer:
             result: T = await pending.future
         return result
 
-    def _queue_after(self, pending: _Pending, after: Sequence[Prerequisite]) -> None:
+    def _queue_after(self, pending: Pending, after: Sequence[Prerequisite]) -> None:
         remaining = len(after)
         lock = threading.Lock()
         with self._waiting_done:
@@ -185,8 +163,8 @@ class Writer:
                 self._queue.put(pending)
             else:
                 pending.outcome = (False, failed)
-                self._abort(pending)
-                self._deliver(pending)
+                abort(pending)
+                deliver([pending])
             with self._waiting_done:
                 self._waiting -= 1
                 self._waiting_done.notify_all()
@@ -230,9 +208,8 @@ class Writer:
                 except Exception as exc:  # a bug: its callers hear of it, the writer goes on
                     log.exception("write batch failed unexpectedly")
                     self._recover()
-                    self._fail_all(batch, StorageError(f"unexpected {type(exc).__name__}: {exc}"))
-                    for item in batch:
-                        self._deliver(item)
+                    fail_all(batch, StorageError(f"unexpected {type(exc).__name__}: {exc}"))
+                    deliver(batch)
                 if stop:
                     return
         finally:
@@ -241,14 +218,16 @@ class Writer:
             self._fail_leftovers()
 
     def _fail_leftovers(self) -> None:
+        left: list[Pending] = []
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                return
+                break
             if item is not _STOP:
-                item.outcome = (False, StoreClosed("the store closed before this write ran"))
-                self._deliver(item)
+                left.append(item)
+        fail_all(left, StoreClosed("the store closed before this write ran"))
+        deliver(left)
 
     def _conn(self) -> Connection:
         if self._connection is None or self._connection.invalidated or self._connection.closed:
@@ -285,29 +264,29 @@ class Writer:
                 connection.invalidate()
                 connection.close()
 
-    def _run_batch(self, batch: list[_Pending]) -> None:
+    def _run_batch(self, batch: list[Pending]) -> None:
         retry = self._retry.start()
         pending = list(batch)
         while pending:
             try:
-                done = self._attempt(pending)
+                done = attempt(self._conn(), self._dialect, pending)
                 # A later job met a lock another transaction holds: the jobs before it have
                 # committed, the rest run in a new transaction whose first lock waits for it.
                 pending = pending[done:]
-            except _JobAborted as aborted:
+            except JobAborted as aborted:
                 # The failing job took the others' work down with it: fail it alone and run
                 # the rest again in a fresh transaction.
                 self._recover()
                 pending[aborted.index].outcome = (False, aborted.cause)
                 del pending[aborted.index]
-            except _CommitUnknown as unknown:
+            except CommitUnknown as unknown:
                 self._recover()
                 committed = self._commit_outcome(unknown.token, retry)
                 if committed:
                     pending = pending[unknown.done :]
                     continue
                 if committed is None:
-                    self._fail_all(
+                    fail_all(
                         pending,
                         StorageError(
                             "the connection was lost at COMMIT and the database could not say "
@@ -316,28 +295,28 @@ class Writer:
                     )
                     break
                 retry.wait()  # nothing of it committed: the same jobs run again
-            except (_BatchBusy, OperationalError) as exc:
+            except (BatchBusy, OperationalError) as exc:
                 if isinstance(exc, OperationalError) and not self._dialect.is_transient(exc):
                     self._recover()
-                    self._fail_all(pending, exc)
+                    fail_all(pending, exc)
                     break
                 if retry.expired:
-                    self._fail_all(pending, self._gave_up(exc))
+                    fail_all(pending, self._gave_up(exc))
                     break
                 self._recover()
                 retry.wait()
             except Exception as exc:  # commit failed: disk full, I/O error, damaged file
                 self._recover()
-                self._fail_all(pending, exc)
+                fail_all(pending, exc)
                 break
         for item in batch:
             if not item.outcome[0]:
-                self._abort(item)
-            self._deliver(item)
+                abort(item)
+        deliver(batch)
 
     def _gave_up(self, exc: BaseException) -> StorageError:
         waited = self._retry.deadline
-        cause = exc.__cause__ if isinstance(exc, _BatchBusy) else exc
+        cause = exc.__cause__ if isinstance(exc, BatchBusy) else exc
         if cause is not None and self._dialect.is_lost(cause):
             return StorageError(f"the database could not be reached for {waited:g} s")
         return StorageError(f"the database stayed locked for {waited:g} s")
@@ -365,78 +344,3 @@ class Writer:
             if retry.expired:
                 return None
             retry.wait()
-
-    @staticmethod
-    def _abort(item: _Pending) -> None:
-        if item.on_abort is not None:
-            try:
-                item.on_abort()
-            except Exception:
-                log.exception("on_abort hook of a failed write raised")
-
-    def _attempt(self, batch: list[_Pending]) -> int:
-        """Run the jobs in one transaction and commit; return how many of them it covered.
-
-        Fewer than all when a later job found its lock held elsewhere: that job and the ones
-        after it are left for a new transaction.
-        """
-        connection = self._conn()
-        single = len(batch) == 1
-        done = len(batch)
-        token: str | None = None
-        committing = False
-        try:
-            with connection.begin() as transaction:
-                for index, item in enumerate(batch):
-                    savepoint = None if single else connection.begin_nested()
-                    try:
-                        result = item.job(connection)
-                    except Exception as exc:
-                        if isinstance(exc, OperationalError) and self._dialect.is_transient(exc):
-                            if savepoint is None or index == 0 or self._dialect.is_lost(exc):
-                                raise _BatchBusy from exc
-                            savepoint.rollback()
-                            done = index
-                            break
-                        if savepoint is None:
-                            transaction.rollback()
-                            item.outcome = (False, exc)
-                            return done
-                        if not self._dialect.driver_in_transaction(connection):
-                            raise _JobAborted(index, exc) from exc
-                        try:
-                            savepoint.rollback()
-                        except Exception:
-                            raise _JobAborted(index, exc) from exc
-                        item.outcome = (False, exc)
-                    else:
-                        if savepoint is not None:
-                            savepoint.commit()
-                        item.outcome = (True, result)
-                token = self._dialect.commit_token(connection)
-                committing = True  # leaving the block commits
-        except OperationalError as exc:
-            if committing and self._dialect.is_lost(exc):
-                raise _CommitUnknown(token, done) from exc
-            raise
-        return done
-
-    @staticmethod
-    def _fail_all(batch: list[_Pending], error: BaseException) -> None:
-        for item in batch:
-            item.outcome = (False, error)
-
-    @staticmethod
-    def _deliver(item: _Pending) -> None:
-        ok, value = item.outcome
-
-        def settle() -> None:
-            if item.future.done():  # the caller was cancelled: the write stands regardless
-                return
-            if ok:
-                item.future.set_result(value)
-            else:
-                item.future.set_exception(value)
-
-        with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
-            item.loop.call_soon_threadsafe(settle)

@@ -16,6 +16,9 @@ therefore starts by asking the backend where its snapshot stands
 
 A backend that cannot say (``None``) gets no cache: every read goes to the database.
 
+A committed write may hand its nodes in (:meth:`PathCache.written`): the next read then still
+reads the session row (the version moved), but finds the new nodes held and climbs for none.
+
 Records handed out by the cache are shared between reads: they are frozen, and callers treat
 the values inside them (metadata, JSON data) as read-only. Entries are bounded: a few sessions,
 a few paths each, and a cap on the nodes held in all.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -32,6 +36,13 @@ from sqlalchemy import Connection
 
 from soong_store.backends.base import DataVersion, dialect_of
 from soong_store.errors import NotFound
+from soong_store.model.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+)
 from soong_store.model.enums import NodeType
 from soong_store.model.records import ContextView, NodeRecord, context_view, node_record
 from soong_store.sql import reads
@@ -81,6 +92,28 @@ class _Chain:
         if limit is not None:
             start = max(start, end - limit)
         return self.records[start:end], self.tokens[end] - self.tokens[start]
+
+
+def _shareable(node: NodeRecord) -> bool:
+    """Whether a written node holds no container a caller may still change (its input's).
+
+    A written record carries the caller's JSON values themselves (validated, not copied);
+    text and scalars cannot change under the cache, dicts and lists could.
+    """
+    return type(node.metadata) in _SCALARS and all(_plain(block) for block in node.content)
+
+
+def _plain(block: ContentBlock) -> bool:
+    if isinstance(block, TextBlock | ArtifactRefBlock):
+        return True
+    if isinstance(block, JsonBlock):
+        return type(block.data) in _SCALARS
+    if isinstance(block, ToolCallBlock):
+        return type(block.arguments) in _SCALARS
+    return all(_plain(item) for item in block.content)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _last_compaction(records: list[NodeRecord]) -> int:
@@ -133,6 +166,36 @@ class PathCache:
         """Drop what is held of one session."""
         with self._lock:
             self._entries.pop(session_id, None)
+
+    def written(self, session_id: str, nodes: Sequence[NodeRecord]) -> None:
+        """Take the nodes a unit of work has committed, so that reading them needs no climb.
+
+        Only a session with an entry is touched, and only nodes whose values no caller holds
+        (text, references, scalar metadata: see :func:`_shareable`); a path held up to a
+        node's parent gains the node. The session row is still read by the next read (another
+        process may have moved the active node since), but the walk from there finds the new
+        nodes held.
+        """
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None:
+                return
+            chains = entry.chains
+            for node in nodes:
+                if not _shareable(node):
+                    continue
+                held = node.model_copy(update={"content": list(node.content)})
+                entry.nodes[node.node_id] = held
+                if node.parent_id is None:
+                    chain: _Chain | None = _Chain.of([held])
+                else:
+                    below = chains.get(node.parent_id)
+                    chain = None if below is None else below.extended([held])
+                if chain is not None:
+                    chains[node.node_id] = chain
+                    chains.move_to_end(node.node_id)
+                    while len(chains) > CHAINS:
+                        chains.popitem(last=False)
 
     def _entry(self, session_id: str, version: DataVersion) -> _Entry:
         with self._lock:
