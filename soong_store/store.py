@@ -312,6 +312,7 @@ class SessionStore:
             partial(calls.submit_ops, self._runtime, sid),
             self._policy,
             self._runtime.start_file,
+            on_commit=lambda done: self._paths.written(sid, done.nodes),
         )
         try:
             yield tx

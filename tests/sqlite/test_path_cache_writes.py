@@ -168,3 +168,17 @@ async def test_a_unit_of_work_tells_what_it_committed_and_only_then(store: Sessi
     discarded.discard()
     assert len(told) == 1
     assert isinstance(told[0].nodes[0], NodeRecord) and ids
+
+
+async def test_the_store_s_own_cache_takes_what_its_units_commit(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid, _ids = await session_of(store, 40)
+    climbs = Climbs(monkeypatch)
+    await store.context(sid)
+    assert climbs.take() == [(None, 40)]
+    node = await store.append_node(sid, "assistant", "message", text("after"), token_count=3)
+    view = await store.context(sid)
+    assert climbs.take() == []
+    assert view.nodes[-1].node_id == node.node_id and view.token_count == 43
+    same_view(view, await fresh_context(store, sid))
