@@ -203,13 +203,7 @@ class Writer:
                         stop = True
                         break
                     batch.append(item)
-                try:
-                    self._run_batch(batch)
-                except Exception as exc:  # a bug: its callers hear of it, the writer goes on
-                    log.exception("write batch failed unexpectedly")
-                    self._recover()
-                    fail_all(batch, StorageError(f"unexpected {type(exc).__name__}: {exc}"))
-                    deliver(batch)
+                self._run_batch(batch)
                 if stop:
                     return
         finally:
@@ -259,7 +253,12 @@ class Writer:
                 raw.rollback()
         except Exception:
             log.warning("write connection could not be reset; reconnecting", exc_info=True)
-            self._connection = None
+            self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        """Let go of the write connection whatever its state: the next attempt connects anew."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
             with contextlib.suppress(Exception):
                 connection.invalidate()
                 connection.close()
@@ -267,50 +266,63 @@ class Writer:
     def _run_batch(self, batch: list[Pending]) -> None:
         retry = self._retry.start()
         pending = list(batch)
-        while pending:
-            try:
-                done = attempt(self._conn(), self._dialect, pending)
-                # A later job met a lock another transaction holds: the jobs before it have
-                # committed, the rest run in a new transaction whose first lock waits for it.
-                pending = pending[done:]
-            except JobAborted as aborted:
-                # The failing job took the others' work down with it: fail it alone and run
-                # the rest again in a fresh transaction.
-                self._recover()
-                pending[aborted.index].outcome = (False, aborted.cause)
-                del pending[aborted.index]
-            except CommitUnknown as unknown:
-                self._recover()
-                committed = self._commit_outcome(unknown.token, retry)
-                if committed:
-                    pending = pending[unknown.done :]
-                    continue
-                if committed is None:
-                    fail_all(
-                        pending,
-                        StorageError(
-                            "the connection was lost at COMMIT and the database could not say "
-                            f"within {self._retry.deadline:g} s whether the write took effect"
-                        ),
-                    )
-                    break
-                retry.wait()  # nothing of it committed: the same jobs run again
-            except (BatchBusy, OperationalError) as exc:
-                if isinstance(exc, OperationalError) and not self._dialect.is_transient(exc):
+        in_doubt = False  # asking whether a COMMIT whose answer was lost took effect
+        doubtful: list[Pending] = []  # failed, but their rows may have committed
+        try:
+            while pending:
+                try:
+                    done = attempt(self._conn(), self._dialect, pending)
+                    # A later job met a lock another transaction holds: the jobs before it have
+                    # committed, the rest run in a new transaction whose first lock waits for it.
+                    pending = pending[done:]
+                except JobAborted as aborted:
+                    # The failing job took the others' work down with it: fail it alone and run
+                    # the rest again in a fresh transaction.
+                    self._recover()
+                    pending[aborted.index].outcome = (False, aborted.cause)
+                    del pending[aborted.index]
+                except CommitUnknown as unknown:
+                    self._recover()
+                    in_doubt = True
+                    committed = self._commit_outcome(unknown.token, retry)
+                    in_doubt = False
+                    if committed:
+                        pending = pending[unknown.done :]
+                        continue
+                    if committed is None:
+                        fail_all(
+                            pending,
+                            StorageError(
+                                "the connection was lost at COMMIT and the database could not say "
+                                f"within {self._retry.deadline:g} s whether the write took effect"
+                            ),
+                        )
+                        doubtful = pending
+                        break
+                    retry.wait()  # nothing of it committed: the same jobs run again
+                except (BatchBusy, OperationalError) as exc:
+                    if isinstance(exc, OperationalError) and not self._dialect.is_transient(exc):
+                        self._recover()
+                        fail_all(pending, exc)
+                        break
+                    if retry.expired:
+                        fail_all(pending, self._gave_up(exc))
+                        break
+                    self._recover()
+                    retry.wait()
+                except Exception as exc:  # commit failed: disk full, I/O error, damaged file
                     self._recover()
                     fail_all(pending, exc)
                     break
-                if retry.expired:
-                    fail_all(pending, self._gave_up(exc))
-                    break
-                self._recover()
-                retry.wait()
-            except Exception as exc:  # commit failed: disk full, I/O error, damaged file
-                self._recover()
-                fail_all(pending, exc)
-                break
+        except Exception as exc:  # a bug in the handling itself: what did not commit fails
+            log.exception("write batch failed unexpectedly")
+            fail_all(pending, StorageError(f"unexpected {type(exc).__name__}: {exc}"))
+            self._drop_connection()
+            if in_doubt:
+                doubtful = pending
+        kept = {id(item) for item in doubtful}  # files that rows may name stay (gc decides)
         for item in batch:
-            if not item.outcome[0]:
+            if not item.outcome[0] and id(item) not in kept:
                 abort(item)
         deliver(batch)
 

@@ -4,8 +4,7 @@ The server refuses the batch's ``COMMIT`` (a deferred constraint trigger raises 
 job of the batch ran and succeeded): no job's work committed, so every caller of the batch gets
 the error, each job's ``on_abort`` removes the artifact file it wrote, and the store goes on.
 The writer's last resort, an error raised by its own recovery, is forced as well: the callers
-hear of it, nothing of the batch is stored and the writer goes on; the files of its units stay
-behind (an xfail: ``Writer._main`` runs no ``on_abort``).
+hear of it, nothing of the batch is stored, the files of its units go and the writer goes on.
 """
 
 from __future__ import annotations
@@ -155,11 +154,6 @@ async def test_an_error_in_the_writers_recovery_reaches_every_caller_of_the_batc
         assert (await check_store(store)).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Writer._main's last resort delivers the error without running the jobs' on_abort, "
-    "so an artifact file of a unit that never committed stays behind (an orphan for gc)",
-)
 async def test_the_writers_last_resort_takes_the_files_of_its_failed_units_away(
     pg_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
