@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import BeforeBegin, dialect_of
 from soong_store.backends.retry import Attempts, RetryPolicy
 from soong_store.errors import StorageError, StoreClosed
 
@@ -30,6 +30,12 @@ Job = Callable[[Connection], T]
 log = logging.getLogger(__name__)
 
 _STOP = object()
+_PREPARES = 100
+"""How many times one batch may stop to prepare its connection (attach a file) before the job
+that keeps asking fails: a session moved that often meanwhile is a bug, not contention."""
+Maintenance = Callable[[Connection], bool]
+"""Work the writer does between batches when no job waits (moving pairs between files); it
+returns whether more is left."""
 
 
 class Prerequisite(Protocol):
@@ -117,9 +123,16 @@ class Writer:
     """
 
     def __init__(
-        self, engine: Engine, *, retry: RetryPolicy | None = None, max_batch: int = 64
+        self,
+        engine: Engine,
+        *,
+        retry: RetryPolicy | None = None,
+        max_batch: int = 64,
+        maintenance: Maintenance | None = None,
     ) -> None:
         self._engine = engine
+        self._maintenance = maintenance
+        self._maintenance_due = maintenance is not None
         self._dialect = dialect_of(engine)
         self._retry = retry if retry is not None else RetryPolicy()
         self._max_batch = max_batch
@@ -210,8 +223,9 @@ class Writer:
 
     def _main(self) -> None:
         try:
+            self._maintain()  # before the first job: settle moves a crash left under way
             while True:
-                first = self._queue.get()
+                first = self._next_job()
                 if first is _STOP:
                     return
                 batch = [first]
@@ -239,6 +253,28 @@ class Writer:
             if self._connection is not None:
                 self._connection.close()
             self._fail_leftovers()
+
+    def _next_job(self) -> Any:
+        """The next queued item; while none waits, the maintenance's work runs first."""
+        while self._maintenance_due:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                self._maintain()
+        item = self._queue.get()
+        self._maintenance_due = self._maintenance is not None
+        return item
+
+    def _maintain(self) -> None:
+        """One round of the maintenance's work (it runs again after the next batch if it fails)."""
+        if self._maintenance is None:
+            return
+        try:
+            self._maintenance_due = self._maintenance(self._conn())
+        except Exception:
+            log.warning("writer maintenance failed", exc_info=True)
+            self._recover()
+            self._maintenance_due = False
 
     def _fail_leftovers(self) -> None:
         while True:
@@ -288,12 +324,24 @@ class Writer:
     def _run_batch(self, batch: list[_Pending]) -> None:
         retry = self._retry.start()
         pending = list(batch)
+        prepares = 0
         while pending:
             try:
                 done = self._attempt(pending)
-                # A later job met a lock another transaction holds: the jobs before it have
-                # committed, the rest run in a new transaction whose first lock waits for it.
+                # A later job met a lock another transaction holds (or needs its connection
+                # prepared): the jobs before it have committed, the rest run in a new one.
                 pending = pending[done:]
+            except BeforeBegin as needed:  # the first job needs a file attached, say
+                self._recover()
+                prepares += 1
+                try:
+                    if prepares > _PREPARES:
+                        raise StorageError(f"the write could not be prepared: {needed}")
+                    needed.prepare(self._conn())
+                except Exception as exc:
+                    self._recover()
+                    pending[0].outcome = (False, exc)
+                    del pending[0]
             except _JobAborted as aborted:
                 # The failing job took the others' work down with it: fail it alone and run
                 # the rest again in a fresh transaction.
@@ -392,6 +440,12 @@ class Writer:
                     try:
                         result = item.job(connection)
                     except Exception as exc:
+                        if isinstance(exc, BeforeBegin):
+                            if savepoint is None or index == 0:
+                                raise
+                            savepoint.rollback()
+                            done = index
+                            break
                         if isinstance(exc, OperationalError) and self._dialect.is_transient(exc):
                             if savepoint is None or index == 0 or self._dialect.is_lost(exc):
                                 raise _BatchBusy from exc

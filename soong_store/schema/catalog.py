@@ -11,10 +11,14 @@ so thousands of sessions do not mean thousands of live ``Table`` objects.
 
 A pair is created with the session's first write (:func:`create_pair`), not with the session:
 an empty session is two rows. ``session_files`` (a global table) names the file of every pair
-that exists, ``main`` for the database itself; a session without a row has no pair, and reads
-answer for it as for an empty session (:func:`tables_of` returns ``None``). Callers only ever ask
-this module: for a session's tables, whether it has them, their names (for a revision over every
-session), or which session tables are stored (for the integrity check).
+that exists, ``main`` for the database itself or a shard file (``shards/0001.sqlite``) where an
+idle session's pair was moved (:mod:`soong_store.sql.moves`), with the move's epoch; a session
+without a row has no pair, and reads answer for it as for an empty session (:func:`tables_of`
+returns ``None``). A pair in a shard is read through the shard attached to the connection, and
+only if the shard's own ``shard_pairs`` holds the copy of exactly the epoch the catalog names
+(else it moved meanwhile: the read starts again). Callers only ever ask this module: for a
+session's tables, whether it has them, their names (for a revision over every session), or which
+session tables are stored (for the integrity check).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import (
@@ -41,9 +46,14 @@ from sqlalchemy import (
     select,
 )
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import BeforeBegin, dialect_of
 from soong_store.model.ids import check_session_id
-from soong_store.schema.models import INTEGER, session_files_table, sessions_table
+from soong_store.schema.models import (
+    INTEGER,
+    session_files_table,
+    session_moves_table,
+    sessions_table,
+)
 
 NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"
@@ -53,6 +63,12 @@ CACHE_SIZE = 64
 SQLAlchemy objects, and RSS after touching 1,000 sessions must stay under 100 MB."""
 MAIN = "main"
 """The ``session_files.file`` of a pair that lives in the main database."""
+HOT_GREW = "soong_store.hot_grew"
+"""Set in a write connection's ``info`` when a pair was created in (or brought back to) the
+main database: the writer's maintenance then counts the pairs there."""
+JOURNALED = "soong_store.journaled"
+"""A write connection's ``info`` entry: the ids of sessions this connection gave a journal row
+that the writer's maintenance is to settle (a copy left in a shard by a delete or a move)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +156,41 @@ class StoredTables:
         return [n for n in self.names if self._key(table_owner(n) or "") not in owners]
 
 
-def stored_tables(connection: Connection) -> StoredTables:
-    """Which session tables the database holds (in the main database, where every pair is)."""
+def stored_tables(connection: Connection, file: str = MAIN) -> StoredTables:
+    """Which session tables a file holds: the main database, or a shard (attached first).
+
+    For a shard not attached to ``connection`` this raises
+    :class:`~soong_store.backends.base.BeforeBegin` (attach it, then read again).
+    """
     dialect = dialect_of(connection)
-    found = [n for n in dialect.table_names(connection) if is_session_table(n)]
+    schema = None if file == MAIN else _alias(connection, file)
+    found = [n for n in dialect.table_names(connection, schema) if is_session_table(n)]
     return StoredTables(found, fold_case=dialect.fold_case)
+
+
+def shard_copies(connection: Connection, file: str) -> dict[str, int]:
+    """The copies shard ``file`` says it holds (its ``shard_pairs``): epoch by session id."""
+    table = shard_pairs(_alias(connection, file))
+    return {str(sid): int(epoch) for sid, epoch in connection.execute(select(table))}
+
+
+def placements(connection: Connection) -> dict[str, tuple[str, int]]:
+    """Every session's pair file and epoch (sessions without a pair are not named)."""
+    rows = connection.execute(select(session_files_table))
+    return {str(r.session_id): (str(r.file), int(r.epoch)) for r in rows}
+
+
+def journaled_files(connection: Connection) -> dict[str, set[str]]:
+    """For each session with a move under way, the files its journal row names."""
+    rows = connection.execute(select(session_moves_table))
+    return {str(r.session_id): {str(r.source), str(r.target)} for r in rows}
+
+
+def _alias(connection: Connection, file: str) -> str:
+    alias = dialect_of(connection).attached_as(connection, file)
+    if alias is None:
+        raise BeforeBegin(partial(_attach, file=file), f"attach {file}")
+    return alias
 
 
 # -- placement: which sessions have a pair, and where -------------------------------------
@@ -160,17 +206,88 @@ PAIR_LOOKUP = (
 )
 """One row if the session exists: its id and its pair's file (``None``: no pair yet)."""
 
-_FILE_OF = select(session_files_table.c.file).where(
-    session_files_table.c.session_id == bindparam("p_session")
-)
 _KNOWN_BOUND = 4096
 _known: WeakKeyDictionary[Engine, OrderedDict[str, None]] = WeakKeyDictionary()
 
 
+_PLACE_OF = select(session_files_table.c.file, session_files_table.c.epoch).where(
+    session_files_table.c.session_id == bindparam("p_session")
+)
+_MOVE_OF = select(session_moves_table).where(
+    session_moves_table.c.session_id == bindparam("p_session")
+)
+
+
+@lru_cache(maxsize=8)
+def shard_pairs(schema: str | None = None) -> Table:
+    """A shard's own table of the copies it holds: session id and the epoch of the copy."""
+    return Table(
+        "shard_pairs",
+        MetaData(schema=schema),
+        Column("session_id", Text, primary_key=True),
+        Column("epoch", INTEGER, nullable=False),
+        sqlite_with_rowid=False,
+    )
+
+
+def placement(connection: Connection, session_id: str) -> tuple[str, int] | None:
+    """The file and epoch the catalog names for a session's pair (``None``: no pair)."""
+    row = connection.execute(_PLACE_OF, {"p_session": session_id}).first()
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
+def move_of(connection: Connection, session_id: str) -> dict[str, Any] | None:
+    """The journal row of a move of ``session_id`` under way (``None``: none)."""
+    row = connection.execute(_MOVE_OF, {"p_session": session_id}).mappings().first()
+    return None if row is None else dict(row)
+
+
+def copy_epoch(connection: Connection, alias: str, session_id: str) -> int | None:
+    """The epoch of the copy of a session's pair the shard attached as ``alias`` holds."""
+    table = shard_pairs(alias)
+    found = connection.execute(
+        select(table.c.epoch).where(table.c.session_id == session_id)
+    ).scalar()
+    return None if found is None else int(found)
+
+
+def _attach(connection: Connection, file: str) -> None:
+    dialect_of(connection).attach(connection, file)
+
+
+def _again(connection: Connection) -> None:
+    """Nothing to prepare: the next snapshot sees where the pair went."""
+
+
+def shard_tables(connection: Connection, session_id: str, file: str, epoch: int) -> SessionTables:
+    """The tables of a pair in shard ``file`` as attached to ``connection``, at ``epoch``.
+
+    Raises :class:`~soong_store.backends.base.BeforeBegin` when the shard is not attached yet
+    (attach it, then start again) or holds no copy of that epoch (it moved meanwhile).
+    """
+    alias = _alias(connection, file)
+    if copy_epoch(connection, alias, session_id) != epoch:
+        raise BeforeBegin(_again, f"session {session_id} moved out of {file}")
+    return session_tables(session_id, alias)
+
+
 def tables_of(connection: Connection, session_id: str) -> SessionTables | None:
-    """The tables of ``session_id`` if it has a pair (``None``: it was never written)."""
-    file = connection.execute(_FILE_OF, {"p_session": session_id}).scalar()
-    return None if file is None else session_tables(session_id)
+    """The tables of ``session_id`` if it has a pair (``None``: it was never written).
+
+    A pair in a shard is read where the shard is attached (:func:`shard_tables`).
+    """
+    place = placement(connection, session_id)
+    if place is None:
+        return None
+    file, epoch = place
+    if file == MAIN:
+        return session_tables(session_id)
+    return shard_tables(connection, session_id, file, epoch)
+
+
+def note_journaled(connection: Connection, session_id: str) -> None:
+    """Ask the writer's maintenance to settle ``session_id``'s journal row once committed."""
+    connection.info.setdefault(JOURNALED, set()).add(session_id)
 
 
 def create_pair(connection: Connection, session_id: str) -> SessionTables:
@@ -184,17 +301,32 @@ def create_pair(connection: Connection, session_id: str) -> SessionTables:
     connection.execute(
         session_files_table.insert(), {"session_id": session_id, "file": MAIN, "epoch": 0}
     )
+    connection.info[HOT_GREW] = True
     return tables
 
 
 def drop_pair(connection: Connection, session_id: str) -> None:
-    """Drop a session's pair and its catalog row, if it has them (a pair-less session: no-op)."""
+    """Drop a session's pair and its catalog row, if it has them (a pair-less session: no-op).
+
+    A pair in a shard is not dropped here (that would commit a second file): a journal row
+    naming its file takes the catalog row's place, and the writer's maintenance drops the copy
+    (:func:`soong_store.sql.moves.recover`). A journal row already there (a move under way)
+    stays: with the catalog row gone, recovery drops the pair from both files it names.
+    """
     forget_pair(connection.engine, session_id)
-    file = connection.execute(_FILE_OF, {"p_session": session_id}).scalar()
-    tables = session_tables(session_id)
-    if file is not None or tables.exist(connection):
+    place = placement(connection, session_id)
+    # Named in the main database: an unqualified name the main file lacks finds a shard's.
+    tables = session_tables(session_id, MAIN if dialect_of(connection).places_pairs else None)
+    if (place is not None and place[0] == MAIN) or tables.exist(connection):
         for table in (tables.events, tables.nodes):
             table.drop(connection, checkfirst=True)
+    if place is not None and place[0] != MAIN and move_of(connection, session_id) is None:
+        file, epoch = place
+        connection.execute(
+            session_moves_table.insert(),
+            {"session_id": session_id, "source": file, "target": file, "epoch": epoch + 1},
+        )
+        note_journaled(connection, session_id)
     connection.execute(
         delete(session_files_table).where(session_files_table.c.session_id == session_id)
     )
@@ -215,13 +347,16 @@ def paired_session_ids(
     return [check_session_id(sid) if validate else str(sid) for sid in rows]
 
 
-def knows_pair(engine: Engine, session_id: str) -> bool:
-    """Whether this process saw ``session_id``'s pair committed in the main database of ``engine``.
+def knows_pair(connection: Connection, session_id: str) -> bool:
+    """Whether this process saw ``session_id``'s pair committed in the main database.
 
     A hint that lets the writer skip the catalog lookup; a pair dropped since by another process
-    shows as a missing table, and the writer then forgets it and asks the catalog.
+    shows as a missing table, and the writer then forgets it and asks the catalog. Not while a
+    shard is attached: a name the main database lacks would then find the shard's copy.
     """
-    known = _known.get(engine)
+    if dialect_of(connection).attached_files(connection):
+        return False
+    known = _known.get(connection.engine)
     if known is None or session_id not in known:
         return False
     known.move_to_end(session_id)
