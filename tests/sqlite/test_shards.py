@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
-from soong_store import NotFound, SessionStore
+from soong_store import NotFound, SessionStore, StorageError
+from soong_store.backends import sqlite_files
 from soong_store.check import check_store
 from soong_store.schema import catalog
 from soong_store.transfer import export_session, import_session
@@ -28,7 +30,7 @@ from tests.shard_support import (
     settle,
 )
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.sqlite]
+pytestmark = pytest.mark.sqlite
 
 
 @pytest.fixture
@@ -204,3 +206,26 @@ async def test_a_journal_row_left_by_a_crash_is_settled_at_start(
         await settle(store)
         assert len(await store.active_path(hot)) == 2
     assert_each_pair_in_one_file(home)
+
+
+def test_a_connection_keeps_at_most_four_shards_attached(home: Path) -> None:
+    (home / "shards").mkdir(parents=True)
+    files = [f"shards/{n:04d}.sqlite" for n in range(1, 7)]
+    for file in files:
+        connect_raw(home / file).execute("CREATE TABLE shard_pairs (x)").connection.close()
+    engine = create_engine(f"sqlite:///{home / 'sessions.sqlite'}")
+    try:
+        with engine.connect() as connection:
+            for file in files[:4]:
+                sqlite_files.attach(connection, file)
+            sqlite_files.attach(connection, files[0])  # used again: the most recent now
+            sqlite_files.attach(connection, files[4])
+            sqlite_files.attach(connection, files[5])
+            assert sqlite_files.attached_files(connection) == [files[3], files[0], *files[4:]]
+            with pytest.raises(StorageError, match="0009"):
+                sqlite_files.attach(connection, "shards/0009.sqlite")
+            assert not (home / "shards/0009.sqlite").exists()
+            names = {row[1] for row in connection.exec_driver_sql("PRAGMA database_list")}
+            assert names == {"main", "s0", "s1", "s2", "s3"}
+    finally:
+        engine.dispose()
