@@ -41,7 +41,7 @@ from soong_store.files.store import ArtifactFiles
 from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
-from soong_store.schema import catalog
+from soong_store.schema import catalog, pair_files
 from soong_store.schema.catalog import MAIN, StoredTables, stored_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.search.check import search_problems
@@ -101,10 +101,10 @@ def _database_facts(connection: Connection, session_id: str | None) -> _Database
         wanted = wanted.where(column == session_id)
     sessions = [str(sid) for sid in connection.execute(wanted).scalars()]
     paths = set(connection.execute(select(artifacts_table.c.path).distinct()).scalars())
-    placed = catalog.placements(connection)
+    placed = pair_files.placements(connection)
     if session_id:
         placed = {sid: place for sid, place in placed.items() if sid == session_id}
-    journaled = catalog.journaled_files(connection)
+    journaled = pair_files.journaled_files(connection)
     return _Database(sessions, placed, journaled, stored_tables(connection), paths)
 
 
@@ -117,7 +117,7 @@ class _Shard:
 
 
 def _shard_facts(connection: Connection, file: str) -> _Shard:
-    return _Shard(stored_tables(connection, file), catalog.shard_copies(connection, file))
+    return _Shard(stored_tables(connection, file), pair_files.shard_copies(connection, file))
 
 
 def _shard_orphans(file: str, shard: _Shard, facts: _Database) -> list[Problem]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
-from soong_store.schema import catalog
+from soong_store.schema import catalog, pair_files
 from soong_store.sql import moves
 from soong_store.store import run_read
 from tests.conftest import connect_raw
@@ -36,7 +36,7 @@ def limited(limits: moves.Limits = SMALL) -> Iterator[moves.Limits]:
 
 
 def _state(connection: Any) -> tuple[dict[str, tuple[str, int]], dict[str, set[str]]]:
-    return catalog.placements(connection), catalog.journaled_files(connection)
+    return pair_files.placements(connection), pair_files.journaled_files(connection)
 
 
 async def placements(store: SessionStore) -> dict[str, tuple[str, int]]:

@@ -16,7 +16,8 @@ idle session's pair was moved (:mod:`soong_store.sql.moves`), with the move's ep
 without a row has no pair, and reads answer for it as for an empty session (:func:`tables_of`
 returns ``None``). A pair in a shard is read through the shard attached to the connection, and
 only if the shard's own ``shard_pairs`` holds the copy of exactly the epoch the catalog names
-(else it moved meanwhile: the read starts again). Callers only ever ask this module: for a
+(else it moved meanwhile: the read starts again; the rows and the shards' own table are read by
+:mod:`soong_store.schema.pair_files`). Callers only ever ask the catalog: for a
 session's tables, whether it has them, their names (for a revision over every session), or which
 session tables are stored (for the integrity check).
 """
@@ -27,8 +28,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache, partial
-from typing import Any
+from functools import lru_cache
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import (
@@ -54,6 +54,15 @@ from soong_store.schema.models import (
     session_moves_table,
     sessions_table,
 )
+from soong_store.schema.pair_files import (
+    HOT_GREW,
+    attached_alias,
+    copy_epoch,
+    look_again,
+    move_of,
+    note_journaled,
+    placement,
+)
 
 NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"
@@ -63,12 +72,6 @@ CACHE_SIZE = 64
 SQLAlchemy objects, and RSS after touching 1,000 sessions must stay under 100 MB."""
 MAIN = "main"
 """The ``session_files.file`` of a pair that lives in the main database."""
-HOT_GREW = "soong_store.hot_grew"
-"""Set in a write connection's ``info`` when a pair was created in (or brought back to) the
-main database: the writer's maintenance then counts the pairs there."""
-JOURNALED = "soong_store.journaled"
-"""A write connection's ``info`` entry: the ids of sessions this connection gave a journal row
-that the writer's maintenance is to settle (a copy left in a shard by a delete or a move)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,34 +166,9 @@ def stored_tables(connection: Connection, file: str = MAIN) -> StoredTables:
     :class:`~soong_store.backends.base.BeforeBegin` (attach it, then read again).
     """
     dialect = dialect_of(connection)
-    schema = None if file == MAIN else _alias(connection, file)
+    schema = None if file == MAIN else attached_alias(connection, file)
     found = [n for n in dialect.table_names(connection, schema) if is_session_table(n)]
     return StoredTables(found, fold_case=dialect.fold_case)
-
-
-def shard_copies(connection: Connection, file: str) -> dict[str, int]:
-    """The copies shard ``file`` says it holds (its ``shard_pairs``): epoch by session id."""
-    table = shard_pairs(_alias(connection, file))
-    return {str(sid): int(epoch) for sid, epoch in connection.execute(select(table))}
-
-
-def placements(connection: Connection) -> dict[str, tuple[str, int]]:
-    """Every session's pair file and epoch (sessions without a pair are not named)."""
-    rows = connection.execute(select(session_files_table))
-    return {str(r.session_id): (str(r.file), int(r.epoch)) for r in rows}
-
-
-def journaled_files(connection: Connection) -> dict[str, set[str]]:
-    """For each session with a move under way, the files its journal row names."""
-    rows = connection.execute(select(session_moves_table))
-    return {str(r.session_id): {str(r.source), str(r.target)} for r in rows}
-
-
-def _alias(connection: Connection, file: str) -> str:
-    alias = dialect_of(connection).attached_as(connection, file)
-    if alias is None:
-        raise BeforeBegin(partial(_attach, file=file), f"attach {file}")
-    return alias
 
 
 # -- placement: which sessions have a pair, and where -------------------------------------
@@ -210,64 +188,15 @@ _KNOWN_BOUND = 4096
 _known: WeakKeyDictionary[Engine, OrderedDict[str, None]] = WeakKeyDictionary()
 
 
-_PLACE_OF = select(session_files_table.c.file, session_files_table.c.epoch).where(
-    session_files_table.c.session_id == bindparam("p_session")
-)
-_MOVE_OF = select(session_moves_table).where(
-    session_moves_table.c.session_id == bindparam("p_session")
-)
-
-
-@lru_cache(maxsize=8)
-def shard_pairs(schema: str | None = None) -> Table:
-    """A shard's own table of the copies it holds: session id and the epoch of the copy."""
-    return Table(
-        "shard_pairs",
-        MetaData(schema=schema),
-        Column("session_id", Text, primary_key=True),
-        Column("epoch", INTEGER, nullable=False),
-        sqlite_with_rowid=False,
-    )
-
-
-def placement(connection: Connection, session_id: str) -> tuple[str, int] | None:
-    """The file and epoch the catalog names for a session's pair (``None``: no pair)."""
-    row = connection.execute(_PLACE_OF, {"p_session": session_id}).first()
-    return None if row is None else (str(row[0]), int(row[1]))
-
-
-def move_of(connection: Connection, session_id: str) -> dict[str, Any] | None:
-    """The journal row of a move of ``session_id`` under way (``None``: none)."""
-    row = connection.execute(_MOVE_OF, {"p_session": session_id}).mappings().first()
-    return None if row is None else dict(row)
-
-
-def copy_epoch(connection: Connection, alias: str, session_id: str) -> int | None:
-    """The epoch of the copy of a session's pair the shard attached as ``alias`` holds."""
-    table = shard_pairs(alias)
-    found = connection.execute(
-        select(table.c.epoch).where(table.c.session_id == session_id)
-    ).scalar()
-    return None if found is None else int(found)
-
-
-def _attach(connection: Connection, file: str) -> None:
-    dialect_of(connection).attach(connection, file)
-
-
-def _again(connection: Connection) -> None:
-    """Nothing to prepare: the next snapshot sees where the pair went."""
-
-
 def shard_tables(connection: Connection, session_id: str, file: str, epoch: int) -> SessionTables:
     """The tables of a pair in shard ``file`` as attached to ``connection``, at ``epoch``.
 
     Raises :class:`~soong_store.backends.base.BeforeBegin` when the shard is not attached yet
     (attach it, then start again) or holds no copy of that epoch (it moved meanwhile).
     """
-    alias = _alias(connection, file)
+    alias = attached_alias(connection, file)
     if copy_epoch(connection, alias, session_id) != epoch:
-        raise BeforeBegin(_again, f"session {session_id} moved out of {file}")
+        raise BeforeBegin(look_again, f"session {session_id} moved out of {file}")
     return session_tables(session_id, alias)
 
 
@@ -283,11 +212,6 @@ def tables_of(connection: Connection, session_id: str) -> SessionTables | None:
     if file == MAIN:
         return session_tables(session_id)
     return shard_tables(connection, session_id, file, epoch)
-
-
-def note_journaled(connection: Connection, session_id: str) -> None:
-    """Ask the writer's maintenance to settle ``session_id``'s journal row once committed."""
-    connection.info.setdefault(JOURNALED, set()).add(session_id)
 
 
 def create_pair(connection: Connection, session_id: str) -> SessionTables:

@@ -29,14 +29,15 @@ from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
 
 from soong_store.backends.base import Backend, BeforeBegin, dialect_of
 from soong_store.errors import StorageError
-from soong_store.schema import catalog
-from soong_store.schema.catalog import MAIN, SessionTables, session_tables, shard_pairs
+from soong_store.schema import catalog, pair_files
+from soong_store.schema.catalog import MAIN, SessionTables, session_tables
 from soong_store.schema.models import (
     session_files_table,
     session_moves_table,
     sessions_table,
     shard_files_table,
 )
+from soong_store.schema.pair_files import shard_pairs
 
 PAIR_REV = 1
 """The revision of the pair shape shards hold (``shard_files.rev``)."""
@@ -101,16 +102,16 @@ def bring_back(connection: Connection, session_id: str) -> None:
     Raises :class:`~soong_store.backends.base.BeforeBegin` while the shard is not attached to
     the writer's connection, or while an earlier move of the session is still journaled.
     """
-    place = catalog.placement(connection, session_id)
+    place = pair_files.placement(connection, session_id)
     if place is None or place[0] == MAIN:
         return
     file, epoch = place
     alias = dialect_of(connection).attached_as(connection, file)
     if alias is None:
         raise BeforeBegin(partial(_attach, file=file), f"attach {file}")
-    if catalog.move_of(connection, session_id) is not None:
+    if pair_files.move_of(connection, session_id) is not None:
         raise BeforeBegin(partial(recover, session_ids=[session_id]), f"recover {session_id}")
-    if catalog.copy_epoch(connection, alias, session_id) != epoch:
+    if pair_files.copy_epoch(connection, alias, session_id) != epoch:
         raise StorageError(
             f"shard {file} holds no copy of session {session_id!r} at epoch {epoch}: run check",
             session_id=session_id,
@@ -126,8 +127,8 @@ def bring_back(connection: Connection, session_id: str) -> None:
         .where(_files.session_id == session_id)
         .values(file=MAIN, epoch=epoch + 1)
     )
-    catalog.note_journaled(connection, session_id)
-    connection.info[catalog.HOT_GREW] = True
+    pair_files.note_journaled(connection, session_id)
+    connection.info[pair_files.HOT_GREW] = True
 
 
 # -- recover: settle journal rows ----------------------------------------------------------
@@ -149,13 +150,13 @@ def recover(connection: Connection, session_ids: Iterable[str] | None = None) ->
 
 
 def _where(connection: Connection, session_id: str) -> str | None:
-    place = catalog.placement(connection, session_id)
+    place = pair_files.placement(connection, session_id)
     return None if place is None else place[0]
 
 
 def _settle(connection: Connection, session_id: str) -> None:
     with connection.begin():
-        row = catalog.move_of(connection, session_id)
+        row = pair_files.move_of(connection, session_id)
         if row is None:
             return
         where = _where(connection, session_id)
@@ -164,7 +165,7 @@ def _settle(connection: Connection, session_id: str) -> None:
         if file != MAIN and not _drop_copy(connection, session_id, file, row):
             return  # the row changed meanwhile: whoever changed it settles it
     with connection.begin():
-        if catalog.move_of(connection, session_id) != row:
+        if pair_files.move_of(connection, session_id) != row:
             return
         if MAIN in stale and _where(connection, session_id) != MAIN:
             _drop(connection, session_tables(session_id, MAIN))
@@ -181,7 +182,7 @@ def _drop_copy(connection: Connection, session_id: str, file: str, row: dict[str
     except StorageError:  # no such file: nothing to drop there
         return True
     with connection.begin():
-        if catalog.move_of(connection, session_id) != row:
+        if pair_files.move_of(connection, session_id) != row:
             return False
         if _where(connection, session_id) == file:
             return True
@@ -263,8 +264,8 @@ def _move_out(connection: Connection, backend: Backend, file: str, claimed: list
     with connection.begin():  # L: the main file's write lock, held until T2 commits
         moving: list[tuple[str, int]] = []
         for session_id in claimed:
-            row = catalog.move_of(connection, session_id)
-            place = catalog.placement(connection, session_id)
+            row = pair_files.move_of(connection, session_id)
+            place = pair_files.placement(connection, session_id)
             if (
                 row is not None
                 and (row["source"], row["target"]) == (MAIN, file)
@@ -352,13 +353,13 @@ class Maintenance:
             if journaled:
                 recover(connection)
             if hot > limits.hot:
-                info[catalog.HOT_GREW] = True
-        settle = info.pop(catalog.JOURNALED, None)
+                info[pair_files.HOT_GREW] = True
+        settle = info.pop(pair_files.JOURNALED, None)
         if settle:
             recover(connection, sorted(settle))
-        grew = info.pop(catalog.HOT_GREW, False)
+        grew = info.pop(pair_files.HOT_GREW, False)
         if grew and self._look()[1] > limits.hot and archive(connection, self._backend, limits):
-            info[catalog.HOT_GREW] = True
+            info[pair_files.HOT_GREW] = True
             return True
         dialect = dialect_of(connection)
         for file in dialect.attached_files(connection):
