@@ -117,6 +117,14 @@ class Writer:
       nobody is told.
     - **Processes.** The thread and its connection live in the process that started the
       writer; a forked child has neither, so the store refuses calls there.
+    - **Preparing the connection.** A job that raises
+      :class:`~soong_store.backends.base.BeforeBegin` (its session's pair is in a shard not
+      attached yet) is run again after the writer has ended the transaction (the jobs before it
+      commit) and called the exception's ``prepare`` on the connection.
+    - **Maintenance.** While no job waits, the writer calls its ``maintenance`` (moving pairs
+      between files, :mod:`soong_store.sql.moves`) once before the first job and again after
+      batches, for as long as it says more is left; a job submitted meanwhile waits for one
+      round at most. Its failure is logged and harms no job.
     - **Jobs must be re-runnable**: a batch retried after a busy error runs its jobs again, so a
       job reads what it needs inside its transaction and changes nothing outside the database
       (``on_abort`` is called when a job's work did not commit, to undo side effects).

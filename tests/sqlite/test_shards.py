@@ -8,7 +8,9 @@ files behind the store's back, so they live with the SQLite tests.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -229,3 +231,53 @@ def test_a_connection_keeps_at_most_four_shards_attached(home: Path) -> None:
             assert names == {"main", "s0", "s1", "s2", "s3"}
     finally:
         engine.dispose()
+
+
+READER = """
+import asyncio, sys
+from soong_store import SessionStore
+
+async def main(home, sweeps):
+    async with SessionStore(home=home) as store:
+        sids = sorted(s.session_id for s in await store.list_sessions())
+        print("READY", flush=True)
+        bad, reads = [], 0
+        for _ in range(int(sweeps)):
+            for sid in sids:
+                seqs = [n.node_seq for n in await store.active_path(sid)]
+                events = [e.seq for e in await store.timeline(sid)]
+                if seqs != list(range(1, len(seqs) + 1)) or events != list(
+                    range(1, len(events) + 1)
+                ) or len(events) != len(seqs) + 1:
+                    bad.append(f"{sid} {seqs} {events}")
+                reads += 2
+        print(f"DONE {reads} {len(bad)}", *bad[:3], flush=True)
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def test_a_reader_in_another_process_sees_each_session_whole_while_they_move(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = [(await store.create_session(cwd="/p")).session_id for _ in range(8)]
+        for sid in sids:
+            await store.append_node(sid, "user", "message", text("first"))
+        reader = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", READER, str(home), "30", stdout=asyncio.subprocess.PIPE
+        )
+        assert reader.stdout is not None
+        assert (await reader.stdout.readline()).startswith(b"READY")
+        done = asyncio.ensure_future(reader.stdout.readline())
+        written = 0
+        while not done.done():  # a chain in each session, written in turn: each write moves one
+            await store.append_node(sids[written % 8], "user", "message", text(f"n{written}"))
+            written += 1
+            await asyncio.sleep(0.005)
+        await reader.wait()
+        _, reads, bad, *shown = (await done).decode().split(" ", 3)
+        assert (int(reads), int(bad)) == (30 * 16, 0), shown
+        assert written > 8
+        await settle(store)
+        assert_each_pair_in_one_file(home)
