@@ -101,9 +101,7 @@ def _database_facts(connection: Connection, session_id: str | None) -> _Database
         wanted = wanted.where(column == session_id)
     sessions = [str(sid) for sid in connection.execute(wanted).scalars()]
     paths = set(connection.execute(select(artifacts_table.c.path).distinct()).scalars())
-    placed = pair_files.placements(connection)
-    if session_id:
-        placed = {sid: place for sid, place in placed.items() if sid == session_id}
+    placed = pair_files.placements(connection, session_id or None)
     journaled = pair_files.journaled_files(connection)
     return _Database(sessions, placed, journaled, stored_tables(connection), paths)
 

@@ -91,9 +91,12 @@ def shard_copies(connection: Connection, file: str) -> dict[str, int]:
     return {str(sid): int(epoch) for sid, epoch in connection.execute(select(table))}
 
 
-def placements(connection: Connection) -> dict[str, tuple[str, int]]:
-    """Every session's pair file and epoch (sessions without a pair are not named)."""
-    rows = connection.execute(select(session_files_table))
+def placements(connection: Connection, session_id: str | None = None) -> dict[str, tuple[str, int]]:
+    """Every session's pair file and epoch, or one session's (sessions without a pair: none)."""
+    stmt = select(session_files_table)
+    if session_id is not None:
+        stmt = stmt.where(session_files_table.c.session_id == session_id)
+    rows = connection.execute(stmt)
     return {str(r.session_id): (str(r.file), int(r.epoch)) for r in rows}
 
 
