@@ -288,3 +288,27 @@ async def test_a_reader_in_another_process_sees_each_session_whole_while_they_mo
         assert any(file != catalog.MAIN for file, _ in moved.values())
         await settle(store)
         assert_each_pair_in_one_file(home)
+
+
+async def test_the_least_recently_updated_move_first(home: Path, small_limits: Any) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        for sid in sids[:3]:  # the oldest three become the most recent
+            await store.append_node(sid, "user", "message", text("again"))
+        placed = await settle(store)
+        hot = {sid for sid, (file, _) in placed.items() if file == catalog.MAIN}
+        assert hot and hot <= set(sids[:3])
+
+
+async def test_a_failed_first_write_leaves_the_pair_in_its_shard(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+        idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+        before = await reads_of(store, idle)
+        with pytest.raises(NotFound, match="node_nothere"):
+            await store.append_node(idle, "user", "message", text("x"), parent_id="node_nothere")
+        assert (await placements(store))[idle] == placed[idle]
+        assert await reads_of(store, idle) == before
