@@ -10,7 +10,10 @@ Kinds of problem: of the database, ``quick_check`` (the database's own check of 
 asked of the backend: SQLite's ``quick_check``, PostgreSQL's amcheck where the extension is
 installed; what it covered, or could not, goes to the report's notes),
 ``invalid_session_id``, ``missing_table``, ``unreadable_session`` (a damaged page; the other
-sessions are still checked), ``orphan_table``; of a row on its own, ``invalid_row`` (a type,
+sessions are still checked), ``orphan_table``; of shard files (checked shard by shard, each
+attached while its sessions are read), ``unreadable_shard``, ``shard_copy`` (the shard holds no
+copy of the epoch the catalog names), ``stale_copy`` (a copy the catalog does not place there
+and no move under way names); of a row on its own, ``invalid_row`` (a type,
 range, enum, id, timestamp or JSON text the store would not write), ``invalid_content``; of a
 session's rows together, ``duplicate_id``, ``missing_parent``, ``node_order`` (a parent numbered
 after its child), ``parent_cycle``, ``branch_rule``, ``node_without_event``,
@@ -38,12 +41,8 @@ from soong_store.files.store import ArtifactFiles
 from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
-from soong_store.schema.catalog import (
-    StoredTables,
-    paired_session_ids,
-    session_tables,
-    stored_tables,
-)
+from soong_store.schema import catalog, pair_files
+from soong_store.schema.catalog import MAIN, StoredTables, stored_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.search.check import search_problems
 from soong_store.sql.first_event import created_event_row
@@ -75,12 +74,24 @@ class Report:
 
 @dataclass(frozen=True, slots=True)
 class _Database:
-    """The session ids to check, those with a pair, the session tables stored, artifact paths."""
+    """The session ids to check, where their pairs are, the main file's session tables, paths."""
 
     sessions: list[str]
-    paired: set[str]
+    placed: dict[str, tuple[str, int]]
+    """File and epoch of each pair, as the catalog names them."""
+    journaled: dict[str, set[str]]
+    """The files a move under way of each session names."""
     tables: StoredTables
     paths: set[str]
+
+    def shards(self) -> list[str]:
+        """The shard files the catalog places pairs in, in order."""
+        return sorted({file for file, _ in self.placed.values() if file != MAIN})
+
+    def named(self, file: str) -> set[str]:
+        """The sessions whose pair may be in ``file``: placed there, or named by a move."""
+        placed = {sid for sid, (where, _) in self.placed.items() if where == file}
+        return placed | {sid for sid, files in self.journaled.items() if file in files}
 
 
 def _database_facts(connection: Connection, session_id: str | None) -> _Database:
@@ -90,8 +101,36 @@ def _database_facts(connection: Connection, session_id: str | None) -> _Database
         wanted = wanted.where(column == session_id)
     sessions = [str(sid) for sid in connection.execute(wanted).scalars()]
     paths = set(connection.execute(select(artifacts_table.c.path).distinct()).scalars())
-    paired = set(paired_session_ids(connection, validate=False))
-    return _Database(sessions, paired, stored_tables(connection), paths)
+    placed = pair_files.placements(connection, session_id or None)
+    journaled = pair_files.journaled_files(connection)
+    return _Database(sessions, placed, journaled, stored_tables(connection), paths)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shard:
+    """One shard's session tables and the copies its ``shard_pairs`` lists, in one snapshot."""
+
+    tables: StoredTables
+    copies: dict[str, int]
+
+
+def _shard_facts(connection: Connection, file: str) -> _Shard:
+    return _Shard(stored_tables(connection, file), pair_files.shard_copies(connection, file))
+
+
+def _shard_orphans(file: str, shard: _Shard, facts: _Database) -> list[Problem]:
+    """Tables and copies in a shard of sessions the catalog does not place there."""
+    named = facts.named(file)
+    out = [
+        Problem("orphan_table", None, (name,), f"table {name} in {file} belongs to no session")
+        for name in shard.tables.orphans(named)
+    ]
+    for sid, epoch in sorted(shard.copies.items()):
+        if sid not in named:
+            message = f"{file} holds a copy of session {sid} (epoch {epoch}) "
+            message += "the catalog does not place there"
+            out.append(Problem("stale_copy", sid, (sid,), message))
+    return out
 
 
 _GLOBAL = (("agent", agents_table), ("run", runs_table), ("artifact", artifacts_table))
@@ -112,7 +151,7 @@ def _session_facts(connection: Connection, session_id: str, tables: StoredTables
     for kind, table in _GLOBAL:
         stmt = select(table).where(table.c.session_id == session_id)
         rows.rows[kind] = [dict(r) for r in connection.execute(stmt).mappings()]
-    pair = session_tables(session_id)
+    pair = catalog.tables_of(connection, session_id) or catalog.session_tables(session_id)
     if tables is None:  # no pair: what an eager empty pair held (none for a damaged row)
         with suppress(KeyError, TypeError, ValueError):
             rows.rows["event"] = [created_event_row(s) for s in rows.rows["session"]]
@@ -210,22 +249,67 @@ async def check_store(
         report.problems.append(Problem("quick_check", None, (), " ".join(line.split())))
     files = artifact_files(store)
     total = len(report.sessions)
-    for done, sid in enumerate(report.sessions, 1):
-        tables = facts.tables if sid in facts.paired else None
-        report.problems += await _check_session(store, sid, tables, files)
-        if progress is not None:
-            progress(done, total)
+    done = 0
+    for file, sids in _by_file(facts):
+        shard = None
+        if file != MAIN:  # shard by shard: attached as its sessions are read, then let go
+            try:
+                shard = await run_read(store, partial(_shard_facts, file=file))
+            except StorageError as exc:
+                report.problems.append(Problem("unreadable_shard", None, (file,), str(exc)))
+        for sid in sids:
+            tables = _tables_for(facts, sid, file, shard, report)
+            if tables is not _SKIP:
+                report.problems += await _check_session(store, sid, tables, files)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        if shard is not None and session_id is None:
+            report.problems += _shard_orphans(file, shard, facts)
     report.problems += await search_problems(store, report.sessions, whole=session_id is None)
     if session_id is None:
         report.problems += [
             Problem("orphan_table", None, (name,), f"table {name} belongs to no session")
-            for name in facts.tables.orphans(facts.paired)
+            for name in facts.tables.orphans(facts.named(MAIN))
         ]
         checked = frozenset(report.sessions)
         report.problems += await asyncio.to_thread(
             _orphan_files, files, facts.paths, None, "", checked
         )
     return report
+
+
+_SKIP = StoredTables((), fold_case=False)
+"""What :func:`_tables_for` returns for a session whose rows cannot be read where it is placed."""
+
+
+def _by_file(facts: _Database) -> list[tuple[str, list[str]]]:
+    """The sessions to check grouped by the file of their pair: the main file's first."""
+    groups: dict[str, list[str]] = {MAIN: []}
+    for sid in facts.sessions:
+        file = facts.placed.get(sid, (MAIN, 0))[0]
+        groups.setdefault(file, []).append(sid)
+    return [(MAIN, groups.pop(MAIN)), *sorted(groups.items())]
+
+
+def _tables_for(
+    facts: _Database, sid: str, file: str, shard: _Shard | None, report: Report
+) -> StoredTables | None:
+    """The stored tables a session's pair is looked for in (``None``: it has no pair)."""
+    if sid not in facts.placed:
+        return None
+    if file == MAIN:
+        return facts.tables
+    epoch = facts.placed[sid][1]
+    if shard is None:
+        return _SKIP
+    held = shard.copies.get(sid)
+    if held != epoch:
+        what = "no copy" if held is None else f"the copy of epoch {held}"
+        message = f"session {sid} is placed in {file} at epoch {epoch}, which holds {what}"
+        report.problems.append(Problem("shard_copy", sid, (sid,), message))
+        return _SKIP
+    return shard.tables
 
 
 async def _check_session(

@@ -26,14 +26,18 @@ from typing import TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from soong_store.backends.base import Backend
+from soong_store.backends.base import Backend, BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.pool import FilePool, FileWrite
 from soong_store.files.store import ArtifactFiles
 from soong_store.migrate import HEAD_REVISION, current_revision, ensure_schema
+from soong_store.sql.moves import Maintenance
 from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
+
+_PREPARES = 100
+"""How many times one read may stop to attach a file or look again (a session moving meanwhile)."""
 
 _INHERITED: list[object] = []
 """What a forked child's stores held: kept alive, never closed (the parent still uses it)."""
@@ -131,7 +135,8 @@ class StoreRuntime:
             backend.read_connections, thread_name_prefix="soong-store-read"
         )
         self._file_pool = FilePool(self.files)
-        self._writer = Writer(self._write_engine, retry=backend.retry)
+        maintenance = Maintenance(backend, self._read_engine) if backend.places_pairs else None
+        self._writer = Writer(self._write_engine, retry=backend.retry, maintenance=maintenance)
         self._writer.start()
         self.generation += 1
 
@@ -187,8 +192,15 @@ class StoreRuntime:
         assert engine is not None
 
         def attempt() -> T:
-            with engine.connect() as connection, connection.begin():
-                return query(connection)
+            with engine.connect() as connection:
+                for _ in range(_PREPARES):
+                    try:
+                        with connection.begin():
+                            return query(connection)
+                    except BeforeBegin as needed:  # a shard to attach, or the pair moved
+                        last = str(needed)
+                        needed.prepare(connection)
+            raise StorageError(f"a read kept finding its session moved: {last}")
 
         backend = self.backend
         with backend.translated():

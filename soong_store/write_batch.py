@@ -29,7 +29,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from soong_store.backends.base import Backend
+from soong_store.backends.base import Backend, BeforeBegin
 
 T = TypeVar("T")
 Job = Callable[[Connection], T]
@@ -125,6 +125,12 @@ def attempt(connection: Connection, backend: type[Backend], batch: list[Pending]
                 try:
                     result = item.job(connection)
                 except Exception as exc:
+                    if isinstance(exc, BeforeBegin):
+                        if savepoints is None or index == 0:
+                            raise
+                        savepoints.rollback()
+                        done = index
+                        break
                     if isinstance(exc, OperationalError) and backend.is_transient(exc):
                         if savepoints is None or index == 0 or backend.is_lost(exc):
                             raise BatchBusy from exc

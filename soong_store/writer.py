@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import BeforeBegin, dialect_of
 from soong_store.backends.retry import Attempts, RetryPolicy
 from soong_store.errors import StorageError, StoreClosed
 from soong_store.write_batch import (
@@ -39,6 +39,12 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _STOP = object()
+_PREPARES = 100
+"""How many times one batch may stop to prepare its connection (attach a file) before the job
+that keeps asking fails: a session moved that often meanwhile is a bug, not contention."""
+Maintenance = Callable[[Connection], bool]
+"""Work the writer does between batches when no job waits (moving pairs between files); it
+returns whether more is left."""
 
 
 class Prerequisite(Protocol):
@@ -89,15 +95,30 @@ class Writer:
       still runs and nobody is told.
     - **Processes.** The thread and its connection live in the process that started the
       writer; a forked child has neither, so the store refuses calls there.
+    - **Preparing the connection.** A job that raises
+      :class:`~soong_store.backends.base.BeforeBegin` (its session's pair is in a shard not
+      attached yet) is run again after the writer has ended the transaction (the jobs before it
+      commit) and called the exception's ``prepare`` on the connection.
+    - **Maintenance.** While no job waits, the writer calls its ``maintenance`` (moving pairs
+      between files, :mod:`soong_store.sql.moves`) once before the first job and again after
+      batches, for as long as it says more is left; a job submitted meanwhile waits for one
+      round at most. Its failure is logged and harms no job.
     - **Jobs must be re-runnable**: a batch retried after a busy error runs its jobs again, so a
       job reads what it needs inside its transaction and changes nothing outside the database
       (``on_abort`` is called when a job's work did not commit, to undo side effects).
     """
 
     def __init__(
-        self, engine: Engine, *, retry: RetryPolicy | None = None, max_batch: int = 64
+        self,
+        engine: Engine,
+        *,
+        retry: RetryPolicy | None = None,
+        max_batch: int = 64,
+        maintenance: Maintenance | None = None,
     ) -> None:
         self._engine = engine
+        self._maintenance = maintenance
+        self._maintenance_due = maintenance is not None
         self._dialect = dialect_of(engine)
         self._retry = retry if retry is not None else RetryPolicy()
         self._max_batch = max_batch
@@ -188,8 +209,9 @@ class Writer:
 
     def _main(self) -> None:
         try:
+            self._maintain()  # before the first job: settle moves a crash left under way
             while True:
-                first = self._queue.get()
+                first = self._next_job()
                 if first is _STOP:
                     return
                 batch = [first]
@@ -210,6 +232,28 @@ class Writer:
             if self._connection is not None:
                 self._connection.close()
             self._fail_leftovers()
+
+    def _next_job(self) -> Any:
+        """The next queued item; while none waits, the maintenance's work runs first."""
+        while self._maintenance_due:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                self._maintain()
+        item = self._queue.get()
+        self._maintenance_due = self._maintenance is not None
+        return item
+
+    def _maintain(self) -> None:
+        """One round of the maintenance's work (it runs again after the next batch if it fails)."""
+        if self._maintenance is None:
+            return
+        try:
+            self._maintenance_due = self._maintenance(self._conn())
+        except Exception:
+            log.warning("writer maintenance failed", exc_info=True)
+            self._recover()
+            self._maintenance_due = False
 
     def _fail_leftovers(self) -> None:
         left: list[Pending] = []
@@ -268,13 +312,25 @@ class Writer:
         pending = list(batch)
         in_doubt = False  # asking whether a COMMIT whose answer was lost took effect
         doubtful: list[Pending] = []  # failed, but their rows may have committed
+        prepares = 0
         try:
             while pending:
                 try:
                     done = attempt(self._conn(), self._dialect, pending)
-                    # A later job met a lock another transaction holds: the jobs before it have
-                    # committed, the rest run in a new transaction whose first lock waits for it.
+                    # A later job met a lock another transaction holds (or needs its connection
+                    # prepared): the jobs before it have committed, the rest run in a new one.
                     pending = pending[done:]
+                except BeforeBegin as needed:  # the first job needs a file attached, say
+                    self._recover()
+                    prepares += 1
+                    try:
+                        if prepares > _PREPARES:
+                            raise StorageError(f"the write could not be prepared: {needed}")
+                        needed.prepare(self._conn())
+                    except Exception as exc:
+                        self._recover()
+                        pending[0].outcome = (False, exc)
+                        del pending[0]
                 except JobAborted as aborted:
                     # The failing job took the others' work down with it: fail it alone and run
                     # the rest again in a fresh transaction.

@@ -27,6 +27,7 @@ itself is never here: statements are shared SQLAlchemy Core.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import ModuleType, TracebackType
@@ -87,6 +88,20 @@ class DataVersion:
     """Changes whenever a table is created, dropped or altered."""
 
 
+class BeforeBegin(Exception):  # noqa: N818 - a signal between the catalog and its callers
+    """A job or read needs ``prepare`` run on its connection outside any transaction first.
+
+    Raised from inside a transaction (an ``ATTACH`` of the file holding a session's pair, which
+    SQLite refuses inside one; a journal row to recover first). Whoever runs the work (the
+    writer, a reader) ends the transaction, calls ``prepare(connection)``, and runs the work
+    again from the start, in a new snapshot. Never seen by callers of the store.
+    """
+
+    def __init__(self, prepare: Callable[[Connection], None], why: str) -> None:
+        super().__init__(why)
+        self.prepare = prepare
+
+
 _REGISTRY: dict[str, type[Backend]] = {}
 
 
@@ -108,6 +123,8 @@ class Backend(ABC):
     schema's revision and then serves the first read, the writer connects at its first write,
     and an admin connection is made only to upgrade. Without it, opening reads the revision on
     an admin connection and connects the writer before any reader."""
+    places_pairs: ClassVar[bool] = False
+    """Whether idle sessions' pairs move to files of their own (shards); else all stay put."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -239,6 +256,30 @@ class Backend(ABC):
     def driver_in_transaction(cls, connection: Connection) -> bool:
         """Whether the driver still holds the transaction open (some end it on their own)."""
         return True
+
+    @classmethod
+    def attached_as(cls, connection: Connection, file: str) -> str | None:
+        """The schema name under which ``file`` is attached to ``connection`` (``None``: not)."""
+        return None
+
+    @classmethod
+    def attached_files(cls, connection: Connection) -> list[str]:
+        """The files attached to ``connection``, least recently used first."""
+        return []
+
+    @classmethod
+    def attach(cls, connection: Connection, file: str) -> str:
+        """Attach ``file`` (relative to the database's folder) outside any transaction."""
+        raise StorageError(f"{cls.title} keeps every pair in its database: nothing to attach")
+
+    @classmethod
+    def detach(cls, connection: Connection, file: str) -> None:
+        """Detach ``file`` if it is attached (outside any transaction)."""
+        return None  # nothing is ever attached where pairs stay put
+
+    def file_engine(self, file: str, main_as: str) -> Engine:
+        """An engine on ``file`` beside the database, the database attached as ``main_as``."""
+        raise StorageError(f"{self.title} keeps every pair in its database")
 
     @classmethod
     def table_names(cls, connection: Connection, schema: str | None = None) -> list[str]:

@@ -42,6 +42,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from soong_store.backends import sqlite_files
 from soong_store.backends.base import Backend, DataVersion, Durability, ErrorKind, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
@@ -118,6 +119,7 @@ class SQLiteBackend(Backend):
     fold_case = True
     read_connections = READ_POOL_SIZE
     alters_by_rebuild = True
+    places_pairs = True
 
     def __init__(
         self,
@@ -141,12 +143,7 @@ class SQLiteBackend(Backend):
                 f"SQLite {have} is too old: soong_store needs SQLite {need} or newer"
             )
         self._file()
-        kwargs: dict[str, Any] = {
-            "connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
-            "query_cache_size": STATEMENT_CACHE_SIZE,
-        }
-        if self._module is not None:
-            kwargs["module"] = self._module
+        kwargs = self._engine_kwargs()
         if role == "read":
             kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
         elif role == "write":
@@ -156,6 +153,43 @@ class SQLiteBackend(Backend):
         engine = create_engine(self.url, **kwargs)
         _install_hooks(engine, role, self.durability, self.retry)
         return engine
+
+    def _engine_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+            "query_cache_size": STATEMENT_CACHE_SIZE,
+        }
+        if self._module is not None:
+            kwargs["module"] = self._module
+        return kwargs
+
+    def file_engine(self, file: str, main_as: str) -> Engine:
+        """An engine on a shard file beside the database (see :mod:`.sqlite_files`)."""
+
+        def install(engine: Engine) -> None:
+            _install_hooks(engine, "read", self.durability, self.retry)
+
+        return sqlite_files.file_engine(self._file(), file, main_as, self._engine_kwargs(), install)
+
+    @classmethod
+    def attached_as(cls, connection: Connection, file: str) -> str | None:
+        """The alias of an attached shard file (:mod:`.sqlite_files`)."""
+        return sqlite_files.attached_as(connection, file)
+
+    @classmethod
+    def attached_files(cls, connection: Connection) -> list[str]:
+        """The shard files attached to ``connection`` (:mod:`.sqlite_files`)."""
+        return sqlite_files.attached_files(connection)
+
+    @classmethod
+    def attach(cls, connection: Connection, file: str) -> str:
+        """Attach a shard file, least recently used detached first (:mod:`.sqlite_files`)."""
+        return sqlite_files.attach(connection, file)
+
+    @classmethod
+    def detach(cls, connection: Connection, file: str) -> None:
+        """Detach a shard file if attached (:mod:`.sqlite_files`)."""
+        sqlite_files.detach(connection, file)
 
     def _file(self) -> Path:
         """The database file the URL names (an in-memory database is refused)."""

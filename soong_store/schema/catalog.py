@@ -11,10 +11,15 @@ so thousands of sessions do not mean thousands of live ``Table`` objects.
 
 A pair is created with the session's first write (:func:`create_pair`), not with the session:
 an empty session is two rows. ``session_files`` (a global table) names the file of every pair
-that exists, ``main`` for the database itself; a session without a row has no pair, and reads
-answer for it as for an empty session (:func:`tables_of` returns ``None``). Callers only ever ask
-this module: for a session's tables, whether it has them, their names (for a revision over every
-session), or which session tables are stored (for the integrity check).
+that exists, ``main`` for the database itself or a shard file (``shards/0001.sqlite``) where an
+idle session's pair was moved (:mod:`soong_store.sql.moves`), with the move's epoch; a session
+without a row has no pair, and reads answer for it as for an empty session (:func:`tables_of`
+returns ``None``). A pair in a shard is read through the shard attached to the connection, and
+only if the shard's own ``shard_pairs`` holds the copy of exactly the epoch the catalog names
+(else it moved meanwhile: the read starts again; the rows and the shards' own table are read by
+:mod:`soong_store.schema.pair_files`). Callers only ever ask the catalog: for a
+session's tables, whether it has them, their names (for a revision over every session), or which
+session tables are stored (for the integrity check).
 """
 
 from __future__ import annotations
@@ -41,9 +46,23 @@ from sqlalchemy import (
     select,
 )
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import BeforeBegin, dialect_of
 from soong_store.model.ids import check_session_id
-from soong_store.schema.models import INTEGER, session_files_table, sessions_table
+from soong_store.schema.models import (
+    INTEGER,
+    session_files_table,
+    session_moves_table,
+    sessions_table,
+)
+from soong_store.schema.pair_files import (
+    HOT_GREW,
+    attached_alias,
+    copy_epoch,
+    look_again,
+    move_of,
+    note_journaled,
+    placement,
+)
 
 NODES_PREFIX = "nodes_"
 EVENTS_PREFIX = "events_"
@@ -140,10 +159,15 @@ class StoredTables:
         return [n for n in self.names if self._key(table_owner(n) or "") not in owners]
 
 
-def stored_tables(connection: Connection) -> StoredTables:
-    """Which session tables the database holds (in the main database, where every pair is)."""
+def stored_tables(connection: Connection, file: str = MAIN) -> StoredTables:
+    """Which session tables a file holds: the main database, or a shard (attached first).
+
+    For a shard not attached to ``connection`` this raises
+    :class:`~soong_store.backends.base.BeforeBegin` (attach it, then read again).
+    """
     dialect = dialect_of(connection)
-    found = [n for n in dialect.table_names(connection) if is_session_table(n)]
+    schema = None if file == MAIN else attached_alias(connection, file)
+    found = [n for n in dialect.table_names(connection, schema) if is_session_table(n)]
     return StoredTables(found, fold_case=dialect.fold_case)
 
 
@@ -160,17 +184,34 @@ PAIR_LOOKUP = (
 )
 """One row if the session exists: its id and its pair's file (``None``: no pair yet)."""
 
-_FILE_OF = select(session_files_table.c.file).where(
-    session_files_table.c.session_id == bindparam("p_session")
-)
 _KNOWN_BOUND = 4096
 _known: WeakKeyDictionary[Engine, OrderedDict[str, None]] = WeakKeyDictionary()
 
 
+def shard_tables(connection: Connection, session_id: str, file: str, epoch: int) -> SessionTables:
+    """The tables of a pair in shard ``file`` as attached to ``connection``, at ``epoch``.
+
+    Raises :class:`~soong_store.backends.base.BeforeBegin` when the shard is not attached yet
+    (attach it, then start again) or holds no copy of that epoch (it moved meanwhile).
+    """
+    alias = attached_alias(connection, file)
+    if copy_epoch(connection, alias, session_id) != epoch:
+        raise BeforeBegin(look_again, f"session {session_id} moved out of {file}")
+    return session_tables(session_id, alias)
+
+
 def tables_of(connection: Connection, session_id: str) -> SessionTables | None:
-    """The tables of ``session_id`` if it has a pair (``None``: it was never written)."""
-    file = connection.execute(_FILE_OF, {"p_session": session_id}).scalar()
-    return None if file is None else session_tables(session_id)
+    """The tables of ``session_id`` if it has a pair (``None``: it was never written).
+
+    A pair in a shard is read where the shard is attached (:func:`shard_tables`).
+    """
+    place = placement(connection, session_id)
+    if place is None:
+        return None
+    file, epoch = place
+    if file == MAIN:
+        return session_tables(session_id)
+    return shard_tables(connection, session_id, file, epoch)
 
 
 def create_pair(connection: Connection, session_id: str) -> SessionTables:
@@ -184,17 +225,32 @@ def create_pair(connection: Connection, session_id: str) -> SessionTables:
     connection.execute(
         session_files_table.insert(), {"session_id": session_id, "file": MAIN, "epoch": 0}
     )
+    connection.info[HOT_GREW] = True
     return tables
 
 
 def drop_pair(connection: Connection, session_id: str) -> None:
-    """Drop a session's pair and its catalog row, if it has them (a pair-less session: no-op)."""
+    """Drop a session's pair and its catalog row, if it has them (a pair-less session: no-op).
+
+    A pair in a shard is not dropped here (that would commit a second file): a journal row
+    naming its file takes the catalog row's place, and the writer's maintenance drops the copy
+    (:func:`soong_store.sql.moves.recover`). A journal row already there (a move under way)
+    stays: with the catalog row gone, recovery drops the pair from both files it names.
+    """
     forget_pair(connection.engine, session_id)
-    file = connection.execute(_FILE_OF, {"p_session": session_id}).scalar()
-    tables = session_tables(session_id)
-    if file is not None or tables.exist(connection):
+    place = placement(connection, session_id)
+    # Named in the main database: an unqualified name the main file lacks finds a shard's.
+    tables = session_tables(session_id, MAIN if dialect_of(connection).places_pairs else None)
+    if (place is not None and place[0] == MAIN) or tables.exist(connection):
         for table in (tables.events, tables.nodes):
             table.drop(connection, checkfirst=True)
+    if place is not None and place[0] != MAIN and move_of(connection, session_id) is None:
+        file, epoch = place
+        connection.execute(
+            session_moves_table.insert(),
+            {"session_id": session_id, "source": file, "target": file, "epoch": epoch + 1},
+        )
+        note_journaled(connection, session_id)
     connection.execute(
         delete(session_files_table).where(session_files_table.c.session_id == session_id)
     )
@@ -215,13 +271,16 @@ def paired_session_ids(
     return [check_session_id(sid) if validate else str(sid) for sid in rows]
 
 
-def knows_pair(engine: Engine, session_id: str) -> bool:
-    """Whether this process saw ``session_id``'s pair committed in the main database of ``engine``.
+def knows_pair(connection: Connection, session_id: str) -> bool:
+    """Whether this process saw ``session_id``'s pair committed in the main database.
 
     A hint that lets the writer skip the catalog lookup; a pair dropped since by another process
-    shows as a missing table, and the writer then forgets it and asks the catalog.
+    shows as a missing table, and the writer then forgets it and asks the catalog. Not while a
+    shard is attached: a name the main database lacks would then find the shard's copy.
     """
-    known = _known.get(engine)
+    if dialect_of(connection).attached_files(connection):
+        return False
+    known = _known.get(connection.engine)
     if known is None or session_id not in known:
         return False
     known.move_to_end(session_id)

@@ -16,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from soong_store.backends.base import dialect_of
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.rules.session import Problem
-from soong_store.schema.catalog import session_tables
+from soong_store.schema.catalog import tables_of
 from soong_store.search.index import indexed_bodies, indexed_sessions
 from soong_store.search.text import node_text
 from soong_store.store import SessionStore, run_read, run_write
@@ -26,9 +26,11 @@ KIND = "search_index"
 
 def _session_problems(connection: Connection, session_id: str) -> list[Problem]:
     try:
-        nodes = session_tables(session_id).nodes
-        stmt = select(nodes.c.node_id, nodes.c.content_json)
-        wanted = {str(nid): node_text(content) for nid, content in connection.execute(stmt)}
+        tables = tables_of(connection, session_id)  # wherever the pair is, shards included
+        wanted: dict[str, str] = {}
+        if tables is not None:
+            stmt = select(tables.nodes.c.node_id, tables.nodes.c.content_json)
+            wanted = {str(nid): node_text(content) for nid, content in connection.execute(stmt)}
     except (SoongStoreError, SQLAlchemyError, ValueError):
         return []  # a bad id, missing tables or damaged content: the rest of the check says so
     have = indexed_bodies(connection, session_id)

@@ -32,6 +32,7 @@ from soong_store.rules import tree
 from soong_store.schema import catalog
 from soong_store.schema.catalog import SessionTables
 from soong_store.search.index import index_rows, search_row
+from soong_store.sql import moves
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Prepared, Runner
 from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
@@ -90,7 +91,7 @@ class SessionWriter:
         db = Runner(connection)
         engine = connection.engine
         row = None
-        if catalog.knows_pair(engine, session_id):
+        if catalog.knows_pair(connection, session_id):
             try:
                 row = db.first(sql.session, {"p_session": session_id})
             except OperationalError as exc:
@@ -106,8 +107,10 @@ class SessionWriter:
             if found["file"] is None:
                 catalog.create_pair(connection, session_id)
                 created = True
-            else:
+            elif found["file"] == catalog.MAIN:
                 catalog.remember_pair(engine, session_id)
+            else:  # idle in a shard: back to the main file first, in this transaction
+                moves.bring_back(connection, session_id)
             row = db.first(sql.session, {"p_session": session_id})
             if row is None:
                 raise NotFound(f"no session {session_id!r}", session_id=session_id)

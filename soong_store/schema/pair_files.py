@@ -1,0 +1,111 @@
+"""Where each session's pair lives: the catalog's rows, the journal of moves, shards' own table.
+
+Part of the catalog (:mod:`soong_store.schema.catalog` builds on it and is what callers ask for
+a session's tables): ``session_files`` names the file of each pair and the epoch of its copy,
+``session_moves`` the moves under way, and each shard file's ``shard_pairs`` the copies it
+holds, with their epochs. A shard is reached under the alias it is attached as on a
+connection; asking for one that is not attached raises
+:class:`~soong_store.backends.base.BeforeBegin`, whose ``prepare`` attaches it. The two
+``info`` keys are how units of work tell the writer's maintenance what they left to do.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache, partial
+from typing import Any
+
+from sqlalchemy import Column, Connection, MetaData, Table, Text, bindparam, select
+
+from soong_store.backends.base import BeforeBegin, dialect_of
+from soong_store.schema.models import INTEGER, session_files_table, session_moves_table
+
+HOT_GREW = "soong_store.hot_grew"
+"""Set in a write connection's ``info`` when a pair was created in (or brought back to) the
+main database: the writer's maintenance then counts the pairs there."""
+JOURNALED = "soong_store.journaled"
+"""A write connection's ``info`` entry: the ids of sessions this connection gave a journal row
+that the writer's maintenance is to settle (a copy left in a shard by a delete or a move)."""
+
+
+_PLACE_OF = select(session_files_table.c.file, session_files_table.c.epoch).where(
+    session_files_table.c.session_id == bindparam("p_session")
+)
+_MOVE_OF = select(session_moves_table).where(
+    session_moves_table.c.session_id == bindparam("p_session")
+)
+
+
+@lru_cache(maxsize=8)
+def shard_pairs(schema: str | None = None) -> Table:
+    """A shard's own table of the copies it holds: session id and the epoch of the copy."""
+    return Table(
+        "shard_pairs",
+        MetaData(schema=schema),
+        Column("session_id", Text, primary_key=True),
+        Column("epoch", INTEGER, nullable=False),
+        sqlite_with_rowid=False,
+    )
+
+
+def placement(connection: Connection, session_id: str) -> tuple[str, int] | None:
+    """The file and epoch the catalog names for a session's pair (``None``: no pair)."""
+    row = connection.execute(_PLACE_OF, {"p_session": session_id}).first()
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
+def move_of(connection: Connection, session_id: str) -> dict[str, Any] | None:
+    """The journal row of a move of ``session_id`` under way (``None``: none)."""
+    row = connection.execute(_MOVE_OF, {"p_session": session_id}).mappings().first()
+    return None if row is None else dict(row)
+
+
+def copy_epoch(connection: Connection, alias: str, session_id: str) -> int | None:
+    """The epoch of the copy of a session's pair the shard attached as ``alias`` holds."""
+    table = shard_pairs(alias)
+    found = connection.execute(
+        select(table.c.epoch).where(table.c.session_id == session_id)
+    ).scalar()
+    return None if found is None else int(found)
+
+
+def attach(connection: Connection, file: str) -> None:
+    """Attach shard ``file`` to ``connection`` (a ``BeforeBegin``'s preparation)."""
+    dialect_of(connection).attach(connection, file)
+
+
+def look_again(connection: Connection) -> None:
+    """Nothing to prepare: the next snapshot sees where the pair went."""
+
+
+def attached_alias(connection: Connection, file: str) -> str:
+    """The alias shard ``file`` is attached as (``BeforeBegin`` to attach it first)."""
+    alias = dialect_of(connection).attached_as(connection, file)
+    if alias is None:
+        raise BeforeBegin(partial(attach, file=file), f"attach {file}")
+    return alias
+
+
+def shard_copies(connection: Connection, file: str) -> dict[str, int]:
+    """The copies shard ``file`` says it holds (its ``shard_pairs``): epoch by session id."""
+    table = shard_pairs(attached_alias(connection, file))
+    return {str(sid): int(epoch) for sid, epoch in connection.execute(select(table))}
+
+
+def placements(connection: Connection, session_id: str | None = None) -> dict[str, tuple[str, int]]:
+    """Every session's pair file and epoch, or one session's (sessions without a pair: none)."""
+    stmt = select(session_files_table)
+    if session_id is not None:
+        stmt = stmt.where(session_files_table.c.session_id == session_id)
+    rows = connection.execute(stmt)
+    return {str(r.session_id): (str(r.file), int(r.epoch)) for r in rows}
+
+
+def journaled_files(connection: Connection) -> dict[str, set[str]]:
+    """For each session with a move under way, the files its journal row names."""
+    rows = connection.execute(select(session_moves_table))
+    return {str(r.session_id): {str(r.source), str(r.target)} for r in rows}
+
+
+def note_journaled(connection: Connection, session_id: str) -> None:
+    """Ask the writer's maintenance to settle ``session_id``'s journal row once committed."""
+    connection.info.setdefault(JOURNALED, set()).add(session_id)

@@ -1,0 +1,367 @@
+"""Moving sessions' pairs between the main database and shard files (``docs/scaling.md``).
+
+In WAL mode a transaction over several attached files commits atomically per file only, so
+every transaction here writes one file, and the catalog (``session_files``) always names a file
+holding a whole copy of the epoch it names; ``session_moves`` journals each move under way.
+
+- :func:`archive` (main -> shard, the writer's maintenance between batches): T0 journals a
+  batch; L takes the main file's write lock and holds it while T1 (a connection of its own on
+  the shard, the main file attached to read from) copies the batch into the shard and commits,
+  and T2 points the catalog at the shard, drops the main pairs and the journal rows, commits.
+- :func:`bring_back` (shard -> main, inside the first write's own transaction, the shard
+  attached before ``BEGIN``): the journal row, the pair copied back, the catalog pointed at
+  main; the copy left in the shard is dropped later by :func:`recover`.
+- :func:`recover` (at the writer's start, and for the rows this writer left): drop the pair
+  from the files of the row the catalog does not name, one file per transaction, then the row.
+
+Only SQLite moves pairs (:attr:`~soong_store.backends.base.Backend.places_pairs`); on every
+other backend the catalog names the main database for every session and nothing here runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
+
+from soong_store.backends.base import Backend, BeforeBegin, dialect_of
+from soong_store.errors import StorageError
+from soong_store.schema import catalog, pair_files
+from soong_store.schema.catalog import MAIN, SessionTables, session_tables
+from soong_store.schema.models import (
+    session_files_table,
+    session_moves_table,
+    sessions_table,
+    shard_files_table,
+)
+from soong_store.schema.pair_files import shard_pairs
+
+PAIR_REV = 1
+"""The revision of the pair shape shards hold (``shard_files.rev``)."""
+HOT_AS = "hot"
+"""The alias of the main database on a shard's own connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How many pairs the main database keeps, how many a shard takes, how many move at once."""
+
+    hot: int = 150
+    shard: int = 500
+    batch: int = 10
+
+
+LIMITS = Limits()
+"""The limits in force (internal: tests make them small)."""
+
+step_hook: Callable[[str], None] | None = None
+"""Called with the name of each protocol step as it is reached (internal: the kill tests)."""
+
+_files = session_files_table.c
+_moves = session_moves_table.c
+
+
+def _step(name: str) -> None:
+    if step_hook is not None:
+        step_hook(name)
+
+
+def _copy(connection: Connection, source: SessionTables, target: SessionTables) -> None:
+    """``INSERT ... SELECT`` both tables of a pair, column for column."""
+    for src, dst in ((source.nodes, target.nodes), (source.events, target.events)):
+        names = [column.name for column in dst.columns]
+        connection.execute(dst.insert().from_select(names, select(*(src.c[n] for n in names))))
+
+
+def _drop(connection: Connection, tables: SessionTables) -> None:
+    for table in (tables.events, tables.nodes):
+        table.drop(connection, checkfirst=True)
+
+
+def _journal(connection: Connection, session_id: str, source: str, target: str, epoch: int) -> None:
+    connection.execute(
+        session_moves_table.insert(),
+        {"session_id": session_id, "source": source, "target": target, "epoch": epoch},
+    )
+
+
+def _attach(connection: Connection, file: str) -> None:
+    dialect_of(connection).attach(connection, file)
+
+
+# -- reactivate: shard -> main, in the first write's transaction ---------------------------
+
+
+def bring_back(connection: Connection, session_id: str) -> None:
+    """Bring a session's pair from its shard into the main database, in this transaction.
+
+    The unit of work that needs it writes right after, in the same commit of the main file.
+    Raises :class:`~soong_store.backends.base.BeforeBegin` while the shard is not attached to
+    the writer's connection, or while an earlier move of the session is still journaled.
+    """
+    place = pair_files.placement(connection, session_id)
+    if place is None or place[0] == MAIN:
+        return
+    file, epoch = place
+    alias = dialect_of(connection).attached_as(connection, file)
+    if alias is None:
+        raise BeforeBegin(partial(_attach, file=file), f"attach {file}")
+    if pair_files.move_of(connection, session_id) is not None:
+        raise BeforeBegin(partial(recover, session_ids=[session_id]), f"recover {session_id}")
+    if pair_files.copy_epoch(connection, alias, session_id) != epoch:
+        raise StorageError(
+            f"shard {file} holds no copy of session {session_id!r} at epoch {epoch}: run check",
+            session_id=session_id,
+        )
+    _journal(connection, session_id, file, MAIN, epoch + 1)
+    _step("reactivate:journaled")
+    hot = session_tables(session_id)
+    hot.create(connection)
+    _copy(connection, session_tables(session_id, alias), hot)
+    _step("reactivate:copied")
+    connection.execute(
+        update(session_files_table)
+        .where(_files.session_id == session_id)
+        .values(file=MAIN, epoch=epoch + 1)
+    )
+    pair_files.note_journaled(connection, session_id)
+    connection.info[pair_files.HOT_GREW] = True
+
+
+# -- recover: settle journal rows ----------------------------------------------------------
+
+
+def recover(connection: Connection, session_ids: Iterable[str] | None = None) -> None:
+    """Settle the journal rows of ``session_ids`` (all of them: ``None``), outside a transaction.
+
+    For each row: the pair is dropped from whichever of its files the catalog does not name
+    (a transaction of that file alone, under the main file's write lock), then the row goes.
+    Idempotent, and safe against moves in other processes: each step checks, under the lock,
+    that the row is the one it read.
+    """
+    if session_ids is None:
+        with connection.begin():
+            session_ids = list(connection.execute(select(_moves.session_id)).scalars())
+    for session_id in session_ids:
+        _settle(connection, session_id)
+
+
+def _where(connection: Connection, session_id: str) -> str | None:
+    place = pair_files.placement(connection, session_id)
+    return None if place is None else place[0]
+
+
+def _settle(connection: Connection, session_id: str) -> None:
+    with connection.begin():
+        row = pair_files.move_of(connection, session_id)
+        if row is None:
+            return
+        where = _where(connection, session_id)
+    stale = [f for f in dict.fromkeys((str(row["source"]), str(row["target"]))) if f != where]
+    for file in stale:
+        if file != MAIN and not _drop_copy(connection, session_id, file, row):
+            return  # the row changed meanwhile: whoever changed it settles it
+    with connection.begin():
+        if pair_files.move_of(connection, session_id) != row:
+            return
+        if MAIN in stale and _where(connection, session_id) != MAIN:
+            _drop(connection, session_tables(session_id, MAIN))
+            catalog.forget_pair(connection.engine, session_id)
+        connection.execute(delete(session_moves_table).where(_moves.session_id == session_id))
+    _step("recover:settled")
+
+
+def _drop_copy(connection: Connection, session_id: str, file: str, row: dict[str, Any]) -> bool:
+    """Drop the copy of a session's pair in shard ``file`` (one commit of that file)."""
+    dialect = dialect_of(connection)
+    try:
+        dialect.attach(connection, file)
+    except StorageError:  # no such file: nothing to drop there
+        return True
+    with connection.begin():
+        if pair_files.move_of(connection, session_id) != row:
+            return False
+        if _where(connection, session_id) == file:
+            return True
+        alias = dialect.attached_as(connection, file)
+        assert alias is not None
+        _drop(connection, session_tables(session_id, alias))
+        pairs = shard_pairs(alias)
+        if inspect(connection).has_table(pairs.name, schema=alias):  # a T1 that never committed
+            connection.execute(delete(pairs).where(pairs.c.session_id == session_id))
+        _step("recover:copy dropped")
+    return True
+
+
+# -- archive: main -> shard, between batches -----------------------------------------------
+
+
+def hot_pairs(connection: Connection) -> int:
+    """How many pairs the main database holds."""
+    count = select(func.count()).select_from(session_files_table).where(_files.file == MAIN)
+    return int(connection.execute(count).scalar() or 0)
+
+
+def _current_shard(connection: Connection, limits: Limits) -> tuple[str, int]:
+    """The shard being filled and how many pairs it was given (a new one when it is full)."""
+    last = connection.execute(
+        select(shard_files_table.c.file, shard_files_table.c.sessions)
+        .order_by(shard_files_table.c.file.desc())
+        .limit(1)
+    ).first()
+    if last is not None and int(last[1]) < limits.shard:
+        return str(last[0]), int(last[1])
+    number = 1 if last is None else int(str(last[0]).split("/")[-1].split(".")[0]) + 1
+    return f"shards/{number:04d}.sqlite", 0
+
+
+def _claim(connection: Connection, limits: Limits) -> tuple[str, list[str]]:
+    """T0: journal a batch of the least recently updated main pairs, for one shard.
+
+    A whole batch once the bound is passed (not just the excess), so that a file growing by
+    one pair at a time pays a shard's open once per batch.
+    """
+    hot = hot_pairs(connection)
+    if hot <= limits.hot:
+        return "", []
+    file, given = _current_shard(connection, limits)
+    found = connection.execute(
+        select(_files.session_id, _files.epoch, sessions_table.c.updated_at)
+        .join(sessions_table, sessions_table.c.session_id == _files.session_id)
+        .where(_files.file == MAIN)
+        .where(~select(_moves.session_id).where(_moves.session_id == _files.session_id).exists())
+    ).all()
+    rows = sorted(found, key=lambda r: (r[2], r[0]))
+    take = rows[: min(limits.batch, limits.shard - given)]
+    for session_id, epoch, _updated in take:
+        _journal(connection, session_id, MAIN, file, int(epoch) + 1)
+    return file, [str(r[0]) for r in take]
+
+
+def archive(connection: Connection, backend: Backend, limits: Limits | None = None) -> bool:
+    """Move one batch of idle pairs out of the main database; whether more are to move."""
+    limits = limits or LIMITS
+    with connection.begin():
+        file, claimed = _claim(connection, limits)
+    if not claimed:
+        return False
+    _step("archive:T0")
+    try:
+        _move_out(connection, backend, file, claimed)
+    except BaseException:
+        if connection.in_transaction():
+            connection.rollback()
+        recover(connection, claimed)
+        raise
+    return True
+
+
+def _move_out(connection: Connection, backend: Backend, file: str, claimed: list[str]) -> None:
+    dialect_of(connection).detach(connection, file)  # L must not hold the shard's lock
+    with connection.begin():  # L: the main file's write lock, held until T2 commits
+        moving: list[tuple[str, int]] = []
+        for session_id in claimed:
+            row = pair_files.move_of(connection, session_id)
+            place = pair_files.placement(connection, session_id)
+            if (
+                row is not None
+                and (row["source"], row["target"]) == (MAIN, file)
+                and place == (MAIN, int(row["epoch"]) - 1)
+            ):
+                moving.append((session_id, int(row["epoch"])))
+        if not moving:
+            return
+        _step("archive:L")
+        _copy_into_shard(backend, file, moving)
+        _step("archive:T1")
+        for session_id, epoch in moving:
+            connection.execute(
+                update(session_files_table)
+                .where(_files.session_id == session_id)
+                .values(file=file, epoch=epoch)
+            )
+            _drop(connection, session_tables(session_id, MAIN))
+            connection.execute(delete(session_moves_table).where(_moves.session_id == session_id))
+            catalog.forget_pair(connection.engine, session_id)
+        given = connection.execute(
+            select(shard_files_table.c.sessions).where(shard_files_table.c.file == file)
+        ).scalar()
+        if given is None:
+            connection.execute(
+                shard_files_table.insert(),
+                {"file": file, "sessions": len(moving), "rev": PAIR_REV},
+            )
+        else:
+            connection.execute(
+                update(shard_files_table)
+                .where(shard_files_table.c.file == file)
+                .values(sessions=int(given) + len(moving))
+            )
+        _step("archive:T2 before commit")
+    _step("archive:T2")
+
+
+def _copy_into_shard(backend: Backend, file: str, moving: list[tuple[str, int]]) -> None:
+    """T1: the batch's pairs copied into the shard, with their epochs, in one commit of it."""
+    engine = backend.file_engine(file, HOT_AS)
+    try:
+        with engine.connect() as shard, shard.begin():
+            pairs = shard_pairs(MAIN)
+            pairs.create(shard, checkfirst=True)
+            for session_id, epoch in moving:
+                local = session_tables(session_id, MAIN)
+                _drop(shard, local)  # a stale copy a crash left
+                shard.execute(delete(pairs).where(pairs.c.session_id == session_id))
+                local.create(shard)
+                _copy(shard, session_tables(session_id, HOT_AS), local)
+                shard.execute(pairs.insert(), {"session_id": session_id, "epoch": epoch})
+                _step("archive:T1 copied")
+            _step("archive:T1 before commit")
+    finally:
+        engine.dispose()
+
+
+class Maintenance:
+    """The writer's work between batches: recovery at start, settling rows, archiving.
+
+    Whether there is work is asked on a read connection (``reader``), so that a writer with
+    nothing to move never takes the main file's write lock for it.
+    """
+
+    def __init__(self, backend: Backend, reader: Engine, limits: Limits | None = None) -> None:
+        self._backend = backend
+        self._reader = reader
+        self._limits = limits
+        self._started = False
+
+    def _look(self) -> tuple[bool, int]:
+        """Whether the journal holds rows, and how many pairs the main database holds."""
+        with self._reader.connect() as connection, connection.begin():
+            journaled = connection.execute(select(_moves.session_id).limit(1)).first()
+            return journaled is not None, hot_pairs(connection)
+
+    def __call__(self, connection: Connection) -> bool:
+        """One round; whether more is left (the writer calls again while no job waits)."""
+        info = connection.info
+        limits = self._limits or LIMITS
+        if not self._started:
+            self._started = True
+            journaled, hot = self._look()
+            if journaled:
+                recover(connection)
+            if hot > limits.hot:
+                info[pair_files.HOT_GREW] = True
+        settle = info.pop(pair_files.JOURNALED, None)
+        if settle:
+            recover(connection, sorted(settle))
+        grew = info.pop(pair_files.HOT_GREW, False)
+        if grew and self._look()[1] > limits.hot and archive(connection, self._backend, limits):
+            info[pair_files.HOT_GREW] = True
+            return True
+        dialect = dialect_of(connection)
+        for file in dialect.attached_files(connection):
+            dialect.detach(connection, file)
+        return False

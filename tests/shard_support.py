@@ -1,0 +1,110 @@
+"""Helpers of the shard tests: small limits, waiting for the writer's moves, where pairs are.
+
+The limits are the store's internal knob (:data:`soong_store.sql.moves.LIMITS`): with a hot
+bound of 3 and shards of 4, ten sessions fill the main file, two shards and part of a third.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soong_store import SessionStore
+from soong_store.schema import catalog, pair_files
+from soong_store.sql import moves
+from soong_store.store import run_read
+from tests.conftest import connect_raw
+
+SMALL = moves.Limits(hot=3, shard=4, batch=2)
+
+
+@contextmanager
+def limited(limits: moves.Limits = SMALL) -> Iterator[moves.Limits]:
+    """The store's move limits set to ``limits`` for the block."""
+    kept = moves.LIMITS
+    moves.LIMITS = limits
+    try:
+        yield limits
+    finally:
+        moves.LIMITS = kept
+
+
+def _state(connection: Any) -> tuple[dict[str, tuple[str, int]], dict[str, set[str]]]:
+    return pair_files.placements(connection), pair_files.journaled_files(connection)
+
+
+async def placements(store: SessionStore) -> dict[str, tuple[str, int]]:
+    """File and epoch of every pair, as the catalog says."""
+    return (await run_read(store, _state))[0]
+
+
+async def settle(store: SessionStore, timeout: float = 30.0) -> dict[str, tuple[str, int]]:
+    """Wait until the writer has moved what it moves: the hot bound kept, the journal empty."""
+    deadline = time.monotonic() + timeout
+    while True:
+        placed, journaled = await run_read(store, _state)
+        hot = sum(1 for file, _ in placed.values() if file == catalog.MAIN)
+        if hot <= moves.LIMITS.hot and not journaled:
+            return placed
+        if time.monotonic() > deadline:
+            pytest.fail(f"moves did not settle: {hot} hot pairs, journal {journaled}")
+        await asyncio.sleep(0.02)
+
+
+def raw_layout(home: Path) -> dict[str, Any]:
+    """Behind the store's back: the catalog, the journal, and each file's pairs and copies."""
+    main = connect_raw(home / "sessions.sqlite")
+    try:
+        placed = {
+            sid: (file, epoch)
+            for sid, file, epoch in main.execute(
+                "SELECT session_id, file, epoch FROM session_files"
+            )
+        }
+        journal = main.execute("SELECT * FROM session_moves").fetchall()
+        files: dict[str, set[str]] = {"main": _pairs(main)}
+        copies: dict[str, dict[str, int]] = {}
+    finally:
+        main.close()
+    for path in sorted((home / "shards").glob("*.sqlite")):
+        name = f"shards/{path.name}"
+        shard = connect_raw(path)
+        try:
+            files[name] = _pairs(shard)
+            found = shard.execute(
+                "SELECT name FROM sqlite_master WHERE name = 'shard_pairs'"
+            ).fetchone()
+            copies[name] = (
+                dict(shard.execute("SELECT session_id, epoch FROM shard_pairs").fetchall())
+                if found
+                else {}
+            )
+        finally:
+            shard.close()
+    return {"placed": placed, "journal": journal, "files": files, "copies": copies}
+
+
+def _pairs(connection: Any) -> set[str]:
+    """Sessions with both tables in this file (a lone table counts too: it is a leftover)."""
+    names = [r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {owner for name in names if (owner := catalog.table_owner(name)) is not None}
+
+
+def assert_each_pair_in_one_file(home: Path) -> None:
+    """After recovery: no journal row, each pair in exactly the file the catalog names, once."""
+    layout = raw_layout(home)
+    assert layout["journal"] == []
+    placed = layout["placed"]
+    for file, sids in layout["files"].items():
+        wanted = {sid for sid, (where, _) in placed.items() if where == file}
+        assert sids == wanted, (file, sids ^ wanted)
+    for file, copies in layout["copies"].items():
+        assert {sid: placed[sid][1] for sid in copies if placed.get(sid, ("",))[0] == file} == (
+            copies
+        ), file

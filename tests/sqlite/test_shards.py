@@ -1,0 +1,332 @@
+"""Idle sessions' pairs move to shard files and back, and every read and feature follows them.
+
+With the hot bound at 3 and shards of 4 (:mod:`tests.shard_support`), the writer moves the least
+recently updated pairs out of ``sessions.sqlite`` between units of work; the first write to an
+idle session brings its pair back in that write's own transaction. These tests look at the
+files behind the store's back, so they live with the SQLite tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine
+
+from soong_store import NotFound, SessionStore, StorageError
+from soong_store.backends import sqlite_files
+from soong_store.check import check_store
+from soong_store.schema import catalog
+from soong_store.transfer import export_session, import_session
+from tests.conftest import connect_raw, text
+from tests.shard_support import (
+    assert_each_pair_in_one_file,
+    limited,
+    placements,
+    raw_layout,
+    settle,
+)
+
+pytestmark = pytest.mark.sqlite
+
+
+@pytest.fixture
+def small_limits() -> Iterator[Any]:
+    with limited() as limits:
+        yield limits
+
+
+async def fill(store: SessionStore, sessions: int = 10) -> list[str]:
+    """Sessions of a root, two children of it (a branch) and a run's event, one after another."""
+    sids = []
+    for i in range(sessions):
+        sid = (await store.create_session(cwd="/p", metadata={"i": i})).session_id
+        root = await store.append_node(sid, "user", "message", text(f"q{i}"))
+        await store.append_node(sid, "assistant", "message", text(f"a{i}"), token_count=3)
+        await store.append_node(
+            sid, "user", "message", text(f"b{i}"), parent_id=root.node_id, token_count=2
+        )
+        await store.append_event(sid, "mark", payload={"i": i})
+        sids.append(sid)
+    return sids
+
+
+async def reads_of(store: SessionStore, sid: str) -> dict[str, Any]:
+    nodes = await store.list_nodes(sid)
+    return {
+        "session": await store.get_session(sid),
+        "path": await store.active_path(sid),
+        "tail": await store.active_path(sid, limit=1),
+        "context": await store.context(sid),
+        "timeline": await store.timeline(sid),
+        "nodes": nodes,
+        "node": await store.get_node(sid, nodes[-1].node_id),
+        "children": await store.children(sid, nodes[0].node_id),
+    }
+
+
+async def test_idle_sessions_move_to_shards_and_read_back_the_same(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        before = {sid: await reads_of(store, sid) for sid in sids}
+        placed = await settle(store)
+    shards = {file for file, _ in placed.values() if file != catalog.MAIN}
+    assert len(shards) >= 2
+    assert sum(file == catalog.MAIN for file, _ in placed.values()) <= 3
+    assert all((home / file).is_file() for file in shards)
+    assert_each_pair_in_one_file(home)
+    async with SessionStore(home=home) as again:  # new connections: every shard attached anew
+        for sid in reversed(sids):
+            assert await reads_of(again, sid) == before[sid]
+        assert (await check_store(again)).ok
+
+
+async def test_a_reader_holds_at_most_four_shards_and_reads_on(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store, 24)  # 21 idle pairs: six shards
+        placed = await settle(store)
+        assert len({file for file, _ in placed.values()}) >= 6
+        for _ in range(2):
+            for sid in sids:
+                assert len(await store.active_path(sid)) == 2
+
+
+async def test_a_write_brings_an_idle_session_back(home: Path, small_limits: Any) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+        idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+        file, epoch = placed[idle]
+        node = await store.append_node(idle, "assistant", "message", text("back"))
+        now = await placements(store)
+        assert now[idle] == (catalog.MAIN, epoch + 1)
+        path = await store.active_path(idle)
+        assert [n.node_id for n in path][-1] == node.node_id
+        assert [e.seq for e in await store.timeline(idle)] == list(range(1, 7))
+        await settle(store)
+        assert idle not in raw_layout(home)["copies"][file]
+        assert_each_pair_in_one_file(home)
+        assert (await check_store(store)).ok
+
+
+async def test_delete_of_an_idle_session_removes_its_copy(home: Path, small_limits: Any) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+        idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+        await store.delete_session(idle)
+        with pytest.raises(NotFound):
+            await store.active_path(idle)
+        await settle(store)
+        layout = raw_layout(home)
+        assert all(idle not in sids for sids in layout["files"].values())
+        assert all(idle not in copies for copies in layout["copies"].values())
+        assert_each_pair_in_one_file(home)
+        assert (await check_store(store)).ok
+
+
+async def test_fork_export_and_import_of_an_idle_session(home: Path, small_limits: Any) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+        idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+        path = await store.active_path(idle)
+        fork = await store.fork_session(idle, path[-1].node_id)
+        assert [n.content for n in await store.active_path(fork.session_id)] == [
+            n.content for n in path
+        ]
+        exported = io.StringIO()
+        await export_session(store, idle, exported)
+        copy = await import_session(store, io.StringIO(exported.getvalue()), new_id=True)
+        assert [n.content for n in await store.list_nodes(copy.session_id)] == [
+            n.content for n in await store.list_nodes(idle)
+        ]
+        assert (await placements(store))[idle][0] != catalog.MAIN  # reads left it where it was
+        await settle(store)
+        assert (await check_store(store)).ok
+
+
+async def test_check_reports_stale_copies_orphan_tables_and_missing_copies(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    idle = [sid for sid in sids if placed[sid][0] != catalog.MAIN]
+    shard, lost = placed[idle[0]][0], idle[1]
+    raw = connect_raw(home / shard)
+    with raw:
+        raw.execute("CREATE TABLE nodes_sess_ghost (node_id TEXT PRIMARY KEY)")
+        raw.execute("INSERT INTO shard_pairs VALUES ('sess_gone', 7)")
+    raw.close()
+    raw = connect_raw(home / placed[lost][0])
+    with raw:
+        raw.execute("UPDATE shard_pairs SET epoch = epoch + 5 WHERE session_id = ?", (lost,))
+    raw.close()
+    seen: list[tuple[int, int]] = []
+    async with SessionStore(home=home) as store:
+        report = await check_store(store, progress=lambda done, total: seen.append((done, total)))
+    found = {(p.kind, p.ids) for p in report.problems}
+    assert found == {
+        ("orphan_table", ("nodes_sess_ghost",)),
+        ("stale_copy", ("sess_gone",)),
+        ("shard_copy", (lost,)),
+    }
+    assert seen[-1] == (len(sids), len(sids))
+
+
+async def test_a_journal_row_left_by_a_crash_is_settled_at_start(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    hot = next(sid for sid in sids if placed[sid][0] == catalog.MAIN)
+    shard = next(file for file, _ in placed.values() if file != catalog.MAIN)
+    # A crash after T0 and T1 of an archive: the journal names the move, the shard a copy.
+    main = connect_raw(home / "sessions.sqlite")
+    with main:
+        main.execute(
+            "INSERT INTO session_moves VALUES (?, 'main', ?, ?)", (hot, shard, placed[hot][1] + 1)
+        )
+    main.close()
+    raw = connect_raw(home / shard)
+    with raw:
+        raw.execute(f"CREATE TABLE {catalog.nodes_table_name(hot)} (node_id TEXT PRIMARY KEY)")
+        raw.execute("INSERT INTO shard_pairs VALUES (?, ?)", (hot, placed[hot][1] + 1))
+    raw.close()
+    async with SessionStore(home=home) as store:
+        await settle(store)
+        assert len(await store.active_path(hot)) == 2
+    assert_each_pair_in_one_file(home)
+
+
+def test_a_connection_keeps_at_most_four_shards_attached(home: Path) -> None:
+    (home / "shards").mkdir(parents=True)
+    files = [f"shards/{n:04d}.sqlite" for n in range(1, 7)]
+    for file in files:
+        connect_raw(home / file).execute("CREATE TABLE shard_pairs (x)").connection.close()
+    engine = create_engine(f"sqlite:///{home / 'sessions.sqlite'}")
+    try:
+        with engine.connect() as connection:
+            for file in files[:4]:
+                sqlite_files.attach(connection, file)
+            sqlite_files.attach(connection, files[0])  # used again: the most recent now
+            sqlite_files.attach(connection, files[4])
+            sqlite_files.attach(connection, files[5])
+            assert sqlite_files.attached_files(connection) == [files[3], files[0], *files[4:]]
+            with pytest.raises(StorageError, match="0009"):
+                sqlite_files.attach(connection, "shards/0009.sqlite")
+            assert not (home / "shards/0009.sqlite").exists()
+            names = {row[1] for row in connection.exec_driver_sql("PRAGMA database_list")}
+            assert names == {"main", "s0", "s1", "s2", "s3"}
+    finally:
+        engine.dispose()
+
+
+READER = """
+import asyncio, sys
+from soong_store import SessionStore
+
+async def main(home):
+    stop = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))  # stdin closed: stop
+    async with SessionStore(home=home) as store:
+        sids = sorted(s.session_id for s in await store.list_sessions())
+        print("READY", flush=True)
+        bad, reads = [], 0
+        while not stop.done():
+            for sid in sids:
+                seqs = [n.node_seq for n in await store.active_path(sid)]
+                events = [e.seq for e in await store.timeline(sid)]
+                # Two reads, two snapshots: each must be whole on its own.
+                if seqs != list(range(1, len(seqs) + 1)) or events != list(
+                    range(1, len(events) + 1)
+                ):
+                    bad.append(f"{sid} {seqs} {events}")
+                reads += 2
+        print(f"DONE {reads} {len(bad)}", *bad[:3], flush=True)
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def test_a_reader_in_another_process_sees_each_session_whole_while_they_move(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = [(await store.create_session(cwd="/p")).session_id for _ in range(8)]
+        for sid in sids:
+            await store.append_node(sid, "user", "message", text("first"))
+        reader = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            READER,
+            str(home),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert reader.stdin is not None and reader.stdout is not None
+        assert (await reader.stdout.readline()).startswith(b"READY")
+        for written in range(24):  # each session in turn: nearly every write moves a pair
+            await store.append_node(sids[written % 8], "user", "message", text(f"n{written}"))
+            await asyncio.sleep(0.01)
+        reader.stdin.close()
+        _, reads, bad, *shown = (await reader.stdout.readline()).decode().split(" ", 3)
+        await reader.wait()
+        assert int(bad) == 0, shown
+        assert int(reads) > 0
+        moved = await placements(store)
+        assert any(file != catalog.MAIN for file, _ in moved.values())
+        await settle(store)
+        assert_each_pair_in_one_file(home)
+
+
+async def test_the_least_recently_updated_move_first(home: Path, small_limits: Any) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        for sid in sids[:3]:  # the oldest three become the most recent
+            await store.append_node(sid, "user", "message", text("again"))
+        placed = await settle(store)
+        hot = {sid for sid, (file, _) in placed.items() if file == catalog.MAIN}
+        assert hot and hot <= set(sids[:3])
+
+
+async def test_a_failed_first_write_leaves_the_pair_in_its_shard(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+        idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+        before = await reads_of(store, idle)
+        with pytest.raises(NotFound, match="node_nothere"):
+            await store.append_node(idle, "user", "message", text("x"), parent_id="node_nothere")
+        assert (await placements(store))[idle] == placed[idle]
+        assert await reads_of(store, idle) == before
+
+
+async def test_check_compares_the_search_index_with_a_session_in_a_shard(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+        idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+        node = (await store.list_nodes(idle))[-1]
+    raw = connect_raw(home / "sessions.sqlite")
+    with raw:
+        raw.execute("DELETE FROM search_text WHERE node_id = ?", (node.node_id,))
+    raw.close()
+    async with SessionStore(home=home) as store:
+        report = await check_store(store)
+    found = {(p.kind, p.session_id, p.ids) for p in report.problems}
+    assert found == {("search_index", idle, (node.node_id,))}
