@@ -115,11 +115,9 @@ class SearchDialect(Protocol):
         ``agent_type``, a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank``
         (higher is better). ``query`` is never empty.
         """
-        ...
 
     def index_problems(self, connection: Connection) -> list[str]:
         """The index's own check against ``search_text``: one line per problem."""
-        ...
 
 
 _CHUNK = 200
