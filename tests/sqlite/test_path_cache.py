@@ -79,19 +79,23 @@ async def test_a_repeated_read_reads_no_node(store: SessionStore, monkeypatch):
     assert climbs.take() == []
 
 
-async def test_a_read_after_an_append_reads_about_the_new_node(store: SessionStore, monkeypatch):
+async def test_a_read_after_another_store_s_append_reads_about_the_new_node(
+    home: Path, store: SessionStore, monkeypatch
+):
     sid, ids = await session_of(store, 200)
     climbs = Climbs(monkeypatch)
     await store.context(sid)
     climbs.take()
-    new = await store.append_node(sid, "assistant", "message", text("more"), token_count=3)
-    view = await store.context(sid)
-    assert [n.node_id for n in view.nodes] == [*ids, new.node_id]
-    assert view.token_count == 203
-    assert climbs.take() == [(8, 8)]  # one bounded climb from the new leaf
-    tail = await store.append_node(sid, "user", "message", text("again"))
-    assert [n.node_id for n in await store.active_path(sid, limit=2)] == [new.node_id, tail.node_id]
-    assert climbs.take() == [(2, 2)]
+    async with SessionStore(home=home) as other:  # its writes never reach this store's cache
+        new = await other.append_node(sid, "assistant", "message", text("more"), token_count=3)
+        view = await store.context(sid)
+        assert [n.node_id for n in view.nodes] == [*ids, new.node_id]
+        assert view.token_count == 203
+        assert climbs.take() == [(8, 8)]  # one bounded climb from the new leaf
+        tail = await other.append_node(sid, "user", "message", text("again"))
+        path = await store.active_path(sid, limit=2)
+        assert [n.node_id for n in path] == [new.node_id, tail.node_id]
+        assert climbs.take() == [(2, 2)]
 
 
 async def test_reads_see_what_another_process_wrote(home: Path, store: SessionStore):
