@@ -82,6 +82,22 @@ def rows(home: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return con.execute(sql, params).fetchall()
 
 
+def pair_rows(home: Path, session_id: str, sql: str) -> list[tuple[Any, ...]]:
+    """``sql`` run in the file the catalog names for the session's pair (a shard, or the home's).
+
+    ``{nodes}`` and ``{events}`` in ``sql`` stand for the pair's table names.
+    """
+    placed = rows(home, "SELECT file FROM session_files WHERE session_id = ?", session_id)
+    file = placed[0][0] if placed else "main"
+    path = db_path(home) if file == "main" else home / file
+    con = connect_raw(path, timeout=30)
+    try:
+        query = sql.format(nodes=f'"nodes_{session_id}"', events=f'"events_{session_id}"')
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
 def integrity(home: Path) -> list[str]:
     return [r[0] for r in rows(home, "PRAGMA integrity_check")]
 
