@@ -1,18 +1,21 @@
 """The speed targets of soong_store: every figure against its baseline, measured in one run.
 
-Run: ``python bench/run.py [--only ROWS] [--rounds N] [--quick] [--no-peers] [--out FILE]``.
+Run: ``python bench/run.py [--only ROWS] [--rounds N] [--quick] [--no-peers] [--pg-url URL]
+[--out FILE]``.
 Prints a Markdown table (store, baseline, ratio, target, PASS/FAIL) and writes the same figures,
 with every round's samples, the commit and the machine, to ``bench/results.json``. Each row
 interleaves the store and its baseline in rounds and reports medians; the baseline is raw
 ``sqlite3`` running the store's statements on its own table shapes (``_raw.py``), or, for the
 peers row, the OpenAI Agents SDK, LangGraph and Google ADK, each in a venv of its own under
 ``bench/.venvs/`` (made on first use; a peer that cannot be installed is skipped with one
-line). The store is measured only through its public API and its CLI. A benchmark prints
-facts: the exit status is 0 whatever the verdicts.
+line). The postgresql row runs the same calls on a PostgreSQL store (``--pg-url``, or
+``$SOONG_STORE_BENCH_PG_URL``: a database it may fill) beside the SQLite store. The store is
+measured only through its public API and its CLI. A benchmark prints facts: the exit status is
+0 whatever the verdicts.
 
 Rows (``--only`` takes these, comma-separated, or ``append``, ``writes``, ``reads``,
 ``context``): sequential_append, concurrent_append, concurrent_durable, pages_written,
-active_path, context_tail, context_after_append, timeline_page, startup, peers.
+active_path, context_tail, context_after_append, timeline_page, startup, peers, postgresql.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import _peers
+import _postgres
 import _reads
 import _startup
 import _writes
@@ -54,6 +59,7 @@ class Sizes:
     peer_items: int = 5000
     adk_items: int = 1000
     peer_reads: int = 5
+    pg_appends: int = 2000
 
 
 QUICK = Sizes(
@@ -68,6 +74,7 @@ QUICK = Sizes(
     peer_items=400,
     adk_items=80,
     peer_reads=3,
+    pg_appends=200,
 )
 
 ROWS = (
@@ -81,6 +88,7 @@ ROWS = (
     "timeline_page",
     "startup",
     "peers",
+    "postgresql",
 )
 ALIASES = {
     "append": ("sequential_append", "concurrent_append"),
@@ -139,6 +147,14 @@ def plan(
         details["peers"] = info
         return figures
 
+    async def postgresql() -> list[Figure]:
+        if not args.pg_url:
+            skipped.append("postgresql: not run (give --pg-url or SOONG_STORE_BENCH_PG_URL)")
+            return []
+        return await _postgres.postgresql(
+            n, args.pg_url, sizes.pg_appends, sizes.depths[0], sizes.context_nodes
+        )
+
     return {
         "sequential_append": lambda: _writes.sequential_append(n, sizes.appends, sizes.warmup),
         "concurrent_append": lambda: _writes.concurrent_append(n, sizes.appends, sizes.warmup),
@@ -150,6 +166,7 @@ def plan(
         "timeline_page": lambda: _reads.timeline(n, sizes.timeline_events),
         "startup": lambda: _startup.startup(n, sizes.sessions, sizes.startup_samples, log),
         "peers": peers,
+        "postgresql": postgresql,
     }
 
 
@@ -214,6 +231,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--no-peers", action="store_true", help="leave the peer libraries out")
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("SOONG_STORE_BENCH_PG_URL"),
+        help="a PostgreSQL database for the postgresql row (it fills it)",
+    )
     parser.add_argument("--out", type=Path, default=BENCH / "results.json", help="JSON file")
     args = parser.parse_args()
     if args.rounds < 1:
