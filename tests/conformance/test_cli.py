@@ -312,7 +312,7 @@ async def test_timeline_follow_prints_new_events_until_interrupted(
     environ = {k: v for k, v in os.environ.items() if k != "SOONG_AGENT_HOME"}
     args = ["timeline", sid, "--follow", "--json", "--after", str(last), "--interval", "0.05"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "soong_store", *backend.cli, *args],
+        [sys.executable, "-X", "faulthandler", "-m", "soong_store", *backend.cli, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -328,7 +328,14 @@ async def test_timeline_follow_prints_new_events_until_interrupted(
         line = printed.get(timeout=30)
         assert json.loads(line)["event_type"] == "late_event"
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # hung: faulthandler prints every thread's stack
+            process.send_signal(signal.SIGABRT)
+            process.wait()
+            reader.join()
+            pytest.fail(f"timeline --follow did not stop on SIGINT:\n{process.stderr.read()}")
+        assert code == 0
     finally:
         if process.poll() is None:
             process.kill()
