@@ -317,6 +317,9 @@ async def test_timeline_follow_prints_new_events_until_interrupted(
         stderr=subprocess.PIPE,
         text=True,
         env=environ,
+        # A run started in the background by a shell inherits SIGINT ignored, and Python then
+        # ignores Ctrl-C too: the child gets the default back, as a terminal would give it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     printed: queue.Queue[str] = queue.Queue()
     assert process.stdout is not None and process.stderr is not None
