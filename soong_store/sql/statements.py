@@ -20,11 +20,8 @@ from sqlalchemy.sql.elements import ClauseElement
 
 from soong_store.schema.catalog import CACHE_SIZE, session_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.sql.prepared import Prepared, Runner
+from soong_store.sql.prepared import Prepared
 
-_SESSION_ROW = select(sessions_table.c.session_id).where(
-    sessions_table.c.session_id == bindparam("p_session")
-)
 _AGENT = select(agents_table).where(agents_table.c.agent_id == bindparam("p_agent"))
 _RUN = select(runs_table).where(runs_table.c.run_id == bindparam("p_run"))
 _ARTIFACT_OWNER = select(artifacts_table.c.session_id).where(
@@ -117,9 +114,3 @@ def session_statements(session_id: str, dialect: Dialect) -> SessionStatements:
         insert_node=prepare(nodes.insert()),
         insert_event=prepare(events.insert()),
     )
-
-
-def session_exists(db: Runner, dialect: Dialect, session_id: str) -> bool:
-    """Whether the ``sessions`` row exists (asked only when the session's tables are missing)."""
-    lookup = Prepared.compile(_SESSION_ROW, dialect)
-    return db.scalar(lookup, {"p_session": session_id}) is not None
