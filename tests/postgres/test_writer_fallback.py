@@ -72,6 +72,24 @@ def artifact_files(home: Path) -> list[Path]:
     return sorted(p for p in (home / "artifacts").rglob("*") if p.is_file())
 
 
+def break_recovery_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The writer's next recovery from a failed attempt raises; later ones work.
+
+    Returns the list that records the failure once it has happened.
+    """
+    recover = Writer._recover
+    failures: list[int] = []
+
+    def recover_fails_once(writer: Writer) -> None:
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("recovery broke")
+        recover(writer)
+
+    monkeypatch.setattr(Writer, "_recover", recover_fails_once)
+    return failures
+
+
 async def test_a_refused_commit_fails_every_job_of_its_batch_and_stores_none(
     pg_database_url: str, tmp_path: Path
 ) -> None:
@@ -121,16 +139,7 @@ async def test_an_error_in_the_writers_recovery_reaches_every_caller_of_the_batc
         poisoned, other = await sessions_with_a_node(store)
         with side_door(pg_database_url) as connection:
             connection.exec_driver_sql(REFUSE_AT_COMMIT.format(sid=poisoned))
-        recover = Writer._recover
-        failures: list[int] = []
-
-        def recover_fails_once(writer: Writer) -> None:
-            if not failures:
-                failures.append(1)
-                raise RuntimeError("recovery broke")
-            recover(writer)
-
-        monkeypatch.setattr(Writer, "_recover", recover_fails_once)
+        failures = break_recovery_once(monkeypatch)
         outcomes = await in_one_batch(
             store,
             [
@@ -162,16 +171,7 @@ async def test_the_writers_last_resort_takes_the_files_of_its_failed_units_away(
         poisoned, other = await sessions_with_a_node(store)
         with side_door(pg_database_url) as connection:
             connection.exec_driver_sql(REFUSE_AT_COMMIT.format(sid=poisoned))
-        recover = Writer._recover
-        failures: list[int] = []
-
-        def recover_fails_once(writer: Writer) -> None:
-            if not failures:
-                failures.append(1)
-                raise RuntimeError("recovery broke")
-            recover(writer)
-
-        monkeypatch.setattr(Writer, "_recover", recover_fails_once)
+        break_recovery_once(monkeypatch)
         outcomes = await in_one_batch(
             store,
             [
