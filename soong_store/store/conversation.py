@@ -1,0 +1,173 @@
+"""The facade's calls on a session's tree and timeline: nodes, events, paths, search."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from soong_store import calls
+from soong_store.model.enums import AgentType, EventLevel, NodeType, Role
+from soong_store.model.ids import check_id, check_optional_id, check_session_id
+from soong_store.model.records import ContextView, EventRecord, NodeRecord, SessionRecord
+from soong_store.model.search import SearchHit
+from soong_store.ops import check_bound
+from soong_store.sql import reads, writes
+from soong_store.store.core import StoreCore
+
+
+class ConversationCalls(StoreCore):
+    """Append and read nodes and events; the active path, the context, the timeline, search."""
+
+    async def append_node(
+        self,
+        session_id: str,
+        role: Role | str,
+        node_type: NodeType | str,
+        content: object,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        parent_id: str | None = None,
+        metadata: Any = None,
+        token_count: int | None = None,
+        event: str | Mapping[str, Any] | None = None,
+    ) -> NodeRecord:
+        """Append one node with its event (``node_created`` unless ``event`` says otherwise)."""
+        async with self.transaction(session_id) as tx:
+            tx.add_node(
+                role,
+                node_type,
+                content,
+                agent_id=agent_id,
+                run_id=run_id,
+                parent_id=parent_id,
+                metadata=metadata,
+                token_count=token_count,
+                event=event,
+            )
+        return tx.nodes[0]
+
+    async def append_event(
+        self,
+        session_id: str,
+        event_type: str,
+        level: EventLevel | str = "info",
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        tool_call_id: str | None = None,
+        payload: Any = None,
+    ) -> EventRecord:
+        """Append one event to a session's timeline."""
+        async with self.transaction(session_id) as tx:
+            tx.add_event(
+                event_type,
+                level=level,
+                agent_id=agent_id,
+                run_id=run_id,
+                node_id=node_id,
+                tool_call_id=tool_call_id,
+                payload=payload,
+            )
+        return tx.events[0]
+
+    async def switch_node(self, session_id: str, node_id: str | None) -> SessionRecord:
+        """Make ``node_id`` the session's active node; ``None`` clears it.
+
+        With no active node the path and context are empty, and the root agent's next node
+        without a ``parent_id`` starts a new root beside the old ones: a branch, so it must be a
+        user message once the root agent has nodes (how a user edits the first message, or an
+        SDK clears a session while keeping its history).
+        """
+        sid = check_session_id(session_id)
+        nid = check_optional_id(node_id, "node")
+        return await self._write(partial(writes.switch_node, session_id=sid, node_id=nid))
+
+    async def get_node(self, session_id: str, node_id: str) -> NodeRecord:
+        """One node of a session."""
+        sid = check_session_id(session_id)
+        nid = check_id(node_id, "node")
+        return await self._read(partial(reads.get_node, session_id=sid, node_id=nid))
+
+    async def list_nodes(self, session_id: str) -> list[NodeRecord]:
+        """Every node of a session by ``node_seq`` (the whole tree)."""
+        sid = check_session_id(session_id)
+        return await self._read(partial(reads.list_nodes, session_id=sid))
+
+    async def children(self, session_id: str, node_id: str) -> list[NodeRecord]:
+        """The children of a node by ``node_seq``."""
+        sid = check_session_id(session_id)
+        nid = check_id(node_id, "node")
+        return await self._read(partial(reads.children, session_id=sid, node_id=nid))
+
+    async def active_path(
+        self, session_id: str, node_id: str | None = None, limit: int | None = None
+    ) -> list[NodeRecord]:
+        """The nodes from the root to ``node_id`` (default: the active node), root first.
+
+        ``limit``: at most the last that many, root-most first; only they are read. Repeated
+        reads are served from the store's path cache while the database says nothing changed
+        (the records are then shared between reads: treat their values as read-only).
+        """
+        sid = check_session_id(session_id)
+        nid = check_optional_id(node_id, "node")
+        count = check_bound(limit, "limit")
+        query = partial(self._paths.active_path, session_id=sid, node_id=nid, limit=count)
+        return await self._read(query)
+
+    async def context(
+        self, session_id: str, node_id: str | None = None, limit: int | None = None
+    ) -> ContextView:
+        """The active path cut at its last compaction node, with its token total.
+
+        ``limit``: at most the last that many nodes of the cut path, root-most first, and
+        ``token_count`` the total of those; only they are read.
+        """
+        sid = check_session_id(session_id)
+        nid = check_optional_id(node_id, "node")
+        count = check_bound(limit, "limit")
+        query = partial(self._paths.context, session_id=sid, node_id=nid, limit=count)
+        return await self._read(query)
+
+    async def timeline(
+        self,
+        session_id: str,
+        run_id: str | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[EventRecord]:
+        """Events by ``seq`` (``run_seq`` for one run), after ``after_seq``, at most ``limit``."""
+        return await self._read(calls.timeline_job(session_id, run_id, after_seq, limit))
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        role: Role | str | None = None,
+        node_type: NodeType | str | None = None,
+        agent_type: AgentType | str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SearchHit]:
+        """Nodes of every session, branch and agent whose text matches ``query``, best first.
+
+        ``query`` is plain words (a node must hold each) and "quoted phrases" (words side by
+        side); nothing in it is an operator. Ties go to the newer node by ``created_at``, then
+        to the one indexed later; ``offset`` pages on.
+        The filters narrow to one session, role, node type or agent type.
+
+        Raises:
+            InvalidArgument: a bad argument (``query`` not a string, an unknown role ...).
+            StorageError: this database cannot search (a SQLite library without FTS5).
+        """
+        job = calls.search_job(
+            query,
+            session_id=session_id,
+            role=role,
+            node_type=node_type,
+            agent_type=agent_type,
+            limit=limit,
+            offset=offset,
+        )
+        return await self._read(job)

@@ -1,0 +1,181 @@
+"""The state every part of the facade shares: the backend, the runtime, opening and closing.
+
+:class:`StoreCore` holds what a :class:`~soong_store.store.SessionStore` is made of and the unit
+of work every write of nodes, events and artifacts goes through; the facade's calls live in the
+sibling modules, one concept each. The functions at the end (:func:`run_read`, :func:`run_write`,
+:func:`artifact_files`, :func:`runtime_of`, :func:`backend_of`) are the store's **internal
+surface**: what the check, export and import, the CLI and the importers of this package need
+beyond the public API. They are not part of the public API (``soong_store.__all__``) and may
+change with it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Self, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import URL
+
+from soong_store import calls
+from soong_store.backends import default_url
+from soong_store.backends.base import Backend, Durability, open_backend
+from soong_store.backends.retry import DEFAULT_DEADLINE_S, RetryPolicy
+from soong_store.errors import InvalidArgument, StoreClosed
+from soong_store.files.artifacts import (
+    MAX_ARTIFACT_BYTES,
+    SPILL_BYTES,
+    SPILL_TOKENS,
+    SpillPolicy,
+)
+from soong_store.files.store import ArtifactFiles
+from soong_store.model.ids import check_session_id
+from soong_store.ops import check_bound
+from soong_store.runtime import StoreRuntime
+from soong_store.sql.cache import PathCache
+from soong_store.tasks.registry import TaskDags
+from soong_store.uow import UnitOfWork
+from soong_store.writer import Prerequisite
+
+T = TypeVar("T")
+
+
+def default_home() -> Path:
+    """``$SOONG_AGENT_HOME``, else ``~/.soong-agent``."""
+    env = os.environ.get("SOONG_AGENT_HOME")
+    return Path(env) if env else Path.home() / ".soong-agent"
+
+
+class StoreCore:
+    """A store's parts, its opening and closing, and its units of work (see ``SessionStore``)."""
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        url: str | URL | None = None,
+        durability: Durability = "normal",
+        sqlite_module: str | ModuleType | None = None,
+        *,
+        spill_bytes: int = SPILL_BYTES,
+        spill_tokens: int = SPILL_TOKENS,
+        max_artifact_bytes: int = MAX_ARTIFACT_BYTES,
+        lock_wait: float = DEFAULT_DEADLINE_S,
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise InvalidArgument(f"invalid durability {durability!r}: expected 'normal' or 'full'")
+        self.home = Path(home) if home is not None else default_home()
+        self.url = url if url is not None else default_url(self.home)
+        self.durability: Durability = durability
+        self._backend = open_backend(
+            self.url,
+            durability=durability,
+            module=sqlite_module,
+            retry=RetryPolicy(deadline=calls.check_lock_wait(lock_wait)),
+        )
+        self._policy = SpillPolicy(
+            max_bytes=check_bound(spill_bytes, "spill_bytes", low=1) or SPILL_BYTES,
+            max_tokens=check_bound(spill_tokens, "spill_tokens", low=1) or SPILL_TOKENS,
+            max_artifact_bytes=check_bound(max_artifact_bytes, "max_artifact_bytes", low=1)
+            or MAX_ARTIFACT_BYTES,
+        )
+        self._files = ArtifactFiles(self.home / "artifacts")
+        self._runtime = StoreRuntime(self.home, self._backend, self._files)
+        self._tasks = TaskDags()
+        self._paths = PathCache()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Create the home, bring the schema to head and start the writer."""
+        await self._runtime.open()
+
+    async def close(self) -> None:
+        """Finish task appends and queued writes, then release the connections (twice is fine)."""
+        if self._runtime.is_open and self._runtime.in_own_process:
+            await self._tasks.close(self._runtime.generation)
+        await self._runtime.close()
+
+    def _write(
+        self,
+        job: Callable[[Connection], T],
+        on_abort: Callable[[], None] | None = None,
+        after: Sequence[Prerequisite] = (),
+    ) -> Awaitable[T]:
+        return self._runtime.write(job, on_abort=on_abort, after=after)
+
+    def _read(self, query: Callable[[Connection], T]) -> Awaitable[T]:
+        return self._runtime.read(query)
+
+    @asynccontextmanager
+    async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
+        """A unit of work: the nodes and events added in the block commit together or not at all."""
+        sid = check_session_id(session_id)
+        self._runtime.check_process()
+        if not self._runtime.is_open:
+            raise StoreClosed("the store is not open")
+        tx = UnitOfWork(
+            sid,
+            partial(calls.submit_ops, self._runtime, sid),
+            self._policy,
+            self._runtime.start_file,
+            on_commit=lambda done: self._paths.written(sid, done.nodes),
+        )
+        try:
+            yield tx
+        except BaseException:
+            tx.discard()
+            raise
+        await tx.commit()
+
+
+# -- the internal surface -------------------------------------------------------------------
+# For this package's check, transfer, CLI and importers: not public API (see the module
+# docstring). Each is a thin door to the store's own plumbing, so that no caller reaches for a
+# private attribute.
+
+
+def run_read(store: StoreCore, query: Callable[[Connection], T]) -> Awaitable[T]:
+    """Run ``query`` on a read connection of ``store``, in one snapshot (errors translated)."""
+    return store._runtime.read(query)
+
+
+def run_write(
+    store: StoreCore,
+    job: Callable[[Connection], T],
+    on_abort: Callable[[], None] | None = None,
+) -> Awaitable[T]:
+    """Run ``job`` in ``store``'s writer, in its transaction; ``on_abort`` when it did not commit.
+
+    A job must be re-runnable (the writer retries a batch that found the database locked).
+    """
+    return store._runtime.write(job, on_abort=on_abort)
+
+
+def artifact_files(store: StoreCore) -> ArtifactFiles:
+    """The artifact folder of ``store``'s home."""
+    return store._files
+
+
+def runtime_of(store: StoreCore) -> StoreRuntime:
+    """The engines, writer and reader threads under ``store`` (for tests of the plumbing)."""
+    return store._runtime
+
+
+def backend_of(store: StoreCore) -> Backend:
+    """The backend ``store`` runs on (its engines, checks and error translation)."""
+    return store._backend

@@ -1,0 +1,153 @@
+"""The facade's calls on sessions, their agents and their runs."""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import Any
+
+from soong_store import calls
+from soong_store.model.enums import (
+    AgentStatus,
+    AgentType,
+    EndReason,
+    RunStatus,
+    SessionStatus,
+)
+from soong_store.model.ids import check_id, check_session_id
+from soong_store.model.records import AgentRecord, RunRecord, SessionRecord
+from soong_store.sql import reads, writes
+from soong_store.store.core import StoreCore
+
+
+class SessionCalls(StoreCore):
+    """Create, read, list, archive, delete and fork sessions; add agents; start and end runs."""
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        cwd: str | os.PathLike[str],
+        metadata: Any = None,
+        root_agent_type: AgentType | str = "main",
+    ) -> SessionRecord:
+        """Create a session with its root agent (``main`` or ``orchestrator``) and tables.
+
+        ``cwd`` is stored as an absolute path: the session's task logs live under it, and they
+        must be found again from any working directory.
+        """
+        return await self._write(calls.create_session_job(cwd, metadata, root_agent_type))
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        """One session (``NotFound`` if there is none)."""
+        sid = check_session_id(session_id)
+        return await self._read(partial(reads.get_session, session_id=sid))
+
+    async def list_sessions(
+        self,
+        status: SessionStatus | str | None = None,
+        limit: int | None = None,
+        *,
+        after: SessionRecord | None = None,
+    ) -> list[SessionRecord]:
+        """Sessions, most recently updated first; ``after``: the next page after that record.
+
+        Pass the last record of a page as ``after`` to read the next one (a key cursor: a page
+        far down costs what the first one does).
+        """
+        return await self._read(calls.list_sessions_job(status, limit, after))
+
+    async def archive_session(self, session_id: str) -> SessionRecord:
+        """Make a session read-only (it can still be read, exported, forked and deleted)."""
+        sid = check_session_id(session_id)
+        return await self._write(partial(writes.archive_session, session_id=sid))
+
+    async def delete_session(self, session_id: str) -> None:
+        """Remove a session's rows, tables and artifact files (shared files stay while named)."""
+        self._tasks.forget_session(await calls.delete_session(self._runtime, session_id))
+
+    async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
+        """A new session holding copies of the active path up to ``node_id``."""
+        return await calls.fork_session(self._runtime, session_id, node_id)
+
+    # -- agents and runs --------------------------------------------------------------------
+
+    async def create_agent(
+        self,
+        session_id: str,
+        agent_type: AgentType | str,
+        parent_agent_id: str | None = None,
+        created_by_run_id: str | None = None,
+        fork_from_node_id: str | None = None,
+        metadata: Any = None,
+    ) -> AgentRecord:
+        """Add a ``sub`` or ``fork`` agent to a session."""
+        job = calls.create_agent_job(
+            session_id, agent_type, parent_agent_id, created_by_run_id, fork_from_node_id, metadata
+        )
+        return await self._write(job)
+
+    async def get_agent(self, agent_id: str) -> AgentRecord:
+        """One agent."""
+        aid = check_id(agent_id, "agent")
+        return await self._read(partial(reads.get_agent, agent_id=aid))
+
+    async def list_agents(self, session_id: str) -> list[AgentRecord]:
+        """A session's agents in creation order."""
+        sid = check_session_id(session_id)
+        return await self._read(partial(reads.list_agents, session_id=sid))
+
+    async def update_agent(
+        self,
+        agent_id: str,
+        status: AgentStatus | str | None = None,
+        result: Any = None,
+        metadata: Any = None,
+    ) -> AgentRecord:
+        """Change an agent's status, result or metadata (terminal statuses are final)."""
+        return await self._write(calls.update_agent_job(agent_id, status, result, metadata))
+
+    async def start_run(
+        self,
+        session_id: str,
+        agent_id: str,
+        status: RunStatus | str = "running",
+        metadata: Any = None,
+    ) -> RunRecord:
+        """Start a run of an agent; a session's main agent runs one at a time."""
+        return await self._write(calls.start_run_job(session_id, agent_id, status, metadata))
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """One run."""
+        rid = check_id(run_id, "run")
+        return await self._read(partial(reads.get_run, run_id=rid))
+
+    async def list_runs(self, session_id: str) -> list[RunRecord]:
+        """A session's runs in creation order."""
+        sid = check_session_id(session_id)
+        return await self._read(partial(reads.list_runs, session_id=sid))
+
+    async def update_run(
+        self,
+        run_id: str,
+        status: RunStatus | str | None = None,
+        turn_count: int | None = None,
+        usage: Any = None,
+        metadata: Any = None,
+    ) -> RunRecord:
+        """Move a run forward (queued, pending, running) or record its counters."""
+        job = calls.update_run_job(run_id, status, turn_count, usage, metadata)
+        return await self._write(job)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus | str,
+        end_reason: EndReason | str,
+        usage: Any = None,
+        error: Any = None,
+        turn_count: int | None = None,
+    ) -> RunRecord:
+        """End a run with a terminal status and an end reason."""
+        job = calls.finish_run_job(run_id, status, end_reason, usage, error, turn_count)
+        return await self._write(job)
