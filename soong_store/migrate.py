@@ -26,12 +26,28 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from soong_store.backends.base import Backend, dialect_of, open_backend
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
+from soong_store.migrate_pairs import PairChange, add_column, upgrade_pairs
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import events_table_name, nodes_table_name, paired_session_ids
 from soong_store.schema.models import sessions_table
 
 if TYPE_CHECKING:
     from alembic.config import Config
+
+__all__ = [
+    "HEAD_REVISION",
+    "PairChange",
+    "add_column",
+    "alembic_config",
+    "current_revision",
+    "ensure_schema",
+    "head_revision",
+    "script_location",
+    "session_ids",
+    "session_table_names",
+    "upgrade",
+    "upgrade_pairs",
+]
 
 HEAD_REVISION: Final = "0004"
 """The newest revision in ``migrations/`` (a test keeps the two equal).
@@ -162,15 +178,11 @@ def session_ids(connection: Connection) -> list[str]:
 
 
 def session_table_names(connection: Connection, kind: Literal["nodes", "events"]) -> list[str]:
-    """The names of every stored ``nodes_*`` or ``events_*`` table, for use in a revision.
+    """The names of the ``nodes_*`` or ``events_*`` tables of the pairs in the main database.
 
     Sessions never written have no pair yet (the factory will build the newest shape for them).
-
-    A revision that changes the per-session tables loops over these, for example::
-
-        for name in session_table_names(op.get_bind(), "nodes"):
-            with op.batch_alter_table(name) as batch:
-                batch.add_column(sa.Column("flags", sa.Integer()))
+    On SQLite the pairs of idle sessions live in shard files, which this does not list: a
+    revision that changes every session's tables calls :func:`upgrade_pairs` instead.
     """
     if kind not in ("nodes", "events"):
         raise ValueError(f"kind must be 'nodes' or 'events', not {kind!r}")
