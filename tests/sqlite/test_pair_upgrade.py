@@ -302,6 +302,7 @@ def test_the_rewrite_writes_what_alter_table_writes(tmp_path: Path) -> None:
         con.close()
     assert found == sids
     assert schema_rows(rewritten) == schema_rows(altered)
+    assert rewritten.read_bytes()[44:48] == altered.read_bytes()[44:48] == b"\x00\x00\x00\x04"
     con = connect_raw(rewritten)
     try:
         assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
