@@ -12,8 +12,9 @@ revision) without waiting behind another process's write.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -26,7 +27,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from soong_store.backends.base import Backend, dialect_of, open_backend
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
-from soong_store.migrate_pairs import PairChange, add_column, upgrade_pairs
+from soong_store.migrate_pairs import MIGRATION_LOGGER, PairChange, add_column, upgrade_pairs
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import events_table_name, nodes_table_name, paired_session_ids
 from soong_store.schema.models import sessions_table
@@ -87,10 +88,17 @@ def head_revision() -> str:
     return head
 
 
-def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
+def upgrade(
+    url_or_engine: str | URL | Engine,
+    revision: str = "head",
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> None:
     """Upgrade a database to ``revision`` (default: the newest), creating it if it is empty.
 
     Also builds the search index a database lacks when a library without FTS5 upgraded it.
+    ``progress`` is given each line the revisions log (a revision run, a shard of a
+    per-session change done), as they happen.
 
     Raises:
         SchemaVersionError: the database is at a revision this code does not know, or holds
@@ -102,7 +110,8 @@ def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
         at_head = revision == "head" and _stored_revision(engine) == HEAD_REVISION
         if at_head and not index_missing(engine):
             return
-        _upgrade_locked(engine, revision, retry)
+        with _reporting(progress):
+            _upgrade_locked(engine, revision, retry)
 
 
 def current_revision(url_or_engine: str | URL | Engine) -> str | None:
@@ -188,6 +197,39 @@ def session_table_names(connection: Connection, kind: Literal["nodes", "events"]
         raise ValueError(f"kind must be 'nodes' or 'events', not {kind!r}")
     name = nodes_table_name if kind == "nodes" else events_table_name
     return [name(sid) for sid in paired_session_ids(connection)]
+
+
+class _Lines(logging.Handler):
+    """Alembic's log lines of what it runs (its two lines about the dialect left out)."""
+
+    _SETUP = ("Context impl ", "Will assume ")
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        super().__init__(logging.INFO)
+        self._progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        if not line.startswith(self._SETUP):
+            self._progress(line)
+
+
+@contextmanager
+def _reporting(progress: Callable[[str], None] | None) -> Iterator[None]:
+    """Hand Alembic's migration log lines to ``progress`` for the block (nothing if ``None``)."""
+    if progress is None:
+        yield
+        return
+    logger = logging.getLogger(MIGRATION_LOGGER)
+    handler, level = _Lines(progress), logger.level
+    logger.addHandler(handler)
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 @contextmanager

@@ -46,7 +46,10 @@ SHARD_FOLDER = "shards"
 COLUMN_TYPES = ("INTEGER", "TEXT", "REAL", "BLOB")
 """The column types :func:`add_column` takes (each means the same on SQLite and PostgreSQL)."""
 
-_log = logging.getLogger("alembic.runtime.migration")
+MIGRATION_LOGGER = "alembic.runtime.migration"
+"""Alembic's logger of migrations, which ``alembic upgrade`` prints and progress is logged to."""
+
+_log = logging.getLogger(MIGRATION_LOGGER)
 _COLUMN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 

@@ -8,107 +8,25 @@ With the hot bound at 3 and shards of 4 (:mod:`tests.shard_support`), ten sessio
 
 from __future__ import annotations
 
+import asyncio
 import shutil
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column
 
 import soong_store
-from soong_store import InvalidArgument, SessionStore, StorageError
-from soong_store import migrate as migrate_module
+from soong_store import InvalidArgument, SessionStore, StorageError, cli
 from soong_store.backends.sqlite import make_engine
 from soong_store.check import check_store
-from soong_store.migrate import add_column, current_revision, head_revision
+from soong_store.migrate import add_column, current_revision
 from soong_store.migrate_pairs import rewrite_add_column, stored_session_ids
 from soong_store.schema import catalog
-from soong_store.schema.catalog import SessionTables
-from soong_store.schema.models import INTEGER
-from soong_store.sql.prepared import Prepared
 from tests.conftest import connect_raw, text
+from tests.pair_revision import install_revision, use_newest_factory
 from tests.shard_support import assert_each_pair_in_one_file, limited, settle
 
 pytestmark = pytest.mark.sqlite
-
-REVISION = "ztest_pair_flags"
-SOURCE = """\
-import os
-
-from alembic import op
-
-from soong_store.migrate import add_column, upgrade_pairs
-
-revision = "{revision}"
-down_revision = "{down}"
-branch_labels = None
-depends_on = None
-
-_add = add_column("nodes", "flags", "INTEGER")
-_files = []
-
-
-def _change(connection, session_ids):
-    _files.append(len(session_ids))
-    if os.environ.get("ZTEST_FAIL_AT_FILE") == str(len(_files)):
-        raise RuntimeError(f"failed at file {{len(_files)}}")
-    _add(connection, session_ids)
-
-
-def upgrade():
-    _files.clear()
-    upgrade_pairs(op.get_bind(), revision, _change)
-
-
-def downgrade():
-    raise NotImplementedError
-"""
-
-
-def install_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """From now on, the test revision is known to ``soong_store.upgrade`` and stores, as head."""
-    down = head_revision()
-    versions = tmp_path / "pair_versions"
-    versions.mkdir()
-    (versions / f"{REVISION}.py").write_text(SOURCE.format(revision=REVISION, down=down))
-    plain = migrate_module.alembic_config
-
-    def config(connection: Any = None) -> Any:
-        found = plain(connection)
-        found.set_main_option("path_separator", "os")
-        shipped = Path(migrate_module.script_location()) / "versions"
-        found.set_main_option("version_locations", f"{shipped}:{versions}")
-        return found
-
-    monkeypatch.setattr(migrate_module, "alembic_config", config)
-    monkeypatch.setattr(migrate_module, "HEAD_REVISION", REVISION)
-    return REVISION
-
-
-def use_newest_factory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """From now on, the table factory of the code that ships the revision (``flags`` added).
-
-    The writer's inserts take every column of a table; the code that ships such a revision
-    would give ``flags`` a value, here it is NULL.
-    """
-    plain = catalog._build.__wrapped__
-    args = Prepared.args
-
-    def with_flags(self: Prepared, params: Any) -> Any:
-        if self.order is not None and "flags" in self.order and "flags" not in params:
-            params = {**params, "flags": None}
-        return args(self, params)
-
-    monkeypatch.setattr(Prepared, "args", with_flags)
-
-    @lru_cache(maxsize=catalog.CACHE_SIZE)
-    def build(session_id: str, schema: str | None) -> SessionTables:
-        tables = plain(session_id, schema)
-        tables.nodes.append_column(Column("flags", INTEGER))
-        return tables
-
-    monkeypatch.setattr(catalog, "_build", build)
 
 
 async def fill(store: SessionStore, sessions: int = 10) -> list[str]:
@@ -324,3 +242,22 @@ def test_the_rewrite_writes_what_alter_table_writes(tmp_path: Path) -> None:
 def test_add_column_refuses_what_it_cannot_add_safely(kind: Any, column: str, type_: str) -> None:
     with pytest.raises(InvalidArgument, match="not"):
         add_column(kind, column, type_)
+
+
+async def test_cli_upgrade_prints_each_shard_on_stderr(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with limited():
+        await home_with_shards(home)
+        revision = install_revision(tmp_path, monkeypatch)
+        shards = len(files_of(home)) - 1
+        capsys.readouterr()
+        assert await asyncio.to_thread(cli.main, ["--home", str(home), "upgrade"]) == 0
+    captured = capsys.readouterr()
+    assert f"to {revision}" in captured.out
+    lines = [line for line in captured.err.splitlines() if "shard" in line]
+    assert [line.split(": shard ")[1].split(" (")[0] for line in lines] == [
+        f"{n} of {shards}" for n in range(1, shards + 1)
+    ]
+    assert all("changed" in line for line in lines)
+    assert "Context impl" not in captured.err
