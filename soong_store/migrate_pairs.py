@@ -73,7 +73,6 @@ def upgrade_pairs(connection: Connection, revision: str, change: PairChange) -> 
             done (each with its record), the main database's transaction is the caller's.
     """
     started = time.perf_counter()
-
     change(connection, stored_session_ids(connection))
     if not dialect_of(connection).places_pairs:
         return

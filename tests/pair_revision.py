@@ -16,6 +16,7 @@ from sqlalchemy import Column
 
 from soong_store import migrate as migrate_module
 from soong_store.migrate import head_revision
+from soong_store.rules import row as row_rules
 from soong_store.schema import catalog
 from soong_store.schema.catalog import SessionTables
 from soong_store.schema.models import INTEGER
@@ -99,3 +100,7 @@ def use_newest_factory(monkeypatch: pytest.MonkeyPatch) -> None:
         return tables
 
     monkeypatch.setattr(catalog, "_build", build)
+    # check's row rules keep the factory's shape from their first use in the process
+    monkeypatch.setattr(
+        row_rules, "_template", lru_cache(maxsize=1)(row_rules._template.__wrapped__)
+    )

@@ -103,7 +103,7 @@ async def test_revision_reaches_pairs_in_the_hot_file_and_in_every_shard(
             assert recorded_revision(shard) == flags_revision
         async with SessionStore(home=home) as store:
             assert all(len(path) == 2 for path in (await paths_of(store, sids)).values())
-            assert (await check_store(store)).ok
+            assert (report := await check_store(store)).ok, report.problems
 
 
 async def test_pairs_moved_after_the_upgrade_keep_the_new_column(
@@ -121,7 +121,7 @@ async def test_pairs_moved_after_the_upgrade_keep_the_new_column(
             sids += await fill(store, 6)
             await settle(store)
             paths = await paths_of(store, sids)
-            assert (await check_store(store)).ok
+            assert (report := await check_store(store)).ok, report.problems
         assert {p.name for p in files_of(home)[1:]} > shards_before
         assert all(shape <= {True} for shape in shapes(home).values())
         assert sum(len(nodes_columns(path)) for path in files_of(home)) == len(sids)
@@ -159,7 +159,7 @@ async def test_a_failure_part_way_leaves_each_file_in_one_shape_and_upgrade_fini
         assert current_revision(url) == flags_revision
         assert shapes(home) == {path.name: {True} for path in files_of(home)}
         async with SessionStore(home=home) as store:
-            assert (await check_store(store)).ok
+            assert (report := await check_store(store)).ok, report.problems
         assert_each_pair_in_one_file(home)
 
 
