@@ -12,8 +12,9 @@ revision) without waiting behind another process's write.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -26,12 +27,28 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from soong_store.backends.base import Backend, dialect_of, open_backend
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
+from soong_store.migrate_pairs import MIGRATION_LOGGER, PairChange, add_column, upgrade_pairs
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import events_table_name, nodes_table_name, paired_session_ids
 from soong_store.schema.models import sessions_table
 
 if TYPE_CHECKING:
     from alembic.config import Config
+
+__all__ = [
+    "HEAD_REVISION",
+    "PairChange",
+    "add_column",
+    "alembic_config",
+    "current_revision",
+    "ensure_schema",
+    "head_revision",
+    "script_location",
+    "session_ids",
+    "session_table_names",
+    "upgrade",
+    "upgrade_pairs",
+]
 
 HEAD_REVISION: Final = "0004"
 """The newest revision in ``migrations/`` (a test keeps the two equal).
@@ -71,10 +88,17 @@ def head_revision() -> str:
     return head
 
 
-def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
+def upgrade(
+    url_or_engine: str | URL | Engine,
+    revision: str = "head",
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> None:
     """Upgrade a database to ``revision`` (default: the newest), creating it if it is empty.
 
     Also builds the search index a database lacks when a library without FTS5 upgraded it.
+    ``progress`` is given each line the revisions log (a revision run, a shard of a
+    per-session change done), as they happen.
 
     Raises:
         SchemaVersionError: the database is at a revision this code does not know, or holds
@@ -86,7 +110,8 @@ def upgrade(url_or_engine: str | URL | Engine, revision: str = "head") -> None:
         at_head = revision == "head" and _stored_revision(engine) == HEAD_REVISION
         if at_head and not index_missing(engine):
             return
-        _upgrade_locked(engine, revision, retry)
+        with _reporting(progress):
+            _upgrade_locked(engine, revision, retry)
 
 
 def current_revision(url_or_engine: str | URL | Engine) -> str | None:
@@ -162,20 +187,49 @@ def session_ids(connection: Connection) -> list[str]:
 
 
 def session_table_names(connection: Connection, kind: Literal["nodes", "events"]) -> list[str]:
-    """The names of every stored ``nodes_*`` or ``events_*`` table, for use in a revision.
+    """The names of the ``nodes_*`` or ``events_*`` tables of the pairs in the main database.
 
     Sessions never written have no pair yet (the factory will build the newest shape for them).
-
-    A revision that changes the per-session tables loops over these, for example::
-
-        for name in session_table_names(op.get_bind(), "nodes"):
-            with op.batch_alter_table(name) as batch:
-                batch.add_column(sa.Column("flags", sa.Integer()))
+    On SQLite the pairs of idle sessions live in shard files, which this does not list: a
+    revision that changes every session's tables calls :func:`upgrade_pairs` instead.
     """
     if kind not in ("nodes", "events"):
         raise ValueError(f"kind must be 'nodes' or 'events', not {kind!r}")
     name = nodes_table_name if kind == "nodes" else events_table_name
     return [name(sid) for sid in paired_session_ids(connection)]
+
+
+class _Lines(logging.Handler):
+    """Alembic's log lines of what it runs (its two lines about the dialect left out)."""
+
+    _SETUP = ("Context impl ", "Will assume ")
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        super().__init__(logging.INFO)
+        self._progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        if not line.startswith(self._SETUP):
+            self._progress(line)
+
+
+@contextmanager
+def _reporting(progress: Callable[[str], None] | None) -> Iterator[None]:
+    """Hand Alembic's migration log lines to ``progress`` for the block (nothing if ``None``)."""
+    if progress is None:
+        yield
+        return
+    logger = logging.getLogger(MIGRATION_LOGGER)
+    handler, level = _Lines(progress), logger.level
+    logger.addHandler(handler)
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 @contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,10 @@ from soong_store.model.ids import check_session_id
 from soong_store.store import backend_of
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 async def cmd_upgrade(args: argparse.Namespace) -> int:
     """Bring the database to the newest schema revision."""
     store = open_store(args)
@@ -32,7 +37,7 @@ async def cmd_upgrade(args: argparse.Namespace) -> int:
     engine = backend_of(store).engine("admin")
     try:
         before = await asyncio.to_thread(current_revision, engine)
-        await asyncio.to_thread(upgrade, engine)
+        await asyncio.to_thread(upgrade, engine, progress=_to_stderr)
         after = await asyncio.to_thread(current_revision, engine)
     finally:
         engine.dispose()

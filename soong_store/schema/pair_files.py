@@ -3,10 +3,12 @@
 Part of the catalog (:mod:`soong_store.schema.catalog` builds on it and is what callers ask for
 a session's tables): ``session_files`` names the file of each pair and the epoch of its copy,
 ``session_moves`` the moves under way, and each shard file's ``shard_pairs`` the copies it
-holds, with their epochs. A shard is reached under the alias it is attached as on a
-connection; asking for one that is not attached raises
-:class:`~soong_store.backends.base.BeforeBegin`, whose ``prepare`` attaches it. The two
-``info`` keys are how units of work tell the writer's maintenance what they left to do.
+holds, with their epochs, and its ``shard_revision`` the schema revision its pairs are at
+(:mod:`soong_store.migrate_pairs` upgrades a shard and its record in one transaction).
+A shard is reached under the alias it is attached as on a connection; asking for one
+that is not attached raises :class:`~soong_store.backends.base.BeforeBegin`, whose
+``prepare`` attaches it. The two ``info`` keys are how units of work tell the writer's
+maintenance what they left to do.
 """
 
 from __future__ import annotations
@@ -14,7 +16,17 @@ from __future__ import annotations
 from functools import lru_cache, partial
 from typing import Any
 
-from sqlalchemy import Column, Connection, MetaData, Table, Text, bindparam, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    MetaData,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    inspect,
+    select,
+)
 
 from soong_store.backends.base import BeforeBegin, dialect_of
 from soong_store.schema.models import INTEGER, session_files_table, session_moves_table
@@ -33,6 +45,48 @@ _PLACE_OF = select(session_files_table.c.file, session_files_table.c.epoch).wher
 _MOVE_OF = select(session_moves_table).where(
     session_moves_table.c.session_id == bindparam("p_session")
 )
+
+
+@lru_cache(maxsize=8)
+def shard_revision_table(schema: str | None = None) -> Table:
+    """A shard's own record of the schema revision its pairs are at (one row)."""
+    return Table(
+        "shard_revision",
+        MetaData(schema=schema),
+        Column("revision", Text, primary_key=True),
+        sqlite_with_rowid=False,
+    )
+
+
+def shard_revision(connection: Connection, schema: str | None = None) -> str | None:
+    """The revision a shard's pairs are at (``None``: a shard from before revisions were kept)."""
+    table = shard_revision_table(schema)
+    if not inspect(connection).has_table(table.name, schema=schema):
+        return None
+    found = connection.execute(select(table.c.revision)).scalar()
+    return None if found is None else str(found)
+
+
+def set_shard_revision(connection: Connection, revision: str, schema: str | None = None) -> None:
+    """Record the revision a shard's pairs are at, in the caller's transaction of that shard."""
+    table = shard_revision_table(schema)
+    table.create(connection, checkfirst=True)
+    connection.execute(delete(table))
+    connection.execute(table.insert(), {"revision": revision})
+
+
+def stamp_new_shard(connection: Connection, main_as: str) -> None:
+    """Give a shard being created the revision of the database that fills it (a move's T1).
+
+    Its pairs are built by this code's table factory, so they have the shape of that revision.
+    A shard that already holds pairs keeps its own record.
+    """
+    if inspect(connection).has_table(shard_pairs().name):
+        return
+    stored = Table("alembic_version", MetaData(schema=main_as), Column("version_num", Text))
+    revision = connection.execute(select(stored.c.version_num)).scalar()
+    if revision is not None:
+        set_shard_revision(connection, str(revision))
 
 
 @lru_cache(maxsize=8)

@@ -310,6 +310,7 @@ def _copy_into_shard(backend: Backend, file: str, moving: list[tuple[str, int]])
     try:
         with engine.connect() as shard, shard.begin():
             pairs = shard_pairs(MAIN)
+            pair_files.stamp_new_shard(shard, HOT_AS)
             pairs.create(shard, checkfirst=True)
             for session_id, epoch in moving:
                 local = session_tables(session_id, MAIN)

@@ -1,0 +1,211 @@
+"""Per-session schema changes wherever the pairs live: the main database and every shard file.
+
+A revision that changes the per-session tables calls :func:`upgrade_pairs` with a change: a
+callable given a connection whose main database is one file, and the ids of the sessions whose
+tables that file holds. The main database's pairs change in the revision's own transaction. On
+SQLite every shard file then changes in a transaction of its own, which also records in the
+shard (its ``shard_revision``) the revision its pairs are now at: a crash part way leaves each
+shard wholly in one shape, named by its record, and the main database at the revision before;
+the next upgrade changes only the shards whose record is older. Shards created later start at
+the revision of the database that fills them (``docs/scaling.md``, per-session upgrades).
+
+:func:`add_column` is the change for the common case, a nullable column without a default: on
+SQLite it rewrites each table's ``CREATE TABLE`` text to what ``ALTER TABLE ... ADD COLUMN``
+itself writes, since one ``ALTER`` per table re-reads the whole file's schema each time (22 s
+for a shard of 500 pairs, against well under a second for the rewrite).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal, cast
+
+from sqlalchemy import Connection, select
+
+from soong_store.backends import sqlite_files
+from soong_store.backends.base import dialect_of
+from soong_store.errors import InvalidArgument, StorageError
+from soong_store.model.ids import check_session_id
+from soong_store.schema.catalog import EVENTS_PREFIX, NODES_PREFIX, table_owner
+from soong_store.schema.models import shard_files_table
+from soong_store.schema.pair_files import set_shard_revision, shard_revision
+
+if TYPE_CHECKING:
+    from alembic.script import ScriptDirectory
+
+PairChange = Callable[[Connection, list[str]], None]
+"""A change applied to one file's pairs: its connection, and the ids of the sessions there."""
+
+SHARD_FOLDER = "shards"
+"""Where shard files live, relative to the database's folder (``sql/moves.py`` names them)."""
+COLUMN_TYPES = ("INTEGER", "TEXT", "REAL", "BLOB")
+"""The column types :func:`add_column` takes (each means the same on SQLite and PostgreSQL)."""
+
+MIGRATION_LOGGER = "alembic.runtime.migration"
+"""Alembic's logger of migrations, which ``alembic upgrade`` prints and progress is logged to."""
+
+_log = logging.getLogger(MIGRATION_LOGGER)
+_COLUMN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def stored_session_ids(connection: Connection) -> list[str]:
+    """The ids of the sessions with a ``nodes_``/``events_`` table in the connection's database."""
+    owners = {table_owner(name) for name in dialect_of(connection).table_names(connection) if name}
+    return sorted(check_session_id(owner) for owner in owners if owner is not None)
+
+
+def upgrade_pairs(connection: Connection, revision: str, change: PairChange) -> None:
+    """Apply ``change`` to every session's pair, in the main database and in every shard.
+
+    Call it from a revision's ``upgrade()`` with that revision's id::
+
+        upgrade_pairs(op.get_bind(), revision, add_column("nodes", "flags", "INTEGER"))
+
+    Progress is logged per shard (Alembic's logger, which ``alembic upgrade`` prints).
+
+    Raises:
+        StorageError: a shard file could not be upgraded; the shards done before it stay
+            done (each with its record), the main database's transaction is the caller's.
+    """
+    started = time.perf_counter()
+    change(connection, stored_session_ids(connection))
+    if not dialect_of(connection).places_pairs:
+        return
+    database = sqlite_files.folder(connection)
+    files = shard_file_names(connection, database)
+    for number, file in enumerate(files, 1):
+        done = _upgrade_shard(connection, database / file, revision, change)
+        _log.info(
+            "per-session change %s: shard %d of %d (%s) %s, %.1f s",
+            revision,
+            number,
+            len(files),
+            file,
+            "changed" if done else "already done",
+            time.perf_counter() - started,
+        )
+
+
+def shard_file_names(connection: Connection, database: Path) -> list[str]:
+    """Every shard file: those the catalog lists and those on disk (a move's T1 may leave one)."""
+    listed = set(connection.execute(select(shard_files_table.c.file)).scalars())
+    found = {f"{SHARD_FOLDER}/{p.name}" for p in (database / SHARD_FOLDER).glob("*.sqlite")}
+    return sorted(listed | found)
+
+
+def _upgrade_shard(connection: Connection, path: Path, revision: str, change: PairChange) -> bool:
+    """One shard's change and record in one transaction of it; whether it needed the change."""
+    from soong_store.backends.sqlite import make_engine
+
+    if not path.is_file():
+        raise StorageError(f"the shard file {path.name} is missing from {path.parent}")
+    module = cast(ModuleType, connection.dialect.loaded_dbapi)
+    engine = make_engine(f"sqlite:///{path}", "admin", sqlite_module=module)
+    try:
+        with engine.connect() as shard, shard.begin():
+            if not _behind(shard_revision(shard), revision):
+                return False
+            change(shard, stored_session_ids(shard))
+            set_shard_revision(shard, revision)
+        return True
+    finally:
+        engine.dispose()
+
+
+def _behind(marker: str | None, revision: str) -> bool:
+    """Whether a shard recorded at ``marker`` lacks ``revision`` (its marker is an ancestor)."""
+    if marker is None:
+        return True
+    if marker == revision:
+        return False
+    ancestors = {r.revision for r in _script().iterate_revisions(revision, "base") if r}
+    return marker in ancestors
+
+
+def _script() -> ScriptDirectory:
+    """The revisions of the migration running (their folders), else of ``migrations/``."""
+    from alembic import op
+    from alembic.script import ScriptDirectory
+
+    from soong_store.migrate import alembic_config
+
+    try:
+        script = op.get_context().script
+    except NameError:  # not inside a migration
+        script = None
+    return script if script is not None else ScriptDirectory.from_config(alembic_config())
+
+
+def add_column(kind: Literal["nodes", "events"], column: str, type_: str = "INTEGER") -> PairChange:
+    """The change that adds a nullable column without a default to every ``kind`` table.
+
+    Such a column changes no stored row (a row stored without it reads NULL there), only each
+    table's ``CREATE TABLE`` text; on SQLite that text is written directly (see the module
+    docstring), elsewhere by ``ALTER TABLE ... ADD COLUMN``.
+
+    Raises:
+        InvalidArgument: ``kind``, ``column`` or ``type_`` is not one this helper takes.
+    """
+    if kind not in ("nodes", "events"):
+        raise InvalidArgument(f"kind must be 'nodes' or 'events', not {kind!r}")
+    if not _COLUMN.match(column):
+        raise InvalidArgument(f"column name {column!r} is not a lower-case SQL identifier")
+    if type_ not in COLUMN_TYPES:
+        raise InvalidArgument(f"column type {type_!r} is not one of {', '.join(COLUMN_TYPES)}")
+    prefix = NODES_PREFIX if kind == "nodes" else EVENTS_PREFIX
+    definition = f'"{column}" {type_}'
+
+    def change(connection: Connection, session_ids: list[str]) -> None:
+        names = {prefix + sid for sid in session_ids}
+        if connection.dialect.name == "sqlite":
+            rewrite_add_column(connection, names, definition)
+            return
+        stored = set(dialect_of(connection).table_names(connection))
+        for name in sorted(names & stored):
+            connection.exec_driver_sql(f'ALTER TABLE "{name}" ADD COLUMN {definition}')
+
+    return change
+
+
+def rewrite_add_column(connection: Connection, tables: set[str], definition: str) -> None:
+    """Add a nullable column without a default to SQLite ``tables``, in the caller's transaction.
+
+    Each new text is the one SQLite's own ``ALTER TABLE ... ADD COLUMN`` writes, obtained by
+    running that statement on the table's definition in a scratch database (so SQLite's own
+    rules refuse what it would refuse). All tables but the last get it by an update of
+    ``sqlite_master`` under ``PRAGMA writable_schema``; the last by a real ``ALTER TABLE``,
+    which bumps the schema cookie (every other connection re-reads the schema) and reloads
+    this connection's schema from the updated texts.
+    """
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    rows = driver.execute("SELECT rowid, name, sql FROM sqlite_master WHERE type = 'table'")
+    found = sorted((str(n), int(r), str(s)) for r, n, s in rows.fetchall() if n in tables)
+    if not found:
+        return
+    *rewritten, (last, _rowid, _sql) = found
+    updates = []
+    scratch = connection.dialect.loaded_dbapi.connect(":memory:")
+    try:
+        for name, rowid, sql in rewritten:
+            scratch.execute(sql)
+            scratch.execute(f'ALTER TABLE "{name}" ADD COLUMN {definition}')
+            (text,) = scratch.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            ).fetchone()
+            scratch.execute(f'DROP TABLE "{name}"')
+            updates.append((str(text), rowid))
+    finally:
+        scratch.close()
+    if updates:
+        driver.execute("PRAGMA writable_schema = ON")
+        try:
+            driver.executemany("UPDATE sqlite_master SET sql = ? WHERE rowid = ?", updates)
+        finally:
+            driver.execute("PRAGMA writable_schema = OFF")
+    driver.execute(f'ALTER TABLE "{last}" ADD COLUMN {definition}')
