@@ -33,7 +33,7 @@ from soong_store.schema.models import sessions_table
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD_REVISION: Final = "0004"
+HEAD_REVISION: Final = "0005"
 """The newest revision in ``migrations/`` (a test keeps the two equal).
 
 Knowing it without Alembic lets a store open a database that is already at head without

@@ -61,6 +61,8 @@ from soong_store.model.records import (
 from soong_store.model.search import SearchHit
 from soong_store.ops import check_bound
 from soong_store.runtime import StoreRuntime
+from soong_store.search import pending as search_pending
+from soong_store.search import run as search_run
 from soong_store.sql import reads, writes
 from soong_store.sql.cache import PathCache
 from soong_store.tasks.registry import TaskDags
@@ -472,7 +474,12 @@ class SessionStore:
             limit=limit,
             offset=offset,
         )
-        return await self._read(job)
+        try:
+            return await self._read(job)
+        except search_run.IndexBehind:  # rows noted for FTS5: the writer takes them in first
+            await self._write(search_pending.catch_up)
+        again: Callable[..., list[SearchHit]] = job
+        return await self._read(partial(again, caught_up=True))
 
     # -- artifacts --------------------------------------------------------------------------
 
