@@ -156,7 +156,8 @@ async def measure_indexing(appends: int, rounds: int) -> dict[str, float]:
     """Per node: ``append_node`` one at a time, and units of work of 50 nodes, with and without.
 
     Wall time and process CPU time (the writer's thread included) of each; CPU time moves less
-    with the load of other processes on a shared machine.
+    with the load of other processes on a shared machine, and the bytes the process writes
+    (WAL and checkpoints, Linux's ``/proc/self/io``) not at all.
     """
     rng = random.Random(7)
     words = vocabulary(rng, 5_000)
@@ -164,6 +165,7 @@ async def measure_indexing(appends: int, rounds: int) -> dict[str, float]:
     contents = [node_content(rng, words, i) for i in range(50)]
     wall: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
+    written: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             for side in ["with", "without"] if r % 2 == 0 else ["without", "with"]:
@@ -173,17 +175,21 @@ async def measure_indexing(appends: int, rounds: int) -> dict[str, float]:
                     units = [(await store.create_session(cwd=tmp)).session_id
                              for _ in range(max(1, appends // 50))]  # fmt: skip
                     with index_off() if side == "without" else _nothing():
-                        t, c = time.perf_counter(), time.process_time()
+                        t, c, w = time.perf_counter(), time.process_time(), _written()
                         for body in texts:
                             await store.append_node(sid, "user", "message",
                                                     [{"type": "text", "text": body}])  # fmt: skip
                         _add(wall, cpu, f"append_{side}", t, c, appends)
-                        t, c = time.perf_counter(), time.process_time()
+                        written.setdefault(f"append_{side}", []).append((_written() - w) / appends)
+                        t, c, w = time.perf_counter(), time.process_time(), _written()
                         for unit in units:
                             async with store.transaction(unit) as tx:
                                 for role, content in contents:
                                     tx.add_node(role, "message", content)
                         _add(wall, cpu, f"unit50_{side}", t, c, 50 * len(units))
+                        written.setdefault(f"unit50_{side}", []).append(
+                            (_written() - w) / (50 * len(units))
+                        )
     out: dict[str, float] = {}
     for kind in ("append", "unit50"):
         for clock, samples in (("wall", wall), ("cpu", cpu)):
@@ -192,7 +198,24 @@ async def measure_indexing(appends: int, rounds: int) -> dict[str, float]:
             out[f"{kind}_{clock}_with_index_us"] = with_index * 1e6
             out[f"{kind}_{clock}_without_index_us"] = without * 1e6
             out[f"{kind}_{clock}_ratio"] = with_index / without
+        if _written() >= 0:
+            for side in ("with", "without"):
+                out[f"{kind}_kb_written_{side}_index"] = (
+                    statistics.median(written[f"{kind}_{side}"]) / 1024
+                )
     return out
+
+
+def _written() -> int:
+    """Bytes this process has written so far (``wchar``; -1 where there is no such count)."""
+    try:
+        with open("/proc/self/io") as io:
+            for line in io:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
 
 
 def _add(

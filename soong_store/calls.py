@@ -43,6 +43,7 @@ from soong_store.model.search import SearchHit
 from soong_store.ops import Op, artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.runtime import StoreRuntime
+from soong_store.search import pending as search_pending
 from soong_store.search import run as search_run
 from soong_store.search.index import Filters
 from soong_store.search.query import parse_query
@@ -233,6 +234,19 @@ def search_job(
 
 
 # -- calls of several steps -----------------------------------------------------------------
+
+
+async def search(runtime: StoreRuntime, job: Callable[..., list[SearchHit]]) -> list[SearchHit]:
+    """Run a search job; rows still noted for the full-text index are taken in by the writer first.
+
+    Only rows noted before the search was called must be found, so after one catch-up the
+    search runs on whatever it then sees.
+    """
+    try:
+        return await runtime.read(job)
+    except search_run.IndexBehind:
+        await runtime.write(search_pending.catch_up)
+    return await runtime.read(partial(job, caught_up=True))
 
 
 async def submit_ops(runtime: StoreRuntime, session_id: str, ops: list[Op]) -> Committed:

@@ -1,10 +1,12 @@
 """Search on SQLite: an FTS5 index over ``search_text`` as external content.
 
 ``search_fts`` indexes ``search_text.body`` (its rows are ``search_text.doc_id``) and stores no
-copy of the text: snippets and the ``delete`` of a row read it from ``search_text``. Two triggers
-keep it in step with every insert into and delete from ``search_text``, in the same transaction;
-``search_text`` is never updated. Why external content rather than contentless: the figures are
-in ``docs/search.md``.
+copy of the text: snippets and the ``delete`` of a row read it from ``search_text``. Triggers
+note every row inserted into ``search_text`` in ``search_pending``, in the node's transaction,
+and the index takes the noted rows in by batches before any search or check reads it
+(:mod:`~soong_store.search.pending`); a delete takes its row out in the same transaction.
+``search_text`` is never updated. Why external content rather than contentless: the figures
+are in ``docs/search.md``.
 
 A SQLite library built without FTS5 still opens, writes and reads every database: revision
 0004 then creates ``search_text`` alone, and the first :meth:`FTS5Search.check_ready` says that
@@ -22,25 +24,38 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.errors import StorageError
 from soong_store.search.index import Filters
+from soong_store.search.pending import PENDING_TABLE, catch_up
 from soong_store.search.query import SearchQuery, fts5_string
 
 FTS_TABLE: Final = "search_fts"
 SNIPPET_TOKENS = 12
 
+TRIGGERS: Final = (
+    "CREATE TRIGGER search_text_ai AFTER INSERT ON search_text BEGIN "
+    f"INSERT INTO {PENDING_TABLE}(doc_id) VALUES (new.doc_id); END",
+    "CREATE TRIGGER search_text_ad AFTER DELETE ON search_text BEGIN "
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, body) SELECT 'delete', old.doc_id, old.body "
+    f"WHERE NOT EXISTS (SELECT 1 FROM {PENDING_TABLE} WHERE doc_id = old.doc_id); "
+    f"DELETE FROM {PENDING_TABLE} WHERE doc_id = old.doc_id; END",
+)
+PENDING: Final = f"CREATE TABLE IF NOT EXISTS {PENDING_TABLE} (doc_id INTEGER PRIMARY KEY)"
 CREATE: Final = (
     f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(body, content='search_text', "
     "content_rowid='doc_id', tokenize='unicode61 remove_diacritics 2')",
-    "CREATE TRIGGER search_text_ai AFTER INSERT ON search_text BEGIN "
-    f"INSERT INTO {FTS_TABLE}(rowid, body) VALUES (new.doc_id, new.body); END",
-    "CREATE TRIGGER search_text_ad AFTER DELETE ON search_text BEGIN "
-    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, body) VALUES ('delete', old.doc_id, old.body); "
-    "END",
+    PENDING,
+    *TRIGGERS,
 )
-"""The index and its triggers (revision 0004 runs these, then :data:`REBUILD`)."""
+"""The index, its list of rows not taken in yet, and the triggers (:mod:`.pending`).
+
+An insert notes the row; a delete takes the row out of the index if it was taken in (external
+content: FTS5 deletes by the text it indexed, which ``old.body`` still is) and drops its note.
+Revision 0004 runs these, then :data:`REBUILD`; revision 0005 brings 0004's triggers to these.
+"""
 REBUILD: Final = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')"
 DROP: Final = (
     "DROP TRIGGER IF EXISTS search_text_ad",
     "DROP TRIGGER IF EXISTS search_text_ai",
+    f"DROP TABLE IF EXISTS {PENDING_TABLE}",
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
 )
 UPGRADE_HINT: Final = "soong-store upgrade"
@@ -213,10 +228,15 @@ class FTS5Search:
         return rows
 
     def index_problems(self, connection: Connection) -> list[str]:
-        """FTS5's ``integrity-check`` of the index against ``search_text`` (none without FTS5)."""
+        """FTS5's ``integrity-check`` of the index against ``search_text`` (none without FTS5).
+
+        The rows noted but not yet taken in are taken in first: the check compares the index
+        with every row of ``search_text``.
+        """
         if not has_fts5(connection):
             return []
         try:
+            catch_up(connection)
             connection.exec_driver_sql(
                 f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)"
             )

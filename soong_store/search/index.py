@@ -34,6 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
+from soong_store.search.pending import noted
 from soong_store.search.query import SearchQuery
 from soong_store.search.text import node_text
 from soong_store.sql.prepared import Prepared, Runner
@@ -141,17 +142,18 @@ def search_row(session_id: str, row: dict[str, Any]) -> dict[str, Any] | None:
     return {**values, "session_id": session_id, "body": body}
 
 
-def index_rows(db: Runner, dialect: Dialect, rows: list[dict[str, Any]]) -> None:
+def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert the :func:`search_row` rows of a transaction's nodes, in that transaction.
 
-    One statement per :data:`_CHUNK` rows rather than one per node: FTS5 (SQLite before 3.45)
-    writes a new segment of its index at every statement that follows an insert, so a unit of
-    work of 50 nodes costs one segment, not 50.
+    One statement per :data:`_CHUNK` rows rather than one per node. On SQLite the rows are
+    noted for FTS5 and taken into its index by batches (:func:`~soong_store.search.pending.
+    noted`), so that a lone node's commit does not write a segment of FTS5's index of its own.
     """
     for start in range(0, len(rows), _CHUNK):
         chunk = rows[start : start + _CHUNK]
         params = {f"{name}_{i}": row[name] for i, row in enumerate(chunk) for name in _COLUMNS}
-        db.execute(_insert(dialect, len(chunk)), params)
+        db.execute(_insert(connection.dialect, len(chunk)), params)
+    noted(connection, len(rows))
 
 
 def unindex_session(connection: Connection, session_id: str) -> None:

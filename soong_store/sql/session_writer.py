@@ -353,7 +353,7 @@ class SessionWriter:
     def index_written(self) -> None:
         """Index the nodes written so far, in one statement (every writer path calls it)."""
         if self._unindexed:
-            index_rows(self._db, self.connection.dialect, self._unindexed)
+            index_rows(self._db, self.connection, self._unindexed)
             self._unindexed = []
 
     def finish(self) -> None:

@@ -170,4 +170,4 @@ class ConversationCalls(StoreCore):
             limit=limit,
             offset=offset,
         )
-        return await self._read(job)
+        return await calls.search(self._runtime, job)
