@@ -43,7 +43,6 @@ from soong_store.model.search import SearchHit
 from soong_store.ops import Op, artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.runtime import StoreRuntime
-from soong_store.search import pending as search_pending
 from soong_store.search import run as search_run
 from soong_store.search.index import Filters
 from soong_store.search.query import parse_query
@@ -245,7 +244,7 @@ async def search(runtime: StoreRuntime, job: Callable[..., list[SearchHit]]) -> 
     try:
         return await runtime.read(job)
     except search_run.IndexBehind:
-        await runtime.write(search_pending.catch_up)
+        await runtime.write(search_run.catch_up)
     return await runtime.read(partial(job, caught_up=True))
 
 

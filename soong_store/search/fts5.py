@@ -21,10 +21,11 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from soong_store.backends.sqlite import SQLiteBackend
+from soong_store.backends.base import dialect_of
 from soong_store.errors import StorageError
+from soong_store.search import pending
 from soong_store.search.index import Filters
-from soong_store.search.pending import PENDING_TABLE, catch_up
+from soong_store.search.pending import PENDING_TABLE
 from soong_store.search.query import SearchQuery, fts5_string
 
 FTS_TABLE: Final = "search_fts"
@@ -186,7 +187,7 @@ class FTS5Search:
         try:
             connection.exec_driver_sql(_PROBE)
         except OperationalError as exc:
-            if SQLiteBackend.is_transient(exc):
+            if dialect_of(connection).is_transient(exc):
                 raise
             if not has_fts5(connection):
                 raise StorageError(
@@ -236,15 +237,27 @@ class FTS5Search:
         if not has_fts5(connection):
             return []
         try:
-            catch_up(connection)
+            pending.catch_up(connection)
             connection.exec_driver_sql(
                 f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)"
             )
         except DBAPIError as exc:  # SQLite says "malformed": of the index, not of the file
-            if SQLiteBackend.is_busy(exc):
+            if dialect_of(connection).is_busy(exc):
                 raise
             return [f"FTS5's integrity-check finds {FTS_TABLE} out of step with search_text"]
         return []
+
+    def noted(self, connection: Connection, count: int) -> None:
+        """Rows were noted for the index: at enough of them, take them in (:mod:`.pending`)."""
+        pending.noted(connection, count)
+
+    def behind(self, connection: Connection) -> bool:
+        """Whether ``search_pending`` holds rows the index has not taken in."""
+        return pending.behind(connection)
+
+    def catch_up(self, connection: Connection) -> None:
+        """Take the noted rows into the index in one statement (one segment)."""
+        pending.catch_up(connection)
 
 
 def _best(connection: Connection, match: str, limit: int, offset: int) -> list[dict[str, Any]]:

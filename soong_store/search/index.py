@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from soong_store.search.pending import noted
+from soong_store.backends.base import dialect_of
 from soong_store.search.query import SearchQuery
 from soong_store.search.text import node_text
 from soong_store.sql.prepared import Prepared, Runner
@@ -120,6 +120,15 @@ class SearchDialect(Protocol):
     def index_problems(self, connection: Connection) -> list[str]:
         """The index's own check against ``search_text``: one line per problem."""
 
+    def noted(self, connection: Connection, count: int) -> None:
+        """``count`` rows were just inserted into ``search_text`` in this transaction."""
+
+    def behind(self, connection: Connection) -> bool:
+        """Whether rows of ``search_text`` wait to enter the index (a search must not run yet)."""
+
+    def catch_up(self, connection: Connection) -> None:
+        """Take every row still waiting into the index, in the caller's transaction."""
+
 
 _CHUNK = 200
 """Rows per insert statement (8 parameters each: far below every backend's limit)."""
@@ -146,14 +155,14 @@ def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -
     """Insert the :func:`search_row` rows of a transaction's nodes, in that transaction.
 
     One statement per :data:`_CHUNK` rows rather than one per node. On SQLite the rows are
-    noted for FTS5 and taken into its index by batches (:func:`~soong_store.search.pending.
-    noted`), so that a lone node's commit does not write a segment of FTS5's index of its own.
+    noted for FTS5 and taken into its index by batches (:mod:`~soong_store.search.pending`),
+    so that a lone node's commit does not write a segment of FTS5's index of its own.
     """
     for start in range(0, len(rows), _CHUNK):
         chunk = rows[start : start + _CHUNK]
         params = {f"{name}_{i}": row[name] for i, row in enumerate(chunk) for name in _COLUMNS}
         db.execute(_insert(connection.dialect, len(chunk)), params)
-    noted(connection, len(rows))
+    dialect_of(connection).search_dialect().noted(connection, len(rows))
 
 
 def unindex_session(connection: Connection, session_id: str) -> None:

@@ -14,7 +14,8 @@ batch one segment, as a unit of work of many nodes does:
 
 A row deleted while noted leaves the note only; one deleted after it was taken in leaves FTS5
 too (the delete trigger of :data:`~soong_store.search.fts5.CREATE`). PostgreSQL's GIN index is
-kept by the server, so nothing here runs there.
+kept by the server: its side of :class:`~soong_store.search.index.SearchDialect` does nothing
+for these.
 """
 
 from __future__ import annotations
@@ -41,16 +42,12 @@ _PROBE: Final = "SELECT rowid FROM search_fts LIMIT 0"
 
 
 def behind(connection: Connection) -> bool:
-    """Whether rows of ``search_text`` wait to enter the index (never on PostgreSQL)."""
-    if connection.dialect.name != "sqlite":
-        return False
+    """Whether rows of ``search_text`` wait to enter the index."""
     return connection.exec_driver_sql(_BEHIND).first() is not None
 
 
 def catch_up(connection: Connection) -> None:
     """Take every noted row into FTS5's index, in the caller's transaction (one segment)."""
-    if connection.dialect.name != "sqlite":
-        return
     for statement in CATCH_UP:
         connection.exec_driver_sql(statement)
     connection.info[_NOTED] = 0
@@ -65,8 +62,6 @@ def noted(connection: Connection, count: int) -> None:
     that has one, rows stay noted (nothing else of the write needs FTS5) for the next catch-up
     that can run.
     """
-    if connection.dialect.name != "sqlite":
-        return
     seen = connection.info.get(_NOTED, 0) + count
     connection.info[_NOTED] = seen
     if seen < CATCH_UP_AT:

@@ -68,5 +68,15 @@ class PostgresSearch:
         """Nothing beyond ``search_text`` itself: the GIN index is the server's to keep."""
         return []
 
+    def noted(self, connection: Connection, count: int) -> None:
+        """Nothing to do: the server keeps the GIN index in the rows' own transaction."""
+
+    def behind(self, connection: Connection) -> bool:
+        """Never: no row waits to enter the GIN index."""
+        return False
+
+    def catch_up(self, connection: Connection) -> None:
+        """Nothing to take in."""
+
 
 POSTGRES: Final = PostgresSearch()

@@ -7,7 +7,6 @@ from sqlalchemy import Connection
 from soong_store.backends.base import dialect_of
 from soong_store.errors import SoongStoreError
 from soong_store.model.search import SearchHit
-from soong_store.search import pending
 from soong_store.search.index import Filters
 from soong_store.search.query import SearchQuery
 
@@ -39,7 +38,12 @@ def search(
     dialect.check_ready(connection)
     if query.empty:
         return []
-    if not caught_up and pending.behind(connection):
+    if not caught_up and dialect.behind(connection):
         raise IndexBehind("the search index has rows to take in first")
     rows = dialect.hits(connection, query, filters, limit, offset)
     return [SearchHit.model_validate(row) for row in rows]
+
+
+def catch_up(connection: Connection) -> None:
+    """The writer job that takes the rows waiting for the index in (before a search runs)."""
+    dialect_of(connection).search_dialect().catch_up(connection)
