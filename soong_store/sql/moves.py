@@ -70,15 +70,25 @@ def _step(name: str) -> None:
 
 
 def _copy(connection: Connection, source: SessionTables, target: SessionTables) -> None:
-    """``INSERT ... SELECT`` both tables of a pair, column for column."""
+    """``INSERT ... SELECT`` both tables of a pair, column for column.
+
+    Written as text: each session's tables are new to SQLAlchemy's statement cache, and
+    compiling a statement per table cost more than running it.
+    """
+    quote = connection.dialect.identifier_preparer
     for src, dst in ((source.nodes, target.nodes), (source.events, target.events)):
-        names = [column.name for column in dst.columns]
-        connection.execute(dst.insert().from_select(names, select(*(src.c[n] for n in names))))
+        names = ", ".join(quote.quote(column.name) for column in dst.columns)
+        connection.exec_driver_sql(
+            f"INSERT INTO {quote.format_table(dst)} ({names}) "
+            f"SELECT {names} FROM {quote.format_table(src)}"
+        )
 
 
 def _drop(connection: Connection, tables: SessionTables) -> None:
+    """Drop both tables where they exist (events first), as text for the reason of :func:`_copy`."""
+    quote = connection.dialect.identifier_preparer
     for table in (tables.events, tables.nodes):
-        table.drop(connection, checkfirst=True)
+        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {quote.format_table(table)}")
 
 
 def _journal(connection: Connection, session_id: str, source: str, target: str, epoch: int) -> None:
@@ -241,25 +251,40 @@ def _claim(connection: Connection, limits: Limits) -> tuple[str, list[str]]:
     return file, [str(r[0]) for r in take]
 
 
-def archive(connection: Connection, backend: Backend, limits: Limits | None = None) -> bool:
-    """Move one batch of idle pairs out of the main database; whether more are to move."""
+def archive(
+    connection: Connection,
+    backend: Backend,
+    limits: Limits | None = None,
+    shard: ShardConnection | None = None,
+) -> bool:
+    """Move one batch of idle pairs out of the main database; whether more are to move.
+
+    ``shard`` keeps T1's connection for the next batch; without it one is opened and closed.
+    """
     limits = limits or LIMITS
     with connection.begin():
         file, claimed = _claim(connection, limits)
     if not claimed:
         return False
     _step("archive:T0")
+    kept = shard or ShardConnection(backend)
     try:
-        _move_out(connection, backend, file, claimed)
+        _move_out(connection, kept, file, claimed, limits)
     except BaseException:
+        kept.close()
         if connection.in_transaction():
             connection.rollback()
         recover(connection, claimed)
         raise
+    finally:
+        if shard is None:
+            kept.close()
     return True
 
 
-def _move_out(connection: Connection, backend: Backend, file: str, claimed: list[str]) -> None:
+def _move_out(
+    connection: Connection, shard: ShardConnection, file: str, claimed: list[str], limits: Limits
+) -> None:
     dialect_of(connection).detach(connection, file)  # L must not hold the shard's lock
     with connection.begin():  # L: the main file's write lock, held until T2 commits
         moving: list[tuple[str, int]] = []
@@ -275,7 +300,7 @@ def _move_out(connection: Connection, backend: Backend, file: str, claimed: list
         if not moving:
             return
         _step("archive:L")
-        _copy_into_shard(backend, file, moving)
+        _copy_into_shard(shard.to(file), moving)
         _step("archive:T1")
         for session_id, epoch in moving:
             connection.execute(
@@ -289,6 +314,8 @@ def _move_out(connection: Connection, backend: Backend, file: str, claimed: list
         given = connection.execute(
             select(shard_files_table.c.sessions).where(shard_files_table.c.file == file)
         ).scalar()
+        if (given or 0) + len(moving) >= limits.shard:
+            shard.close()  # full: no batch goes there again
         if given is None:
             connection.execute(
                 shard_files_table.insert(),
@@ -304,24 +331,66 @@ def _move_out(connection: Connection, backend: Backend, file: str, claimed: list
     _step("archive:T2")
 
 
-def _copy_into_shard(backend: Backend, file: str, moving: list[tuple[str, int]]) -> None:
+def _copy_into_shard(shard: Connection, moving: list[tuple[str, int]]) -> None:
     """T1: the batch's pairs copied into the shard, with their epochs, in one commit of it."""
-    engine = backend.file_engine(file, HOT_AS)
-    try:
-        with engine.connect() as shard, shard.begin():
-            pairs = shard_pairs(MAIN)
-            pairs.create(shard, checkfirst=True)
-            for session_id, epoch in moving:
-                local = session_tables(session_id, MAIN)
-                _drop(shard, local)  # a stale copy a crash left
-                shard.execute(delete(pairs).where(pairs.c.session_id == session_id))
-                local.create(shard)
-                _copy(shard, session_tables(session_id, HOT_AS), local)
-                shard.execute(pairs.insert(), {"session_id": session_id, "epoch": epoch})
-                _step("archive:T1 copied")
-            _step("archive:T1 before commit")
-    finally:
-        engine.dispose()
+    with shard.begin():
+        pairs = shard_pairs(MAIN)
+        pairs.create(shard, checkfirst=True)
+        for session_id, epoch in moving:
+            local = session_tables(session_id, MAIN)
+            _drop(shard, local)  # a stale copy a crash left
+            shard.execute(delete(pairs).where(pairs.c.session_id == session_id))
+            local.create(shard)
+            _copy(shard, session_tables(session_id, HOT_AS), local)
+            shard.execute(pairs.insert(), {"session_id": session_id, "epoch": epoch})
+            _step("archive:T1 copied")
+        _step("archive:T1 before commit")
+
+
+class ShardConnection:
+    """T1's connection on the shard being filled, kept from one batch to the next.
+
+    Opening one (an engine, the connection, the main file attached, the shard's schema read)
+    cost most of a batch. It holds no transaction between batches, so no lock; it is closed
+    when the batch goes to another file, when its shard is full, after any failed batch, and
+    with the writer's maintenance. Used by the writer's thread only.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._file: str | None = None
+        self._engine: Engine | None = None
+        self._connection: Connection | None = None
+
+    @property
+    def file(self) -> str | None:
+        """The shard the kept connection is open on (``None``: none is open)."""
+        return self._file if self._connection is not None else None
+
+    def to(self, file: str) -> Connection:
+        """A connection whose main database is shard ``file``, the main file attached as ``hot``."""
+        if self._connection is not None and self._file == file:
+            return self._connection
+        self.close()
+        engine = self._backend.file_engine(file, HOT_AS)
+        try:
+            self._connection = engine.connect()
+        except BaseException:
+            engine.dispose()
+            raise
+        self._engine, self._file = engine, file
+        return self._connection
+
+    def close(self) -> None:
+        """Close the kept connection and its engine, if open (idempotent)."""
+        connection, engine = self._connection, self._engine
+        self._connection = self._engine = self._file = None
+        try:
+            if connection is not None:
+                connection.close()
+        finally:
+            if engine is not None:
+                engine.dispose()
 
 
 class Maintenance:
@@ -336,6 +405,12 @@ class Maintenance:
         self._reader = reader
         self._limits = limits
         self._started = False
+        self._shard = ShardConnection(backend)
+        self._failed = False
+
+    def close(self) -> None:
+        """Close the shard connection kept between batches (after the writer has stopped)."""
+        self._shard.close()
 
     def _look(self) -> tuple[bool, int]:
         """Whether the journal holds rows, and how many pairs the main database holds."""
@@ -345,6 +420,14 @@ class Maintenance:
 
     def __call__(self, connection: Connection) -> bool:
         """One round; whether more is left (the writer calls again while no job waits)."""
+        try:
+            return self._round(connection)
+        except BaseException:
+            self._shard.close()
+            self._failed = True  # the next round (after the next batch) archives again
+            raise
+
+    def _round(self, connection: Connection) -> bool:
         info = connection.info
         limits = self._limits or LIMITS
         if not self._started:
@@ -357,8 +440,13 @@ class Maintenance:
         settle = info.pop(pair_files.JOURNALED, None)
         if settle:
             recover(connection, sorted(settle))
-        grew = info.pop(pair_files.HOT_GREW, False)
-        if grew and self._look()[1] > limits.hot and archive(connection, self._backend, limits):
+        grew = info.pop(pair_files.HOT_GREW, False) or self._failed
+        self._failed = False
+        if (
+            grew
+            and self._look()[1] > limits.hot
+            and archive(connection, self._backend, limits, self._shard)
+        ):
             info[pair_files.HOT_GREW] = True
             return True
         dialect = dialect_of(connection)
