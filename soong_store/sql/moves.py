@@ -30,7 +30,7 @@ from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
 from soong_store.backends.base import Backend, BeforeBegin, dialect_of
 from soong_store.errors import StorageError
 from soong_store.schema import catalog, pair_files
-from soong_store.schema.catalog import MAIN, SessionTables, session_tables
+from soong_store.schema.catalog import MAIN
 from soong_store.schema.models import (
     session_files_table,
     session_moves_table,
@@ -38,6 +38,7 @@ from soong_store.schema.models import (
     shard_files_table,
 )
 from soong_store.schema.pair_files import shard_pairs
+from soong_store.sql import pair_text
 
 PAIR_REV = 1
 """The revision of the pair shape shards hold (``shard_files.rev``)."""
@@ -67,28 +68,6 @@ _moves = session_moves_table.c
 def _step(name: str) -> None:
     if step_hook is not None:
         step_hook(name)
-
-
-def _copy(connection: Connection, source: SessionTables, target: SessionTables) -> None:
-    """``INSERT ... SELECT`` both tables of a pair, column for column.
-
-    Written as text: each session's tables are new to SQLAlchemy's statement cache, and
-    compiling a statement per table cost more than running it.
-    """
-    quote = connection.dialect.identifier_preparer
-    for src, dst in ((source.nodes, target.nodes), (source.events, target.events)):
-        names = ", ".join(quote.quote(column.name) for column in dst.columns)
-        connection.exec_driver_sql(
-            f"INSERT INTO {quote.format_table(dst)} ({names}) "
-            f"SELECT {names} FROM {quote.format_table(src)}"
-        )
-
-
-def _drop(connection: Connection, tables: SessionTables) -> None:
-    """Drop both tables where they exist (events first), as text for the reason of :func:`_copy`."""
-    quote = connection.dialect.identifier_preparer
-    for table in (tables.events, tables.nodes):
-        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {quote.format_table(table)}")
 
 
 def _journal(connection: Connection, session_id: str, source: str, target: str, epoch: int) -> None:
@@ -128,9 +107,8 @@ def bring_back(connection: Connection, session_id: str) -> None:
         )
     _journal(connection, session_id, file, MAIN, epoch + 1)
     _step("reactivate:journaled")
-    hot = session_tables(session_id)
-    hot.create(connection)
-    _copy(connection, session_tables(session_id, alias), hot)
+    pair_text.create(connection, session_id)
+    pair_text.copy(connection, session_id, alias, MAIN)
     _step("reactivate:copied")
     connection.execute(
         update(session_files_table)
@@ -178,7 +156,7 @@ def _settle(connection: Connection, session_id: str) -> None:
         if pair_files.move_of(connection, session_id) != row:
             return
         if MAIN in stale and _where(connection, session_id) != MAIN:
-            _drop(connection, session_tables(session_id, MAIN))
+            pair_text.drop(connection, session_id, MAIN)
             catalog.forget_pair(connection.engine, session_id)
         connection.execute(delete(session_moves_table).where(_moves.session_id == session_id))
     _step("recover:settled")
@@ -198,7 +176,7 @@ def _drop_copy(connection: Connection, session_id: str, file: str, row: dict[str
             return True
         alias = dialect.attached_as(connection, file)
         assert alias is not None
-        _drop(connection, session_tables(session_id, alias))
+        pair_text.drop(connection, session_id, alias)
         pairs = shard_pairs(alias)
         if inspect(connection).has_table(pairs.name, schema=alias):  # a T1 that never committed
             connection.execute(delete(pairs).where(pairs.c.session_id == session_id))
@@ -308,7 +286,7 @@ def _move_out(
                 .where(_files.session_id == session_id)
                 .values(file=file, epoch=epoch)
             )
-            _drop(connection, session_tables(session_id, MAIN))
+            pair_text.drop(connection, session_id, MAIN)
             connection.execute(delete(session_moves_table).where(_moves.session_id == session_id))
             catalog.forget_pair(connection.engine, session_id)
         given = connection.execute(
@@ -337,11 +315,10 @@ def _copy_into_shard(shard: Connection, moving: list[tuple[str, int]]) -> None:
         pairs = shard_pairs(MAIN)
         pairs.create(shard, checkfirst=True)
         for session_id, epoch in moving:
-            local = session_tables(session_id, MAIN)
-            _drop(shard, local)  # a stale copy a crash left
+            pair_text.drop(shard, session_id, MAIN)  # a stale copy a crash left
             shard.execute(delete(pairs).where(pairs.c.session_id == session_id))
-            local.create(shard)
-            _copy(shard, session_tables(session_id, HOT_AS), local)
+            pair_text.create(shard, session_id)
+            pair_text.copy(shard, session_id, HOT_AS, MAIN)
             shard.execute(pairs.insert(), {"session_id": session_id, "epoch": epoch})
             _step("archive:T1 copied")
         _step("archive:T1 before commit")
