@@ -136,7 +136,7 @@ class StoreRuntime:
             backend.read_connections, thread_name_prefix="soong-store-read"
         )
         self._file_pool = FilePool(self.files)
-        maintenance = Maintenance(backend, self._read_engine) if backend.places_pairs else None
+        maintenance = Maintenance(backend) if backend.places_pairs else None
         self._maintenance = maintenance
         self._writer = Writer(self._write_engine, retry=backend.retry, maintenance=maintenance)
         self._writer.start()

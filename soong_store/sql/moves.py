@@ -370,16 +370,25 @@ class ShardConnection:
                 engine.dispose()
 
 
+def _read_all(driver: Any, sql: str, *parameters: object) -> list[Any]:
+    """Every row of a query on a DB-API connection, its statement finished and closed."""
+    cursor = driver.cursor()
+    try:
+        return list(cursor.execute(sql, parameters).fetchall())
+    finally:
+        cursor.close()
+
+
 class Maintenance:
     """The writer's work between batches: recovery at start, settling rows, archiving.
 
-    Whether there is work is asked on a read connection (``reader``), so that a writer with
-    nothing to move never takes the main file's write lock for it.
+    Whether there is work is asked on the writer's connection outside any transaction: SQLite
+    reads a snapshot there without the write lock, so a writer with nothing to move never
+    takes it; a read connection would re-read the main file's schema after each pair created.
     """
 
-    def __init__(self, backend: Backend, reader: Engine, limits: Limits | None = None) -> None:
+    def __init__(self, backend: Backend, limits: Limits | None = None) -> None:
         self._backend = backend
-        self._reader = reader
         self._limits = limits
         self._started = False
         self._shard = ShardConnection(backend)
@@ -389,11 +398,15 @@ class Maintenance:
         """Close the shard connection kept between batches (after the writer has stopped)."""
         self._shard.close()
 
-    def _look(self) -> tuple[bool, int]:
+    def _look(self, connection: Connection) -> tuple[bool, int]:
         """Whether the journal holds rows, and how many pairs the main database holds."""
-        with self._reader.connect() as connection, connection.begin():
+        if connection.in_transaction():  # never between batches; then its snapshot will do
             journaled = connection.execute(select(_moves.session_id).limit(1)).first()
             return journaled is not None, hot_pairs(connection)
+        driver: Any = connection.connection.driver_connection  # autocommit: a read, no lock
+        journal = _read_all(driver, "SELECT 1 FROM session_moves LIMIT 1")
+        hot = _read_all(driver, "SELECT count(*) FROM session_files WHERE file = ?", MAIN)
+        return bool(journal), int(hot[0][0])
 
     def __call__(self, connection: Connection) -> bool:
         """One round; whether more is left (the writer calls again while no job waits)."""
@@ -409,7 +422,7 @@ class Maintenance:
         limits = self._limits or LIMITS
         if not self._started:
             self._started = True
-            journaled, hot = self._look()
+            journaled, hot = self._look(connection)
             if journaled:
                 recover(connection)
             if hot > limits.hot:
@@ -421,7 +434,7 @@ class Maintenance:
         self._failed = False
         if (
             grew
-            and self._look()[1] > limits.hot
+            and self._look(connection)[1] > limits.hot
             and archive(connection, self._backend, limits, self._shard)
         ):
             info[pair_files.HOT_GREW] = True
