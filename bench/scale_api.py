@@ -1,9 +1,12 @@
 """The issue's scale targets through the public API: a big home against a 100-session one.
 
-Run: ``python bench/scale_api.py [--sessions 100000] [--nodes 5] [--rounds 5] [--cache DIR]``.
+Run: ``python bench/scale_api.py [--sessions 100000] [--nodes 5] [--rounds 5] [--cache DIR]
+[--build-only]``.
 Both homes are built through ``SessionStore`` (one unit of work per session, ``--nodes`` user and
 assistant messages in a chain) and kept between runs under ``--cache`` (default: a folder of the
-system temp folder), so only the first run pays the build; its time is stored beside the homes.
+system temp folder), so only the first run pays the build; its time is stored beside the homes,
+with the process's CPU time and the load average before and after (the machine may be shared).
+``--build-only`` builds (or finds) the big home and prints its build figures, nothing else.
 Every figure is measured on both homes in the same run, interleaved round by round (medians),
 and printed with the ratio big / small:
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -65,6 +69,7 @@ asyncio.run(main())
 async def build(home: Path, sessions: int, nodes: int) -> float:
     """Make ``sessions`` sessions of ``nodes`` nodes each, through the API; seconds taken."""
     begin = time.perf_counter()
+    step = max(1000, sessions // 20)
     async with SessionStore(home=home) as store:
         for i in range(sessions):
             sid = (await store.create_session(cwd=str(home))).session_id
@@ -72,22 +77,36 @@ async def build(home: Path, sessions: int, nodes: int) -> float:
                 for n in range(nodes):
                     role = "user" if n % 2 == 0 else "assistant"
                     tx.add_node(role, "message", [{"type": "text", "text": f"s{i} n{n}"}])
-            if i % 5000 == 4999:
-                print(f"  built {i + 1:,} of {sessions:,}", file=sys.stderr, flush=True)
+            if i % step == step - 1:
+                took = time.perf_counter() - begin
+                print(
+                    f"  built {i + 1:,} of {sessions:,} in {took:.0f} s "
+                    f"(load {os.getloadavg()[0]:.1f})",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return time.perf_counter() - begin
 
 
-def cached_home(cache: Path, sessions: int, nodes: int) -> tuple[Path, float]:
-    """The home of ``sessions`` x ``nodes`` under ``cache``, built once; and its build time."""
+def cached_home(cache: Path, sessions: int, nodes: int) -> tuple[Path, dict[str, float]]:
+    """The home of ``sessions`` x ``nodes`` under ``cache``, built once; and its build figures."""
     folder = cache / f"home-{sessions}x{nodes}"
     done = folder / "built.json"
     if not done.exists():
         if folder.exists():
             raise SystemExit(f"{folder} holds an unfinished build: remove it and run again")
         print(f"building {sessions:,} sessions x {nodes} nodes in {folder}", file=sys.stderr)
+        load_before, cpu_before = os.getloadavg()[0], time.process_time()
         seconds = asyncio.run(build(folder / "home", sessions, nodes))
-        done.write_text(json.dumps({"seconds": seconds}))
-    return folder / "home", float(json.loads(done.read_text())["seconds"])
+        built = {
+            "seconds": seconds,
+            "ms per session": seconds * 1000 / sessions,
+            "cpu s": time.process_time() - cpu_before,
+            "load before": load_before,
+            "load after": os.getloadavg()[0],
+        }
+        done.write_text(json.dumps(built))
+    return folder / "home", json.loads(done.read_text())
 
 
 def child(home: Path, sid: str, touch: int = 0) -> dict[str, float]:
@@ -158,16 +177,21 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "soong-scale")
+    parser.add_argument("--build-only", action="store_true")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
+    if args.build_only:
+        _home, built = cached_home(args.cache, args.sessions, args.nodes)
+        print(json.dumps({"sessions": args.sessions, "nodes": args.nodes, **built}))
+        return 0
     homes = {
         size: cached_home(args.cache, size, args.nodes) for size in sorted({SMALL, args.sessions})
     }
     figures: dict[int, dict[str, list[float]]] = {size: defaultdict(list) for size in homes}
-    for size, (_home, seconds) in homes.items():
-        figures[size]["build s"].append(seconds)
+    for size, (_home, built) in homes.items():
+        figures[size]["build s"].append(float(built["seconds"]))
     for _ in range(args.rounds):
-        for size, (home, _seconds) in homes.items():
+        for size, (home, _built) in homes.items():
             newest, oldest = asyncio.run(ends(home))
             got = figures[size]
             got["open+path"].append(child(home, newest)["ms"])
@@ -175,7 +199,7 @@ def main() -> int:
             asyncio.run(in_store(home, got))
             got["cli sessions"].append(wall(["--home", str(home), "sessions"]))
             got["cli path"].append(wall(["--home", str(home), "path", newest]))
-    for size, (home, _seconds) in homes.items():
+    for size, (home, _built) in homes.items():
         figures[size]["empty KB"].append(asyncio.run(empty_kb(home)))
         newest, _oldest = asyncio.run(ends(home))
         figures[size]["rss MB"].append(child(home, newest, touch=1000)["rss"])

@@ -56,6 +56,7 @@ class StoreRuntime:
         self.files = files
         self.generation = 0
         self._writer: Writer | None = None
+        self._maintenance: Maintenance | None = None
         self._file_pool: FilePool | None = None
         self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
@@ -135,7 +136,8 @@ class StoreRuntime:
             backend.read_connections, thread_name_prefix="soong-store-read"
         )
         self._file_pool = FilePool(self.files)
-        maintenance = Maintenance(backend, self._read_engine) if backend.places_pairs else None
+        maintenance = Maintenance(backend) if backend.places_pairs else None
+        self._maintenance = maintenance
         self._writer = Writer(self._write_engine, retry=backend.retry, maintenance=maintenance)
         self._writer.start()
         self.generation += 1
@@ -149,9 +151,12 @@ class StoreRuntime:
             writer, self._writer = self._writer, None
             file_pool, readers = self._file_pool, self._readers
             engines = (self._write_engine, self._read_engine)
+            maintenance, self._maintenance = self._maintenance, None
         if writer is None:
             return
         await writer.close()
+        if maintenance is not None:  # its shard connection, once the writer's thread is over
+            maintenance.close()
         if file_pool is not None:  # after the writer: its waiting jobs need their files
             await asyncio.to_thread(file_pool.close)
         if readers is not None:

@@ -30,7 +30,7 @@ from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
 from soong_store.backends.base import Backend, BeforeBegin, dialect_of
 from soong_store.errors import StorageError
 from soong_store.schema import catalog, pair_files
-from soong_store.schema.catalog import MAIN, SessionTables, session_tables
+from soong_store.schema.catalog import MAIN
 from soong_store.schema.models import (
     session_files_table,
     session_moves_table,
@@ -38,6 +38,7 @@ from soong_store.schema.models import (
     shard_files_table,
 )
 from soong_store.schema.pair_files import shard_pairs
+from soong_store.sql import pair_text
 
 PAIR_REV = 1
 """The revision of the pair shape shards hold (``shard_files.rev``)."""
@@ -67,18 +68,6 @@ _moves = session_moves_table.c
 def _step(name: str) -> None:
     if step_hook is not None:
         step_hook(name)
-
-
-def _copy(connection: Connection, source: SessionTables, target: SessionTables) -> None:
-    """``INSERT ... SELECT`` both tables of a pair, column for column."""
-    for src, dst in ((source.nodes, target.nodes), (source.events, target.events)):
-        names = [column.name for column in dst.columns]
-        connection.execute(dst.insert().from_select(names, select(*(src.c[n] for n in names))))
-
-
-def _drop(connection: Connection, tables: SessionTables) -> None:
-    for table in (tables.events, tables.nodes):
-        table.drop(connection, checkfirst=True)
 
 
 def _journal(connection: Connection, session_id: str, source: str, target: str, epoch: int) -> None:
@@ -118,9 +107,8 @@ def bring_back(connection: Connection, session_id: str) -> None:
         )
     _journal(connection, session_id, file, MAIN, epoch + 1)
     _step("reactivate:journaled")
-    hot = session_tables(session_id)
-    hot.create(connection)
-    _copy(connection, session_tables(session_id, alias), hot)
+    pair_text.create(connection, session_id)
+    pair_text.copy(connection, session_id, alias, MAIN)
     _step("reactivate:copied")
     connection.execute(
         update(session_files_table)
@@ -168,7 +156,7 @@ def _settle(connection: Connection, session_id: str) -> None:
         if pair_files.move_of(connection, session_id) != row:
             return
         if MAIN in stale and _where(connection, session_id) != MAIN:
-            _drop(connection, session_tables(session_id, MAIN))
+            pair_text.drop(connection, session_id, MAIN)
             catalog.forget_pair(connection.engine, session_id)
         connection.execute(delete(session_moves_table).where(_moves.session_id == session_id))
     _step("recover:settled")
@@ -188,7 +176,7 @@ def _drop_copy(connection: Connection, session_id: str, file: str, row: dict[str
             return True
         alias = dialect.attached_as(connection, file)
         assert alias is not None
-        _drop(connection, session_tables(session_id, alias))
+        pair_text.drop(connection, session_id, alias)
         pairs = shard_pairs(alias)
         if inspect(connection).has_table(pairs.name, schema=alias):  # a T1 that never committed
             connection.execute(delete(pairs).where(pairs.c.session_id == session_id))
@@ -241,25 +229,40 @@ def _claim(connection: Connection, limits: Limits) -> tuple[str, list[str]]:
     return file, [str(r[0]) for r in take]
 
 
-def archive(connection: Connection, backend: Backend, limits: Limits | None = None) -> bool:
-    """Move one batch of idle pairs out of the main database; whether more are to move."""
+def archive(
+    connection: Connection,
+    backend: Backend,
+    limits: Limits | None = None,
+    shard: ShardConnection | None = None,
+) -> bool:
+    """Move one batch of idle pairs out of the main database; whether more are to move.
+
+    ``shard`` keeps T1's connection for the next batch; without it one is opened and closed.
+    """
     limits = limits or LIMITS
     with connection.begin():
         file, claimed = _claim(connection, limits)
     if not claimed:
         return False
     _step("archive:T0")
+    kept = shard or ShardConnection(backend)
     try:
-        _move_out(connection, backend, file, claimed)
+        _move_out(connection, kept, file, claimed, limits)
     except BaseException:
+        kept.close()
         if connection.in_transaction():
             connection.rollback()
         recover(connection, claimed)
         raise
+    finally:
+        if shard is None:
+            kept.close()
     return True
 
 
-def _move_out(connection: Connection, backend: Backend, file: str, claimed: list[str]) -> None:
+def _move_out(
+    connection: Connection, shard: ShardConnection, file: str, claimed: list[str], limits: Limits
+) -> None:
     dialect_of(connection).detach(connection, file)  # L must not hold the shard's lock
     with connection.begin():  # L: the main file's write lock, held until T2 commits
         moving: list[tuple[str, int]] = []
@@ -275,7 +278,7 @@ def _move_out(connection: Connection, backend: Backend, file: str, claimed: list
         if not moving:
             return
         _step("archive:L")
-        _copy_into_shard(backend, file, moving)
+        _copy_into_shard(shard.to(file), moving)
         _step("archive:T1")
         for session_id, epoch in moving:
             connection.execute(
@@ -283,12 +286,14 @@ def _move_out(connection: Connection, backend: Backend, file: str, claimed: list
                 .where(_files.session_id == session_id)
                 .values(file=file, epoch=epoch)
             )
-            _drop(connection, session_tables(session_id, MAIN))
+            pair_text.drop(connection, session_id, MAIN)
             connection.execute(delete(session_moves_table).where(_moves.session_id == session_id))
             catalog.forget_pair(connection.engine, session_id)
         given = connection.execute(
             select(shard_files_table.c.sessions).where(shard_files_table.c.file == file)
         ).scalar()
+        if (given or 0) + len(moving) >= limits.shard:
+            shard.close()  # full: no batch goes there again
         if given is None:
             connection.execute(
                 shard_files_table.insert(),
@@ -304,53 +309,121 @@ def _move_out(connection: Connection, backend: Backend, file: str, claimed: list
     _step("archive:T2")
 
 
-def _copy_into_shard(backend: Backend, file: str, moving: list[tuple[str, int]]) -> None:
+def _copy_into_shard(shard: Connection, moving: list[tuple[str, int]]) -> None:
     """T1: the batch's pairs copied into the shard, with their epochs, in one commit of it."""
-    engine = backend.file_engine(file, HOT_AS)
+    with shard.begin():
+        pairs = shard_pairs(MAIN)
+        pair_files.stamp_new_shard(shard, HOT_AS)
+        pairs.create(shard, checkfirst=True)
+        for session_id, epoch in moving:
+            pair_text.drop(shard, session_id, MAIN)  # a stale copy a crash left
+            shard.execute(delete(pairs).where(pairs.c.session_id == session_id))
+            pair_text.create(shard, session_id)
+            pair_text.copy(shard, session_id, HOT_AS, MAIN)
+            shard.execute(pairs.insert(), {"session_id": session_id, "epoch": epoch})
+            _step("archive:T1 copied")
+        _step("archive:T1 before commit")
+
+
+class ShardConnection:
+    """T1's connection on the shard being filled, kept from one batch to the next.
+
+    Opening one (an engine, the connection, the main file attached, the shard's schema read)
+    cost most of a batch. It holds no transaction between batches, so no lock; it is closed
+    when the batch goes to another file, when its shard is full, after any failed batch, and
+    with the writer's maintenance. Used by the writer's thread only.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._file: str | None = None
+        self._engine: Engine | None = None
+        self._connection: Connection | None = None
+
+    @property
+    def file(self) -> str | None:
+        """The shard the kept connection is open on (``None``: none is open)."""
+        return self._file if self._connection is not None else None
+
+    def to(self, file: str) -> Connection:
+        """A connection whose main database is shard ``file``, the main file attached as ``hot``."""
+        if self._connection is not None and self._file == file:
+            return self._connection
+        self.close()
+        engine = self._backend.file_engine(file, HOT_AS)
+        try:
+            self._connection = engine.connect()
+        except BaseException:
+            engine.dispose()
+            raise
+        self._engine, self._file = engine, file
+        return self._connection
+
+    def close(self) -> None:
+        """Close the kept connection and its engine, if open (idempotent)."""
+        connection, engine = self._connection, self._engine
+        self._connection = self._engine = self._file = None
+        try:
+            if connection is not None:
+                connection.close()
+        finally:
+            if engine is not None:
+                engine.dispose()
+
+
+def _read_all(driver: Any, sql: str, *parameters: object) -> list[Any]:
+    """Every row of a query on a DB-API connection, its statement finished and closed."""
+    cursor = driver.cursor()
     try:
-        with engine.connect() as shard, shard.begin():
-            pairs = shard_pairs(MAIN)
-            pair_files.stamp_new_shard(shard, HOT_AS)
-            pairs.create(shard, checkfirst=True)
-            for session_id, epoch in moving:
-                local = session_tables(session_id, MAIN)
-                _drop(shard, local)  # a stale copy a crash left
-                shard.execute(delete(pairs).where(pairs.c.session_id == session_id))
-                local.create(shard)
-                _copy(shard, session_tables(session_id, HOT_AS), local)
-                shard.execute(pairs.insert(), {"session_id": session_id, "epoch": epoch})
-                _step("archive:T1 copied")
-            _step("archive:T1 before commit")
+        return list(cursor.execute(sql, parameters).fetchall())
     finally:
-        engine.dispose()
+        cursor.close()
 
 
 class Maintenance:
     """The writer's work between batches: recovery at start, settling rows, archiving.
 
-    Whether there is work is asked on a read connection (``reader``), so that a writer with
-    nothing to move never takes the main file's write lock for it.
+    Whether there is work is asked on the writer's connection outside any transaction: SQLite
+    reads a snapshot there without the write lock, so a writer with nothing to move never
+    takes it; a read connection would re-read the main file's schema after each pair created.
     """
 
-    def __init__(self, backend: Backend, reader: Engine, limits: Limits | None = None) -> None:
+    def __init__(self, backend: Backend, limits: Limits | None = None) -> None:
         self._backend = backend
-        self._reader = reader
         self._limits = limits
         self._started = False
+        self._shard = ShardConnection(backend)
+        self._failed = False
 
-    def _look(self) -> tuple[bool, int]:
+    def close(self) -> None:
+        """Close the shard connection kept between batches (after the writer has stopped)."""
+        self._shard.close()
+
+    def _look(self, connection: Connection) -> tuple[bool, int]:
         """Whether the journal holds rows, and how many pairs the main database holds."""
-        with self._reader.connect() as connection, connection.begin():
+        if connection.in_transaction():  # never between batches; then its snapshot will do
             journaled = connection.execute(select(_moves.session_id).limit(1)).first()
             return journaled is not None, hot_pairs(connection)
+        driver: Any = connection.connection.driver_connection  # autocommit: a read, no lock
+        journal = _read_all(driver, "SELECT 1 FROM session_moves LIMIT 1")
+        hot = _read_all(driver, "SELECT count(*) FROM session_files WHERE file = ?", MAIN)
+        return bool(journal), int(hot[0][0])
 
     def __call__(self, connection: Connection) -> bool:
         """One round; whether more is left (the writer calls again while no job waits)."""
+        try:
+            return self._round(connection)
+        except BaseException:
+            self._shard.close()
+            self._failed = True  # the next round (after the next batch) archives again
+            raise
+
+    def _round(self, connection: Connection) -> bool:
         info = connection.info
         limits = self._limits or LIMITS
         if not self._started:
             self._started = True
-            journaled, hot = self._look()
+            journaled, hot = self._look(connection)
             if journaled:
                 recover(connection)
             if hot > limits.hot:
@@ -358,8 +431,13 @@ class Maintenance:
         settle = info.pop(pair_files.JOURNALED, None)
         if settle:
             recover(connection, sorted(settle))
-        grew = info.pop(pair_files.HOT_GREW, False)
-        if grew and self._look()[1] > limits.hot and archive(connection, self._backend, limits):
+        grew = info.pop(pair_files.HOT_GREW, False) or self._failed
+        self._failed = False
+        if (
+            grew
+            and self._look(connection)[1] > limits.hot
+            and archive(connection, self._backend, limits, self._shard)
+        ):
             info[pair_files.HOT_GREW] = True
             return True
         dialect = dialect_of(connection)
