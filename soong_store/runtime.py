@@ -2,10 +2,11 @@
 
 :class:`StoreRuntime` is the plumbing under :class:`~soong_store.store.SessionStore`. Opening
 creates the home, brings the schema to head (once, even with several processes starting
-together), makes the write and read engines, starts the writer and the reader threads; closing
-drains the writer and releases everything. :meth:`StoreRuntime.write` hands a job to the writer,
-:meth:`StoreRuntime.read` runs a query in one snapshot on a reader thread, retried while the
-database is busy and with its errors translated.
+together) and makes the write and read engines; closing drains the writer and releases
+everything. :meth:`StoreRuntime.write` hands a job to the writer, which the first write starts
+(a store that only reads, as most CLI commands do, never starts its thread nor runs its
+maintenance); :meth:`StoreRuntime.read` runs a query in one snapshot on a reader thread,
+retried while the database is busy and with its errors translated.
 
 Event loops and threads: nothing here is tied to the loop that opened it; each result is handed
 back to its caller's loop. Opening and closing from several loops at once open and close once.
@@ -22,17 +23,19 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Connection, Engine
 
 from soong_store.backends.base import Backend, BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
-from soong_store.files.pool import FilePool, FileWrite
 from soong_store.files.store import ArtifactFiles
-from soong_store.migrate import HEAD_REVISION, current_revision, ensure_schema
-from soong_store.sql.moves import Maintenance
-from soong_store.writer import Prerequisite, Writer
+from soong_store.migrate import HEAD_REVISION, current_revision
+
+if TYPE_CHECKING:
+    from soong_store.files.pool import FilePool, FileWrite
+    from soong_store.sql.moves import Maintenance
+    from soong_store.writer import Prerequisite, Writer
 
 T = TypeVar("T")
 
@@ -55,6 +58,7 @@ class StoreRuntime:
         self.backend = backend
         self.files = files
         self.generation = 0
+        self._open = False
         self._writer: Writer | None = None
         self._maintenance: Maintenance | None = None
         self._file_pool: FilePool | None = None
@@ -63,7 +67,7 @@ class StoreRuntime:
         self._readers: ThreadPoolExecutor | None = None
         self._pid = os.getpid()
         self._opening = threading.Lock()  # held in a worker thread while opening, never a loop's
-        self._claim = threading.Lock()  # held only to take the open resources for closing
+        self._claim = threading.Lock()  # held only to start the writer or take what closing ends
 
     @property
     def in_own_process(self) -> bool:
@@ -72,8 +76,8 @@ class StoreRuntime:
 
     @property
     def is_open(self) -> bool:
-        """Whether the writer runs (between a finished open and the start of a close)."""
-        return self._writer is not None
+        """Whether the store is open (between a finished open and the start of a close)."""
+        return self._open
 
     @property
     def write_engine(self) -> Engine | None:
@@ -82,19 +86,24 @@ class StoreRuntime:
 
     @property
     def writer_alive(self) -> bool:
-        """Whether the writer's thread runs (a wedged or dead writer is a bug)."""
+        """Whether the writer's thread runs (once started by a write, a dead writer is a bug)."""
         return self._writer is not None and self._writer.alive
 
+    @property
+    def writer_started(self) -> bool:
+        """Whether a write has started the writer since the store was opened."""
+        return self._writer is not None
+
     async def open(self) -> None:
-        """Create the home, bring the schema to head and start the writer (once)."""
+        """Create the home and bring the schema to head (once); a write starts the writer."""
         self.check_process()
-        if self._writer is not None:
+        if self._open:
             return
         await asyncio.to_thread(self._open_once)
 
     def _open_once(self) -> None:
         with self._opening:
-            if self._writer is None:
+            if not self._open:
                 self._open_sync()
 
     def check_process(self) -> None:
@@ -116,6 +125,8 @@ class StoreRuntime:
             admin = None if at_head else backend.engine("admin")
             self.home.mkdir(parents=True, exist_ok=True)
             if admin is not None:
+                from soong_store.migrate import ensure_schema
+
                 try:
                     ensure_schema(admin, backend.retry)
                 finally:
@@ -135,12 +146,25 @@ class StoreRuntime:
         self._readers = ThreadPoolExecutor(
             backend.read_connections, thread_name_prefix="soong-store-read"
         )
-        self._file_pool = FilePool(self.files)
-        maintenance = Maintenance(backend) if backend.places_pairs else None
-        self._maintenance = maintenance
-        self._writer = Writer(self._write_engine, retry=backend.retry, maintenance=maintenance)
-        self._writer.start()
         self.generation += 1
+        self._open = True
+
+    def _started_writer(self) -> Writer:
+        """The writer, started by the first write of this open (its maintenance with it)."""
+        with self._claim:
+            if not self._open:
+                raise StoreClosed("the store is not open")
+            if self._writer is None:
+                from soong_store.sql.moves import Maintenance
+                from soong_store.writer import Writer
+
+                backend, engine = self.backend, self._write_engine
+                assert engine is not None
+                maintenance = Maintenance(backend) if backend.places_pairs else None
+                writer = Writer(engine, retry=backend.retry, maintenance=maintenance)
+                writer.start()
+                self._writer, self._maintenance = writer, maintenance
+            return self._writer
 
     async def close(self) -> None:
         """Finish queued writes, then release the connections. Closing twice is harmless."""
@@ -148,13 +172,16 @@ class StoreRuntime:
             self._let_go_in_child()
             return
         with self._claim:
+            if not self._open:
+                return
+            self._open = False
             writer, self._writer = self._writer, None
-            file_pool, readers = self._file_pool, self._readers
+            file_pool, self._file_pool = self._file_pool, None
+            readers = self._readers
             engines = (self._write_engine, self._read_engine)
             maintenance, self._maintenance = self._maintenance, None
-        if writer is None:
-            return
-        await writer.close()
+        if writer is not None:
+            await writer.close()
         if maintenance is not None:  # its shard connection, once the writer's thread is over
             maintenance.close()
         if file_pool is not None:  # after the writer: its waiting jobs need their files
@@ -168,9 +195,10 @@ class StoreRuntime:
     def _let_go_in_child(self) -> None:
         """Forget the parent's store without closing its connections or joining its threads."""
         held = (self._writer, self._file_pool, self._readers, self._write_engine)
-        _INHERITED.append((*held, self._read_engine))
-        self._writer = self._file_pool = self._readers = None
+        _INHERITED.append((*held, self._read_engine, self._maintenance))
+        self._writer = self._file_pool = self._readers = self._maintenance = None
         self._write_engine = self._read_engine = None
+        self._open = False
 
     async def write(
         self,
@@ -180,14 +208,12 @@ class StoreRuntime:
     ) -> T:
         """Run ``job`` in the writer, in its transaction (``on_abort``: it did not commit)."""
         self.check_process()
-        if self._writer is None:
-            raise StoreClosed("the store is not open")
-        return await self._writer.submit(job, on_abort=on_abort, after=after)
+        return await self._started_writer().submit(job, on_abort=on_abort, after=after)
 
     async def read(self, query: Callable[[Connection], T]) -> T:
         """Run ``query`` on a reader thread in one snapshot, retried while the database is busy."""
         self.check_process()
-        if self._readers is None or self._read_engine is None or self._writer is None:
+        if self._readers is None or self._read_engine is None or not self._open:
             raise StoreClosed("the store is not open")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, self._read_sync, query)
@@ -213,9 +239,15 @@ class StoreRuntime:
 
     def start_file(self, path: str, data: bytes) -> FileWrite:
         """Begin writing an artifact file in the file pool (a unit of work adds it)."""
-        if self._file_pool is None:
-            raise StoreClosed("the store is not open")
-        return self._file_pool.start(path, data)
+        with self._claim:
+            if not self._open:
+                raise StoreClosed("the store is not open")
+            if self._file_pool is None:
+                from soong_store.files.pool import FilePool
+
+                self._file_pool = FilePool(self.files)
+            pool = self._file_pool
+        return pool.start(path, data)
 
 
 def _at_head(engine: Engine) -> bool:

@@ -18,7 +18,7 @@ import pytest
 from soong_store import SessionStore
 from soong_store.schema import catalog, pair_files
 from soong_store.sql import moves
-from soong_store.store import run_read
+from soong_store.store import run_read, run_write
 from tests.conftest import connect_raw
 
 SMALL = moves.Limits(hot=3, shard=4, batch=2)
@@ -44,8 +44,16 @@ async def placements(store: SessionStore) -> dict[str, tuple[str, int]]:
     return (await run_read(store, _state))[0]
 
 
+def _nothing(_connection: Any) -> None:
+    """A write job that writes nothing."""
+
+
 async def settle(store: SessionStore, timeout: float = 30.0) -> dict[str, tuple[str, int]]:
-    """Wait until the writer has moved what it moves: the hot bound kept, the journal empty."""
+    """Wait until the writer has moved what it moves: the hot bound kept, the journal empty.
+
+    An empty write first: the store's first write starts its writer (and so its maintenance).
+    """
+    await run_write(store, _nothing)
     deadline = time.monotonic() + timeout
     while True:
         placed, journaled = await run_read(store, _state)

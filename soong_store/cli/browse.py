@@ -3,6 +3,7 @@
 Looking: ``sessions``, ``show``, ``tree``, ``path`` and ``timeline``.
 
 Each returns the exit status; what they print is drawn by :mod:`soong_store.cli.render`.
+:mod:`soong_store.transfer` (its counts) is imported only by the commands that print counts.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from soong_store.errors import InvalidArgument, NotFound
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import tables_of
 from soong_store.store import SessionStore, run_read
-from soong_store.transfer import session_counts
 
 
 async def cmd_sessions(args: argparse.Namespace) -> int:
@@ -47,6 +47,8 @@ async def cmd_sessions(args: argparse.Namespace) -> int:
 
 async def cmd_show(args: argparse.Namespace) -> int:
     """A session, its agents, runs, artifacts and usage."""
+    from soong_store.transfer import session_counts
+
     sid = check_session_id(args.session_id)
     async with open_existing(args) as store:
         session = await store.get_session(sid)
@@ -94,6 +96,8 @@ async def cmd_path(args: argparse.Namespace) -> int:
         if path:
             nodes = 0
         else:
+            from soong_store.transfer import session_counts
+
             nodes = (await run_read(store, partial(session_counts, session_id=sid)))["nodes"]
     if args.json:
         emit(render.path_document(sid, path, context, args.limit))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError, StoreClosed
+from soong_store.store import runtime_of
 from tests.backends import Backend
 from tests.conftest import text
 
@@ -149,6 +150,13 @@ def test_opening_from_two_loops_at_once_opens_once(backend: Backend) -> None:
     before = writer_threads()
     store = backend.store()
     in_threads(store.open, store.open, store.open)
+    assert runtime_of(store).generation == 1
+    assert writer_threads() == before  # the first write starts it
+
+    async def session() -> str:
+        return (await store.create_session(cwd=".")).session_id
+
+    assert len(set(in_threads(session, session, session))) == 3
     assert writer_threads() == before + 1
 
     async def use_and_close() -> None:

@@ -40,8 +40,6 @@ CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER UPDATE ON sessions
 async def in_one_batch(store: SessionStore, calls: list[Awaitable[Any]]) -> list[Any]:
     """Run ``calls`` as one group-commit batch: the writer is held until all of them are queued."""
     entered, gate = threading.Event(), threading.Event()
-    writer = runtime_of(store)._writer
-    assert writer is not None
 
     def hold(_connection: Any) -> None:
         entered.set()
@@ -49,6 +47,8 @@ async def in_one_batch(store: SessionStore, calls: list[Awaitable[Any]]) -> list
 
     held = asyncio.ensure_future(run_write(store, hold))
     assert await asyncio.to_thread(entered.wait, 30), "the writer never ran the holding job"
+    writer = runtime_of(store)._writer  # started by the holding job
+    assert writer is not None
     tasks = [asyncio.ensure_future(call) for call in calls]
     for _ in range(3000):
         if writer._queue.qsize() == len(calls):

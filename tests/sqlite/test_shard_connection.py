@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from soong_store import SessionStore, runtime
+from soong_store import SessionStore
 from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.schema import catalog
 from soong_store.sql import moves
@@ -121,7 +121,7 @@ async def test_closing_the_store_closes_the_shard_connection(
             super().__init__(*args, **kwargs)
             kept.append(self)
 
-    monkeypatch.setattr(runtime, "Maintenance", Kept)
+    monkeypatch.setattr(moves, "Maintenance", Kept)  # the runtime imports it at the first write
     with limited(moves.Limits(hot=3, shard=8, batch=2)):
         async with SessionStore(home=home) as store:
             await fill(store, 6)
