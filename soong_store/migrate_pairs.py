@@ -11,8 +11,9 @@ the revision of the database that fills them (``docs/scaling.md``, per-session u
 
 :func:`add_column` is the change for the common case, a nullable column without a default: on
 SQLite it rewrites each table's ``CREATE TABLE`` text to what ``ALTER TABLE ... ADD COLUMN``
-itself writes, since one ``ALTER`` per table re-reads the whole file's schema each time (22 s
-for a shard of 500 pairs, against well under a second for the rewrite).
+itself writes (:mod:`soong_store.backends.sqlite_alter`), since one ``ALTER`` per table re-reads
+the whole file's schema each time (22 s for a shard of 500 pairs, against well under a second
+for the rewrite).
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import Connection, select
 
@@ -100,12 +100,11 @@ def shard_file_names(connection: Connection, database: Path) -> list[str]:
 
 def _upgrade_shard(connection: Connection, path: Path, revision: str, change: PairChange) -> bool:
     """One shard's change and record in one transaction of it; whether it needed the change."""
-    from soong_store.backends.sqlite import make_engine
+    from soong_store.backends.sqlite_alter import shard_engine
 
     if not path.is_file():
         raise StorageError(f"the shard file {path.name} is missing from {path.parent}")
-    module = cast(ModuleType, connection.dialect.loaded_dbapi)
-    engine = make_engine(f"sqlite:///{path}", "admin", sqlite_module=module)
+    engine = shard_engine(connection, path)
     try:
         with engine.connect() as shard, shard.begin():
             if not _behind(shard_revision(shard), revision):
@@ -161,51 +160,8 @@ def add_column(kind: Literal["nodes", "events"], column: str, type_: str = "INTE
     definition = f'"{column}" {type_}'
 
     def change(connection: Connection, session_ids: list[str]) -> None:
-        names = {prefix + sid for sid in session_ids}
-        if connection.dialect.name == "sqlite":
-            rewrite_add_column(connection, names, definition)
-            return
-        stored = set(dialect_of(connection).table_names(connection))
-        for name in sorted(names & stored):
-            connection.exec_driver_sql(f'ALTER TABLE "{name}" ADD COLUMN {definition}')
+        dialect_of(connection).add_column(
+            connection, {prefix + sid for sid in session_ids}, definition
+        )
 
     return change
-
-
-def rewrite_add_column(connection: Connection, tables: set[str], definition: str) -> None:
-    """Add a nullable column without a default to SQLite ``tables``, in the caller's transaction.
-
-    Each new text is the one SQLite's own ``ALTER TABLE ... ADD COLUMN`` writes, obtained by
-    running that statement on the table's definition in a scratch database (so SQLite's own
-    rules refuse what it would refuse). All tables but the last get it by an update of
-    ``sqlite_master`` under ``PRAGMA writable_schema``; the last by a real ``ALTER TABLE``,
-    which bumps the schema cookie (every other connection re-reads the schema) and reloads
-    this connection's schema from the updated texts.
-    """
-    driver = connection.connection.driver_connection
-    assert driver is not None
-    rows = driver.execute("SELECT rowid, name, sql FROM sqlite_master WHERE type = 'table'")
-    found = sorted((str(n), int(r), str(s)) for r, n, s in rows.fetchall() if n in tables)
-    if not found:
-        return
-    *rewritten, (last, _rowid, _sql) = found
-    updates = []
-    scratch = connection.dialect.loaded_dbapi.connect(":memory:")
-    try:
-        for name, rowid, sql in rewritten:
-            scratch.execute(sql)
-            scratch.execute(f'ALTER TABLE "{name}" ADD COLUMN {definition}')
-            (text,) = scratch.execute(
-                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-            ).fetchone()
-            scratch.execute(f'DROP TABLE "{name}"')
-            updates.append((str(text), rowid))
-    finally:
-        scratch.close()
-    if updates:
-        driver.execute("PRAGMA writable_schema = ON")
-        try:
-            driver.executemany("UPDATE sqlite_master SET sql = ? WHERE rowid = ?", updates)
-        finally:
-            driver.execute("PRAGMA writable_schema = OFF")
-    driver.execute(f'ALTER TABLE "{last}" ADD COLUMN {definition}')

@@ -282,6 +282,15 @@ class Backend(ABC):
         raise StorageError(f"{self.title} keeps every pair in its database")
 
     @classmethod
+    def add_column(cls, connection: Connection, tables: set[str], definition: str) -> None:
+        """Add the nullable column ``definition`` to those of ``tables`` that exist.
+
+        One ``ALTER TABLE`` each, in the caller's transaction.
+        """
+        for name in sorted(tables & set(cls.table_names(connection))):
+            connection.exec_driver_sql(f'ALTER TABLE "{name}" ADD COLUMN {definition}')
+
+    @classmethod
     def table_names(cls, connection: Connection, schema: str | None = None) -> list[str]:
         """The tables of the database (or of one schema), leaving out the database's own."""
         return list(inspect(connection).get_table_names(schema=schema))

@@ -275,6 +275,13 @@ class SQLiteBackend(Backend):
         return FTS5
 
     @classmethod
+    def add_column(cls, connection: Connection, tables: set[str], definition: str) -> None:
+        """By rewriting the tables' ``CREATE TABLE`` texts (:mod:`.sqlite_alter`)."""
+        from soong_store.backends.sqlite_alter import rewrite_add_column
+
+        rewrite_add_column(connection, tables, definition)
+
+    @classmethod
     def snapshot(cls, connection: Connection) -> dict[str, Any]:
         """``sqlite_master`` (every object's DDL) and each table's rows, sorted."""
         master = connection.exec_driver_sql(

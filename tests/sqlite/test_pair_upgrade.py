@@ -18,9 +18,10 @@ import pytest
 import soong_store
 from soong_store import InvalidArgument, SessionStore, StorageError, cli
 from soong_store.backends.sqlite import make_engine
+from soong_store.backends.sqlite_alter import rewrite_add_column
 from soong_store.check import check_store
 from soong_store.migrate import add_column, current_revision
-from soong_store.migrate_pairs import rewrite_add_column, stored_session_ids
+from soong_store.migrate_pairs import stored_session_ids
 from soong_store.schema import catalog
 from tests.conftest import connect_raw, text
 from tests.pair_revision import install_revision, use_newest_factory
