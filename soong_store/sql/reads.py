@@ -375,12 +375,13 @@ def timeline(
     """Events by ``seq`` (by ``run_seq`` for one run), after a cursor, at most ``limit``.
 
     One prepared statement per table and form (a session's events, or one run's): a page of a
-    long timeline is read as often as a ``--follow`` polls.
+    long timeline is read as often as a ``--follow`` polls. The session row is read only for a
+    session without a pair (its first event is made from it, or ``NotFound``): a pair's catalog
+    row holds a foreign key to it, so a session with a pair exists.
     """
-    session = session_row(connection, session_id)
     pair = tables_of(connection, session_id)
     if pair is None:
-        first = created_event_row(session)
+        first = created_event_row(session_row(connection, session_id))
         wanted = run_id is None and (after_seq is None or after_seq < 1) and limit != 0
         return [event_record(session_id, first)] if wanted else []
     events = pair.events
