@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, literal, or_, select
+from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, or_, select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import DBAPICursor
 
@@ -36,6 +36,7 @@ from soong_store.model.records import (
 from soong_store.model.row_records import EVENT_COLUMNS, NODE_COLUMNS, event_records, node_records
 from soong_store.schema.catalog import CACHE_SIZE, SessionTables, tables_of
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.sql.climb_sql import climb_statement
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Prepared, Runner
 
@@ -216,40 +217,9 @@ def _climb(
     pair = tables_of(connection, session_id)
     if pair is None:
         return None
-    prepared = _climb_statement(pair.nodes, to_compaction, connection.dialect)
+    prepared = climb_statement(pair.nodes, to_compaction, connection.dialect)
     params = {"node_id": node_id, "steps": _UNBOUNDED if steps is None else steps}
     return Runner(connection).execute(prepared, params)
-
-
-@lru_cache(maxsize=CACHE_SIZE)
-def _climb_statement(nodes: Table, to_compaction: bool, dialect: Dialect) -> Prepared:
-    start = select(
-        nodes.c.node_id,
-        nodes.c.parent_id,
-        nodes.c.node_seq,
-        nodes.c.node_type,
-        literal(1).label("depth"),
-    ).where(nodes.c.node_id == bindparam("node_id"))
-    path = start.cte("path", recursive=True)
-    step = (
-        select(
-            nodes.c.node_id,
-            nodes.c.parent_id,
-            nodes.c.node_seq,
-            nodes.c.node_type,
-            (path.c.depth + 1).label("depth"),
-        )
-        .join(path, nodes.c.node_id == path.c.parent_id)
-        .where(
-            nodes.c.node_seq < path.c.node_seq, path.c.depth < bindparam("steps", type_=BigInteger)
-        )
-    )
-    if to_compaction:
-        step = step.where(path.c.node_type != NodeType.COMPACTION.value)
-    path = path.union_all(step)
-    columns = [nodes.c[name] for name in NODE_COLUMNS]
-    query = select(*columns).join(path, nodes.c.node_id == path.c.node_id).order_by(path.c.depth)
-    return Prepared.compile(query, dialect)
 
 
 def damaged_chain(session_id: str, node_id: str, parent_id: str | None) -> StorageError:
