@@ -14,7 +14,13 @@ from soong_store.schema.catalog import session_tables
 from soong_store.sql.climb_sql import climb_statement, compile_climb
 
 DIALECTS = [sqlite.dialect(), postgresql.dialect(paramstyle="pyformat")]
-SESSION_IDS = ["sess_20261201_000000_abcd", "Mixed_Case_Session_1", "a", "climb_template2", "climb_template"]
+SESSION_IDS = [
+    "sess_20261201_000000_abcd",
+    "Mixed_Case_Session_1",
+    "a",
+    "climb_template2",
+    "climb_template",
+]
 
 
 @pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
