@@ -3,20 +3,21 @@
 Fields are the columns; ``*_json`` columns appear under their plain name (``metadata``,
 ``payload``, ``usage``, ``error``, ``result``) as decoded values, and ``content_json`` as a list
 of content blocks. Rows read back from the database are trusted (they passed validation on the
-way in), so records are built without validation (:func:`_built`, what ``model_construct``
-does for a record given every field, without its per-field loop). A write builds the records it
-hands out from the values it wrote (``written_*_record``): no column is decoded.
+way in), so records are built without validation (:func:`~soong_store.model.trusted.built`),
+except for content, which the content adapter's validator still checks on the way out (a row
+edited on disk raises ``StorageError``). Reads of many rows build from the driver's tuples
+(:mod:`soong_store.model.row_records`). A write builds the records it hands out from the values
+it wrote (``written_*_record``): no column is decoded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from soong_store.errors import StorageError
 from soong_store.model import codec
 from soong_store.model.content import ContentBlock
 from soong_store.model.content_json import content_from_json
@@ -30,13 +31,23 @@ from soong_store.model.enums import (
     RunStatus,
     SessionStatus,
 )
+from soong_store.model.trusted import (
+    LEVELS,
+    NODE_TYPES,
+    ROLES,
+    built,
+    damaged_column,
+    damaged_content,
+)
 
 
-class _Record(BaseModel):
+class Record(BaseModel):
+    """The base of every record: frozen, no extra fields."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class SessionRecord(_Record):
+class SessionRecord(Record):
     """A row of ``sessions``."""
 
     session_id: str
@@ -50,7 +61,7 @@ class SessionRecord(_Record):
     updated_at: datetime
 
 
-class AgentRecord(_Record):
+class AgentRecord(Record):
     """A row of ``agents``."""
 
     agent_id: str
@@ -66,7 +77,7 @@ class AgentRecord(_Record):
     updated_at: datetime
 
 
-class RunRecord(_Record):
+class RunRecord(Record):
     """A row of ``runs``."""
 
     run_id: str
@@ -84,7 +95,7 @@ class RunRecord(_Record):
     updated_at: datetime
 
 
-class NodeRecord(_Record):
+class NodeRecord(Record):
     """A row of a session's ``nodes_<sid>`` table."""
 
     session_id: str
@@ -101,7 +112,7 @@ class NodeRecord(_Record):
     created_at: datetime
 
 
-class EventRecord(_Record):
+class EventRecord(Record):
     """A row of a session's ``events_<sid>`` table."""
 
     session_id: str
@@ -118,7 +129,7 @@ class EventRecord(_Record):
     created_at: datetime
 
 
-class ArtifactRecord(_Record):
+class ArtifactRecord(Record):
     """A row of ``artifacts``."""
 
     artifact_id: str
@@ -136,7 +147,7 @@ class ArtifactRecord(_Record):
     created_at: datetime
 
 
-class ContextView(_Record):
+class ContextView(Record):
     """What the model gets: the active path cut at its last compaction, and its token total."""
 
     nodes: list[NodeRecord]
@@ -144,25 +155,6 @@ class ContextView(_Record):
 
 
 _ts = datetime.fromisoformat
-_set = object.__setattr__
-R = TypeVar("R", bound=_Record)
-_ROLES = {member.value: member for member in Role}
-_NODE_TYPES = {member.value: member for member in NodeType}
-_LEVELS = {member.value: member for member in EventLevel}
-
-
-def _built(cls: type[R], fields: dict[str, Any]) -> R:
-    """A record of trusted values that name every field: ``model_construct`` without its loop.
-
-    ``model_construct`` looks up aliases and defaults field by field, which costs more than the
-    rest of a read of a node; a record given all its fields needs none of that.
-    """
-    record = cls.__new__(cls)
-    _set(record, "__dict__", fields)
-    _set(record, "__pydantic_fields_set__", set(fields))
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
 
 
 def _stored(row: Mapping[Any, Any], column: str) -> Any:
@@ -170,24 +162,19 @@ def _stored(row: Mapping[Any, Any], column: str) -> Any:
     try:
         return codec.loads(row[column])
     except ValueError as exc:
-        raise StorageError(f"stored {column} is damaged ({exc})", column=column) from exc
+        raise damaged_column(column, exc) from exc
 
 
 def _stored_content(session_id: str, row: Mapping[Any, Any]) -> list[ContentBlock]:
     try:
         return content_from_json(row["content_json"])
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        node_id = row["node_id"]
-        raise StorageError(
-            f"stored content of node {node_id!r} in session {session_id!r} is damaged: {exc}",
-            node_id=node_id,
-            session_id=session_id,
-        ) from exc
+        raise damaged_content(session_id, row["node_id"], exc) from exc
 
 
 def session_record(row: Mapping[Any, Any]) -> SessionRecord:
     """Build a :class:`SessionRecord` from a ``sessions`` row."""
-    return _built(
+    return built(
         SessionRecord,
         {
             "session_id": row["session_id"],
@@ -205,7 +192,7 @@ def session_record(row: Mapping[Any, Any]) -> SessionRecord:
 
 def agent_record(row: Mapping[Any, Any]) -> AgentRecord:
     """Build an :class:`AgentRecord` from an ``agents`` row."""
-    return _built(
+    return built(
         AgentRecord,
         {
             "agent_id": row["agent_id"],
@@ -226,7 +213,7 @@ def agent_record(row: Mapping[Any, Any]) -> AgentRecord:
 def run_record(row: Mapping[Any, Any]) -> RunRecord:
     """Build a :class:`RunRecord` from a ``runs`` row."""
     reason = row["end_reason"]
-    return _built(
+    return built(
         RunRecord,
         {
             "run_id": row["run_id"],
@@ -261,7 +248,7 @@ def written_node_record(
     ``content`` and ``metadata`` are what a read of ``content_json`` and ``metadata_json``
     returns; the write has them, so nothing is decoded.
     """
-    return _built(
+    return built(
         NodeRecord,
         {
             "session_id": session_id,
@@ -270,8 +257,8 @@ def written_node_record(
             "parent_id": row["parent_id"],
             "agent_id": row["agent_id"],
             "run_id": row["run_id"],
-            "role": _ROLES.get(row["role"]) or Role(row["role"]),
-            "node_type": _NODE_TYPES.get(row["node_type"]) or NodeType(row["node_type"]),
+            "role": ROLES.get(row["role"]) or Role(row["role"]),
+            "node_type": NODE_TYPES.get(row["node_type"]) or NodeType(row["node_type"]),
             "content": content,
             "metadata": metadata,
             "token_count": row["token_count"],
@@ -287,7 +274,7 @@ def event_record(session_id: str, row: Mapping[Any, Any]) -> EventRecord:
 
 def written_event_record(session_id: str, row: Mapping[Any, Any], payload: Any) -> EventRecord:
     """The :class:`EventRecord` of a row just written; ``payload`` is ``payload_json`` as read."""
-    return _built(
+    return built(
         EventRecord,
         {
             "session_id": session_id,
@@ -296,7 +283,7 @@ def written_event_record(session_id: str, row: Mapping[Any, Any], payload: Any) 
             "run_seq": row["run_seq"],
             "agent_id": row["agent_id"],
             "run_id": row["run_id"],
-            "level": _LEVELS.get(row["level"]) or EventLevel(row["level"]),
+            "level": LEVELS.get(row["level"]) or EventLevel(row["level"]),
             "event_type": row["event_type"],
             "node_id": row["node_id"],
             "tool_call_id": row["tool_call_id"],
@@ -313,7 +300,7 @@ def artifact_record(row: Mapping[Any, Any]) -> ArtifactRecord:
 
 def written_artifact_record(row: Mapping[Any, Any], metadata: Any) -> ArtifactRecord:
     """The :class:`ArtifactRecord` of a row just written; ``metadata`` is its column as read."""
-    return _built(
+    return built(
         ArtifactRecord,
         {
             "artifact_id": row["artifact_id"],
@@ -337,4 +324,4 @@ def context_view(nodes: list[NodeRecord], token_count: int | None = None) -> Con
     """A :class:`ContextView` of trusted nodes; ``token_count`` defaults to their tokens' sum."""
     if token_count is None:
         token_count = sum(node.token_count or 0 for node in nodes)
-    return _built(ContextView, {"nodes": nodes, "token_count": token_count})
+    return built(ContextView, {"nodes": nodes, "token_count": token_count})

@@ -27,9 +27,11 @@ from sqlalchemy import (
     inspect,
     select,
 )
+from sqlalchemy.engine import Dialect
 
 from soong_store.backends.base import BeforeBegin, dialect_of
 from soong_store.schema.models import INTEGER, session_files_table, session_moves_table
+from soong_store.sql.prepared import Prepared, Runner
 
 HOT_GREW = "soong_store.hot_grew"
 """Set in a write connection's ``info`` when a pair was created in (or brought back to) the
@@ -101,10 +103,18 @@ def shard_pairs(schema: str | None = None) -> Table:
     )
 
 
+@lru_cache(maxsize=8)
+def _place_of(dialect: Dialect) -> Prepared:
+    return Prepared.compile(_PLACE_OF, dialect)
+
+
 def placement(connection: Connection, session_id: str) -> tuple[str, int] | None:
-    """The file and epoch the catalog names for a session's pair (``None``: no pair)."""
-    row = connection.execute(_PLACE_OF, {"p_session": session_id}).first()
-    return None if row is None else (str(row[0]), int(row[1]))
+    """The file and epoch the catalog names for a session's pair (``None``: no pair).
+
+    Prepared, on the driver's cursor: every read and write of a session asks it first.
+    """
+    row = Runner(connection).first(_place_of(connection.dialect), {"p_session": session_id})
+    return None if row is None else (str(row["file"]), int(row["epoch"]))
 
 
 def move_of(connection: Connection, session_id: str) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ from soong_store.model.content import (
     ToolCallBlock,
 )
 from soong_store.model.enums import NodeType
-from soong_store.model.records import ContextView, NodeRecord, context_view, node_record
+from soong_store.model.records import ContextView, NodeRecord, context_view
 from soong_store.sql import reads
 
 SESSIONS = 64
@@ -293,16 +293,15 @@ class _Walk:
         if record is not None:
             return record
         steps = self.step if wanted is None else min(self.step or wanted, wanted)
-        rows = reads.climb(self.connection, self.sid, node_id, steps, to_compaction=self.cut)
-        if not rows:
+        climbed = reads.climb(self.connection, self.sid, node_id, steps, to_compaction=self.cut)
+        if not climbed:
             if below is None:
                 raise NotFound(f"no node {node_id!r} in session {self.sid!r}", node_id=node_id)
             raise reads.damaged_chain(self.sid, below.node_id, below.parent_id)
         held = self.entry.nodes
-        for row in rows:
-            found = row["node_id"]
-            if found not in held and found not in self.fetched:
-                self.fetched[found] = node_record(self.sid, row)
+        for found in climbed:
+            if found.node_id not in held and found.node_id not in self.fetched:
+                self.fetched[found.node_id] = found
         self.step = FIRST_STEP if self.step is None else self.step * 2
         return held.get(node_id) or self.fetched[node_id]
 

@@ -7,12 +7,13 @@ its root, bounded by the ``limit`` asked for (and by the last compaction, for a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, literal, or_, select
+from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, or_, select
 from sqlalchemy.engine import Dialect
+from sqlalchemy.engine.interfaces import DBAPICursor
 
 from soong_store.errors import NotFound, StorageError
 from soong_store.model.enums import NodeType, SessionStatus
@@ -32,8 +33,10 @@ from soong_store.model.records import (
     run_record,
     session_record,
 )
+from soong_store.model.row_records import EVENT_COLUMNS, NODE_COLUMNS, event_records, node_records
 from soong_store.schema.catalog import CACHE_SIZE, SessionTables, tables_of
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.sql.climb_sql import climb_statement
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Prepared, Runner
 
@@ -183,55 +186,40 @@ def climb(
     steps: int | None = None,
     *,
     to_compaction: bool = False,
-) -> list[Row]:
-    """Raw node rows from ``node_id`` up its parent chain, leaf first: a bounded recursive CTE.
+) -> list[NodeRecord]:
+    """The nodes from ``node_id`` up its parent chain, leaf first: a bounded recursive CTE.
 
-    At most ``steps`` rows (``None``: up to a root); with ``to_compaction`` the climb also ends
+    At most ``steps`` nodes (``None``: up to a root); with ``to_compaction`` the climb also ends
     at the first compaction node (included). Each step up must reach a node numbered before the
     one below it, as every parent is, so the walk ends after at most as many steps as the
     session has nodes, even in a damaged table whose parent chain loops. The statement is
-    compiled once per table and run on the driver's cursor (it is the context's hot read). A
-    session never written has no tables and so no rows.
+    compiled once per table and run on the driver's cursor, and each record is built from its
+    row as the row is fetched (it is the context's hot read: no row outlives its record). A
+    session never written has no tables and so no nodes.
     """
+    cursor = _climb(connection, session_id, node_id, steps, to_compaction)
+    if cursor is None:
+        return []
+    try:
+        return node_records(session_id, cast(Iterable[Sequence[Any]], cursor))
+    finally:
+        cursor.close()  # a damaged row stops the loop: the statement goes now, not with the error
+
+
+def _climb(
+    connection: Connection,
+    session_id: str,
+    node_id: str,
+    steps: int | None,
+    to_compaction: bool,
+) -> DBAPICursor | None:
+    """The climb run, its rows (:data:`~soong_store.model.records.NODE_COLUMNS`) to fetch."""
     pair = tables_of(connection, session_id)
     if pair is None:
-        return []
-    nodes = pair.nodes
-    prepared = _climb_statement(nodes, to_compaction, connection.dialect)
+        return None
+    prepared = climb_statement(pair.nodes, to_compaction, connection.dialect)
     params = {"node_id": node_id, "steps": _UNBOUNDED if steps is None else steps}
-    cursor = Runner(connection).execute(prepared, params)
-    columns = prepared.columns
-    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-
-
-@lru_cache(maxsize=CACHE_SIZE)
-def _climb_statement(nodes: Table, to_compaction: bool, dialect: Dialect) -> Prepared:
-    start = select(
-        nodes.c.node_id,
-        nodes.c.parent_id,
-        nodes.c.node_seq,
-        nodes.c.node_type,
-        literal(1).label("depth"),
-    ).where(nodes.c.node_id == bindparam("node_id"))
-    path = start.cte("path", recursive=True)
-    step = (
-        select(
-            nodes.c.node_id,
-            nodes.c.parent_id,
-            nodes.c.node_seq,
-            nodes.c.node_type,
-            (path.c.depth + 1).label("depth"),
-        )
-        .join(path, nodes.c.node_id == path.c.parent_id)
-        .where(
-            nodes.c.node_seq < path.c.node_seq, path.c.depth < bindparam("steps", type_=BigInteger)
-        )
-    )
-    if to_compaction:
-        step = step.where(path.c.node_type != NodeType.COMPACTION.value)
-    path = path.union_all(step)
-    query = select(nodes).join(path, nodes.c.node_id == path.c.node_id).order_by(path.c.depth)
-    return Prepared.compile(query, dialect)
+    return Runner(connection).execute(prepared, params)
 
 
 def damaged_chain(session_id: str, node_id: str, parent_id: str | None) -> StorageError:
@@ -261,25 +249,54 @@ def tail_rows(
     """The last ``limit`` rows of the path to ``node_id`` (of its cut path), root-most first.
 
     Only the tail is read. A climb that ends before ``limit`` rows must end at a root (or at a
-    compaction node, for the cut path), else the chain is damaged (``StorageError``).
+    compaction node, for the cut path), else the chain is damaged (``StorageError``). Rows are
+    column name to stored value, for callers that copy them.
     """
-    rows = climb(
-        connection,
-        session_id,
-        node_id,
-        None if limit is None else max(limit, 1),
-        to_compaction=to_compaction,
-    )
-    if not rows:
+    cursor = _climb(connection, session_id, node_id, _steps(limit), to_compaction)
+    found = [] if cursor is None else cursor.fetchall()
+    rows: list[Row] = [dict(zip(NODE_COLUMNS, row, strict=True)) for row in found]
+    top = None if not rows else (rows[-1]["node_id"], rows[-1]["parent_id"], rows[-1]["node_type"])
+    return _tail(session_id, node_id, rows, limit, to_compaction, top)
+
+
+def tail_nodes(
+    connection: Connection,
+    session_id: str,
+    node_id: str,
+    limit: int | None,
+    *,
+    to_compaction: bool = False,
+) -> list[NodeRecord]:
+    """:func:`tail_rows` as records (what the path reads return)."""
+    nodes = climb(connection, session_id, node_id, _steps(limit), to_compaction=to_compaction)
+    top = None if not nodes else (nodes[-1].node_id, nodes[-1].parent_id, nodes[-1].node_type)
+    return _tail(session_id, node_id, nodes, limit, to_compaction, top)
+
+
+def _steps(limit: int | None) -> int | None:
+    return None if limit is None else max(limit, 1)
+
+
+_T = TypeVar("_T")
+
+
+def _tail(
+    session_id: str,
+    node_id: str,
+    found: list[_T],
+    limit: int | None,
+    to_compaction: bool,
+    top: tuple[str, str | None, str] | None,
+) -> list[_T]:
+    """A climb's findings (leaf first, ``top`` the id, parent and type of the last), root first."""
+    if top is None:
         raise NotFound(f"no node {node_id!r} in session {session_id!r}", node_id=node_id)
-    top = rows[-1]
-    ended = top["parent_id"] is None or (
-        to_compaction and top["node_type"] == NodeType.COMPACTION.value
-    )
-    if not ended and (limit is None or len(rows) < limit):
-        raise damaged_chain(session_id, top["node_id"], top["parent_id"])
-    rows.reverse()
-    return rows if limit is None else rows[max(len(rows) - limit, 0) :]
+    top_id, parent_id, node_type = top
+    ended = parent_id is None or (to_compaction and node_type == NodeType.COMPACTION.value)
+    if not ended and (limit is None or len(found) < limit):
+        raise damaged_chain(session_id, top_id, parent_id)
+    found.reverse()
+    return found if limit is None else found[max(len(found) - limit, 0) :]
 
 
 def active_path_rows(
@@ -299,8 +316,10 @@ def active_path(
     connection: Connection, session_id: str, node_id: str | None, limit: int | None = None
 ) -> list[NodeRecord]:
     """The nodes from the root down to ``node_id`` (default: the active node), root first."""
-    rows = active_path_rows(connection, session_id, node_id, limit)
-    return [node_record(session_id, row) for row in rows]
+    target = path_target(connection, session_id, node_id)
+    if target is None:
+        return []
+    return tail_nodes(connection, session_id, target, limit)
 
 
 def context(
@@ -313,9 +332,7 @@ def context(
     target = path_target(connection, session_id, node_id)
     if target is None:
         return ContextView(nodes=[], token_count=0)
-    rows = tail_rows(connection, session_id, target, limit, to_compaction=True)
-    kept = [node_record(session_id, row) for row in rows]
-    return context_view(kept)
+    return context_view(tail_nodes(connection, session_id, target, limit, to_compaction=True))
 
 
 def timeline(
@@ -328,12 +345,13 @@ def timeline(
     """Events by ``seq`` (by ``run_seq`` for one run), after a cursor, at most ``limit``.
 
     One prepared statement per table and form (a session's events, or one run's): a page of a
-    long timeline is read as often as a ``--follow`` polls.
+    long timeline is read as often as a ``--follow`` polls. The session row is read only for a
+    session without a pair (its first event is made from it, or ``NotFound``): a pair's catalog
+    row holds a foreign key to it, so a session with a pair exists.
     """
-    session = session_row(connection, session_id)
     pair = tables_of(connection, session_id)
     if pair is None:
-        first = created_event_row(session)
+        first = created_event_row(session_row(connection, session_id))
         wanted = run_id is None and (after_seq is None or after_seq < 1) and limit != 0
         return [event_record(session_id, first)] if wanted else []
     events = pair.events
@@ -345,16 +363,13 @@ def timeline(
     }
     if run_id is None:
         del params["run_id"]
-    cursor = Runner(connection).execute(prepared, params)
-    columns = prepared.columns
-    return [
-        event_record(session_id, dict(zip(columns, row, strict=True))) for row in cursor.fetchall()
-    ]
+    return event_records(session_id, Runner(connection).execute(prepared, params).fetchall())
 
 
 @lru_cache(maxsize=CACHE_SIZE)
 def _timeline_statement(events: Table, of_run: bool, dialect: Dialect) -> Prepared:
-    stmt = select(events).where(events.c.seq > bindparam("after_seq"))
+    columns = [events.c[name] for name in EVENT_COLUMNS]
+    stmt = select(*columns).where(events.c.seq > bindparam("after_seq"))
     if of_run:
         stmt = stmt.where(events.c.run_id == bindparam("run_id")).order_by(events.c.run_seq)
     else:
