@@ -18,8 +18,8 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from soong_store.schema.catalog import session_table_names, session_tables
 
-_TEMPLATE = "pairtemplate"
-"""The session id the DDL is compiled for once (it occurs in no column name)."""
+TEMPLATE = "pairtemplate"
+"""The session id statements are compiled for once (it occurs in no column or other name)."""
 PLAIN_LENGTH = 40
 """The longest id whose table and index names the factory writes in full (63 characters)."""
 
@@ -53,11 +53,20 @@ def drop(connection: Connection, session_id: str, schema: str) -> None:
 
 def ddl(dialect: Dialect, session_id: str) -> list[str]:
     """The statements that create the lean pair of ``session_id`` (unqualified names)."""
-    nodes, events = session_table_names(session_id)  # validates the id
-    plain = dialect.identifier_preparer.quote(nodes) == nodes
-    if plain and len(session_id) <= PLAIN_LENGTH:
-        return [s.replace(_TEMPLATE, session_id) for s in _template(dialect)]
+    if templated(dialect, session_id):
+        return [s.replace(TEMPLATE, session_id) for s in _template(dialect)]
     return compiled(dialect, session_id)
+
+
+def templated(dialect: Dialect, session_id: str) -> bool:
+    """Whether SQL compiled for :data:`TEMPLATE` stands for ``session_id`` once the id is put in.
+
+    True for ids the factory names in full and ``dialect`` writes unquoted; raises
+    ``InvalidIdentifier`` for an id the factory refuses.
+    """
+    nodes, _ = session_table_names(session_id)  # validates the id
+    plain = dialect.identifier_preparer.quote(nodes) == nodes
+    return plain and len(session_id) <= PLAIN_LENGTH
 
 
 def compiled(dialect: Dialect, session_id: str) -> list[str]:
@@ -77,10 +86,10 @@ def _indexes(table: Table, dialect: Dialect) -> list[str]:
 
 @lru_cache(maxsize=4)
 def _template(dialect: Dialect) -> tuple[str, ...]:
-    return tuple(compiled(dialect, _TEMPLATE))
+    return tuple(compiled(dialect, TEMPLATE))
 
 
 @lru_cache(maxsize=1)
 def _columns() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    tables = session_tables(_TEMPLATE)
+    tables = session_tables(TEMPLATE)
     return tuple(c.name for c in tables.nodes.columns), tuple(c.name for c in tables.events.columns)
