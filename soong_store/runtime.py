@@ -2,11 +2,12 @@
 
 :class:`StoreRuntime` is the plumbing under :class:`~soong_store.store.SessionStore`. Opening
 creates the home, brings the schema to head (once, even with several processes starting
-together) and makes the write and read engines; closing drains the writer and releases
-everything. :meth:`StoreRuntime.write` hands a job to the writer, which the first write starts
-(a store that only reads, as most CLI commands do, never starts its thread nor runs its
-maintenance); :meth:`StoreRuntime.read` runs a query in one snapshot on a reader thread,
-retried while the database is busy and with its errors translated.
+together) and makes the write and read engines (the write engine connects at the first write);
+closing drains the writer and releases everything. :meth:`StoreRuntime.write` hands a job to the
+writer, which the first write starts (a store that only reads, as most CLI commands do, never
+starts its thread, connects its engine nor runs its maintenance); :meth:`StoreRuntime.read`
+runs a query in one snapshot on a reader thread, retried while the database is busy and with its
+errors translated.
 
 Event loops and threads: nothing here is tied to the loop that opened it; each result is handed
 back to its caller's loop. Opening and closing from several loops at once open and close once.
@@ -131,10 +132,10 @@ class StoreRuntime:
                     ensure_schema(admin, backend.retry)
                 finally:
                     admin.dispose()
+            # Neither engine connects here: whichever connects first (the first read, or the
+            # first write) switches the file to WAL before its first statement.
             self._write_engine = backend.engine("write")
             if read_engine is None:
-                with self._write_engine.connect():
-                    pass  # the first write connection switches the file to WAL before any reader
                 read_engine = backend.engine("read")
         except BaseException:
             for engine in (read_engine, self._write_engine):

@@ -120,9 +120,9 @@ class Backend(ABC):
     """Whether changing a table means rebuilding it (Alembic's batch mode in revisions)."""
     opens_on_reader: ClassVar[bool] = False
     """Whether a store opens on one read connection: the read pool's first connection reads the
-    schema's revision and then serves the first read, the writer connects at its first write,
-    and an admin connection is made only to upgrade. Without it, opening reads the revision on
-    an admin connection and connects the writer before any reader."""
+    schema's revision and then serves the first read, and an admin connection is made only to
+    upgrade. Without it, opening reads the revision (and upgrades) on an admin connection. Either
+    way the writer connects at its first write, and a store that only reads never does."""
     places_pairs: ClassVar[bool] = False
     """Whether idle sessions' pairs move to files of their own (shards); else all stay put."""
 
