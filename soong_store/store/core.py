@@ -101,7 +101,7 @@ class StoreCore:
         await self.close()
 
     async def open(self) -> None:
-        """Create the home, bring the schema to head and start the writer."""
+        """Create the home and bring the schema to head; the writer starts with the first write."""
         await self._runtime.open()
 
     async def close(self) -> None:
