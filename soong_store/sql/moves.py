@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
+from sqlalchemy import Connection, delete, func, inspect, select, update
 
 from soong_store.backends.base import Backend, BeforeBegin, dialect_of
 from soong_store.errors import StorageError
@@ -39,11 +39,10 @@ from soong_store.schema.models import (
 )
 from soong_store.schema.pair_files import shard_pairs
 from soong_store.sql import pair_text
+from soong_store.sql.shard_connection import HOT_AS, ShardConnection
 
 PAIR_REV = 1
 """The revision of the pair shape shards hold (``shard_files.rev``)."""
-HOT_AS = "hot"
-"""The alias of the main database on a shard's own connection."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,52 +322,6 @@ def _copy_into_shard(shard: Connection, moving: list[tuple[str, int]]) -> None:
             shard.execute(pairs.insert(), {"session_id": session_id, "epoch": epoch})
             _step("archive:T1 copied")
         _step("archive:T1 before commit")
-
-
-class ShardConnection:
-    """T1's connection on the shard being filled, kept from one batch to the next.
-
-    Opening one (an engine, the connection, the main file attached, the shard's schema read)
-    cost most of a batch. It holds no transaction between batches, so no lock; it is closed
-    when the batch goes to another file, when its shard is full, after any failed batch, and
-    with the writer's maintenance. Used by the writer's thread only.
-    """
-
-    def __init__(self, backend: Backend) -> None:
-        self._backend = backend
-        self._file: str | None = None
-        self._engine: Engine | None = None
-        self._connection: Connection | None = None
-
-    @property
-    def file(self) -> str | None:
-        """The shard the kept connection is open on (``None``: none is open)."""
-        return self._file if self._connection is not None else None
-
-    def to(self, file: str) -> Connection:
-        """A connection whose main database is shard ``file``, the main file attached as ``hot``."""
-        if self._connection is not None and self._file == file:
-            return self._connection
-        self.close()
-        engine = self._backend.file_engine(file, HOT_AS)
-        try:
-            self._connection = engine.connect()
-        except BaseException:
-            engine.dispose()
-            raise
-        self._engine, self._file = engine, file
-        return self._connection
-
-    def close(self) -> None:
-        """Close the kept connection and its engine, if open (idempotent)."""
-        connection, engine = self._connection, self._engine
-        self._connection = self._engine = self._file = None
-        try:
-            if connection is not None:
-                connection.close()
-        finally:
-            if engine is not None:
-                engine.dispose()
 
 
 def _read_all(driver: Any, sql: str, *parameters: object) -> list[Any]:
