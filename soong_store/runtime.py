@@ -2,7 +2,8 @@
 
 :class:`StoreRuntime` is the plumbing under :class:`~soong_store.store.SessionStore`. Opening
 creates the home, brings the schema to head (once, even with several processes starting
-together) and makes the write and read engines (the write engine connects at the first write);
+together) and makes the write and read engines (the write engine connects at the first write,
+the read pool's first connection at the open: it switches the file to WAL);
 closing drains the writer and releases everything. :meth:`StoreRuntime.write` hands a job to the
 writer, which the first write starts (a store that only reads, as most CLI commands do, never
 starts its thread, connects its engine nor runs its maintenance); :meth:`StoreRuntime.read`
@@ -132,11 +133,13 @@ class StoreRuntime:
                     ensure_schema(admin, backend.retry)
                 finally:
                     admin.dispose()
-            # Neither engine connects here: whichever connects first (the first read, or the
-            # first write) switches the file to WAL before its first statement.
+            # The writer connects at the first write. The first read connection is made here and
+            # kept by its pool: connecting switches the file to WAL, so the file is in WAL from
+            # the open on, as it must be before another process writes it.
             self._write_engine = backend.engine("write")
             if read_engine is None:
                 read_engine = backend.engine("read")
+                read_engine.connect().close()
         except BaseException:
             for engine in (read_engine, self._write_engine):
                 if engine is not None:
