@@ -23,7 +23,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -33,6 +33,7 @@ from soong_store.backends.base import Backend, BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.store import ArtifactFiles
 from soong_store.migrate import HEAD_REVISION, current_revision
+from soong_store.readers import ReaderThreads
 
 if TYPE_CHECKING:
     from soong_store.files.pool import FilePool, FileWrite
@@ -66,7 +67,7 @@ class StoreRuntime:
         self._file_pool: FilePool | None = None
         self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
-        self._readers: ThreadPoolExecutor | None = None
+        self._readers: ReaderThreads | None = None
         self._pid = os.getpid()
         self._opening = threading.Lock()  # held in a worker thread while opening, never a loop's
         self._claim = threading.Lock()  # held only to start the writer or take what closing ends
@@ -147,9 +148,7 @@ class StoreRuntime:
             self._write_engine = None
             raise
         self._read_engine = read_engine
-        self._readers = ThreadPoolExecutor(
-            backend.read_connections, thread_name_prefix="soong-store-read"
-        )
+        self._readers = ReaderThreads(read_engine, backend.read_connections, "soong-store-read")
         self.generation += 1
         self._open = True
 
@@ -191,7 +190,7 @@ class StoreRuntime:
         if file_pool is not None:  # after the writer: its waiting jobs need their files
             await asyncio.to_thread(file_pool.close)
         if readers is not None:
-            readers.shutdown(wait=True)
+            readers.shutdown()
         for engine in engines:
             if engine is not None:
                 engine.dispose()
@@ -217,17 +216,15 @@ class StoreRuntime:
     async def read(self, query: Callable[[Connection], T]) -> T:
         """Run ``query`` on a reader thread in one snapshot, retried while the database is busy."""
         self.check_process()
-        if self._readers is None or self._read_engine is None or not self._open:
+        readers = self._readers
+        if readers is None or not self._open:
             raise StoreClosed("the store is not open")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._readers, self._read_sync, query)
+        return await readers.submit(partial(self._read_sync, readers, query))
 
-    def _read_sync(self, query: Callable[[Connection], T]) -> T:
-        engine = self._read_engine
-        assert engine is not None
-
+    def _read_sync(self, readers: ReaderThreads, query: Callable[[Connection], T]) -> T:
         def attempt() -> T:
-            with engine.connect() as connection:
+            connection = readers.connection()  # the reader thread's own, kept between reads
+            try:
                 for _ in range(_PREPARES):
                     try:
                         with connection.begin():
@@ -235,6 +232,9 @@ class StoreRuntime:
                     except BeforeBegin as needed:  # a shard to attach, or the pair moved
                         last = str(needed)
                         needed.prepare(connection)
+            except BaseException:
+                readers.release()  # the pool resets it; the next read takes a clean one
+                raise
             raise StorageError(f"a read kept finding its session moved: {last}")
 
         backend = self.backend

@@ -1,0 +1,138 @@
+"""The reader threads: each runs reads on a connection of its own, kept while the thread lives.
+
+A read is small (a timeline page, a path's tail), so what it costs around its statements
+matters: a ``ThreadPoolExecutor`` hand-off builds and chains two futures per call, and a pool
+checkout per read builds a ``Connection`` and resets it on return. Here a read is queued with
+its caller's loop and future, a waiting reader thread takes it, and the result goes back by one
+``call_soon_threadsafe``. Each thread checks one connection out of the read engine's pool at
+its first read and keeps it (the pool is as large as the thread count); a read that fails lets
+its thread's connection go back to the pool, which resets it, so the next read starts on a clean
+one. Closing ends every thread, each returning its connection before it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine
+
+from soong_store.errors import StoreClosed
+
+T = TypeVar("T")
+
+_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+class ReaderThreads:
+    """Up to ``size`` threads serving reads FIFO, started as reads need them.
+
+    Threading contract: :meth:`submit` is called on an event loop's thread and returns a future
+    of that loop; the work runs on a reader thread, where :meth:`connection` is that thread's
+    connection. :meth:`shutdown` (not on a reader thread) lets queued reads finish, then ends
+    the threads. A read whose caller's loop is gone by the time it ends is dropped.
+    """
+
+    def __init__(self, engine: Engine, size: int, name: str) -> None:
+        self._engine = engine
+        self._size = size
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._closed = False
+
+    def submit(self, work: Callable[[], T]) -> asyncio.Future[T]:
+        """Queue ``work`` for a reader thread; its result (or error) comes back on this loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        with self._lock:  # nothing is queued behind the shutdown's stops, where no thread takes it
+            if self._closed:
+                raise StoreClosed("the store is not open")
+            self._jobs.put((work, loop, future))
+        if not self._idle.acquire(blocking=False):
+            self._grow()
+        return future
+
+    def _grow(self) -> None:
+        with self._lock:
+            if self._closed or len(self._threads) >= self._size:
+                return
+            thread = threading.Thread(
+                target=self._serve, name=f"{self._name}_{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def connection(self) -> Connection:
+        """The calling reader thread's connection, checked out at its first read."""
+        held: Connection | None = getattr(self._local, "connection", None)
+        if held is None or held.closed or held.invalidated:
+            held = self._local.connection = self._engine.connect()
+        return held
+
+    def release(self) -> None:
+        """Give the calling thread's connection back to the pool (reset there); after a failure."""
+        held: Connection | None = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if held is not None:
+            held.close()
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    return
+                work, loop, future = job
+                del job
+                if not future.cancelled():
+                    try:
+                        result = work()
+                    except BaseException as exc:
+                        _hand_back(loop, _fail, future, exc)
+                        del exc
+                    else:
+                        _hand_back(loop, _succeed, future, result)
+                        del result
+                del work, loop, future
+                self._idle.release()
+        finally:
+            self.release()
+
+    def shutdown(self) -> None:
+        """Run what is queued, then end the threads (each returns its connection)."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+            for _ in threads:
+                self._jobs.put(None)
+        for thread in threads:
+            thread.join()
+
+
+def _hand_back(
+    loop: asyncio.AbstractEventLoop,
+    settle: Callable[[asyncio.Future[Any], Any], None],
+    future: asyncio.Future[Any],
+    value: Any,
+) -> None:
+    try:
+        loop.call_soon_threadsafe(settle, future, value)
+    except RuntimeError:  # the caller's loop is closed: nobody awaits this read any more
+        pass
+
+
+def _succeed(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.cancelled():
+        future.set_result(result)
+
+
+def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.cancelled():
+        future.set_exception(exc)
