@@ -91,17 +91,22 @@ class ReaderThreads:
                     return
                 work, loop, future = job
                 del job
-                if not future.cancelled():
-                    try:
-                        result = work()
-                    except BaseException as exc:
-                        _hand_back(loop, _fail, future, exc)
-                        del exc
-                    else:
-                        _hand_back(loop, _succeed, future, result)
-                        del result
+                if future.cancelled():
+                    self._idle.release()
+                    continue
+                try:
+                    result = work()
+                except BaseException as exc:
+                    self._idle.release()
+                    _hand_back(loop, _fail, future, exc)
+                    del exc
+                else:
+                    # Idle before the caller hears of it: its next read must find this thread
+                    # free, not start another.
+                    self._idle.release()
+                    _hand_back(loop, _succeed, future, result)
+                    del result
                 del work, loop, future
-                self._idle.release()
         finally:
             self.release()
 

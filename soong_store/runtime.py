@@ -88,6 +88,11 @@ class StoreRuntime:
         return self._write_engine
 
     @property
+    def read_engine(self) -> Engine | None:
+        """The engine of the reader threads' connections, while open (tests count checkouts)."""
+        return self._read_engine
+
+    @property
     def writer_alive(self) -> bool:
         """Whether the writer's thread runs (once started by a write, a dead writer is a bug)."""
         return self._writer is not None and self._writer.alive
