@@ -13,6 +13,7 @@ one. Closing ends every thread, each returning its connection before it exits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -127,10 +128,8 @@ def _hand_back(
     future: asyncio.Future[Any],
     value: Any,
 ) -> None:
-    try:
+    with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody awaits it
         loop.call_soon_threadsafe(settle, future, value)
-    except RuntimeError:  # the caller's loop is closed: nobody awaits this read any more
-        pass
 
 
 def _succeed(future: asyncio.Future[Any], result: Any) -> None:
