@@ -118,3 +118,22 @@ async def test_reads_from_another_loop_come_back_to_it(store: SessionStore) -> N
 
     assert await asyncio.to_thread(in_other_loop) == 1
     assert len(await store.timeline(sid)) == 1
+
+
+async def test_a_read_cancelled_before_it_starts_never_runs(home: Path) -> None:
+    store = SessionStore(home=home)
+    await store.open()
+    readers = ReaderThreads(read_engine(store), 1, "soong-store-read-test")
+    gate = threading.Event()
+    ran: list[str] = []
+    try:
+        first = readers.submit(lambda: gate.wait(10))
+        second = readers.submit(lambda: ran.append("second"))
+        second.cancel()
+        gate.set()
+        assert await first is True
+        assert await readers.submit(lambda: "third") == "third"
+        assert ran == []
+    finally:
+        readers.shutdown()
+        await store.close()
