@@ -35,7 +35,6 @@ from soong_store.files.store import ArtifactFiles
 from soong_store.migrate import HEAD_REVISION, current_revision
 
 if TYPE_CHECKING:
-    from soong_store.checkpoints import Checkpointer
     from soong_store.files.pool import FilePool, FileWrite
     from soong_store.sql.moves import Maintenance
     from soong_store.writer import Prerequisite, Writer
@@ -63,8 +62,6 @@ class StoreRuntime:
         self.generation = 0
         self._open = False
         self._writer: Writer | None = None
-        self._checkpointer: Checkpointer | None = None
-        self._checkpoint_engine: Engine | None = None
         self._maintenance: Maintenance | None = None
         self._file_pool: FilePool | None = None
         self._read_engine: Engine | None = None
@@ -168,31 +165,10 @@ class StoreRuntime:
                 backend, engine = self.backend, self._write_engine
                 assert engine is not None
                 maintenance = Maintenance(backend) if backend.places_pairs else None
-                checkpointer = self._start_checkpointer(engine)
-                writer = Writer(
-                    engine,
-                    retry=backend.retry,
-                    maintenance=maintenance,
-                    after_batch=None if checkpointer is None else checkpointer.committed,
-                )
+                writer = Writer(engine, retry=backend.retry, maintenance=maintenance)
                 writer.start()
                 self._writer, self._maintenance = writer, maintenance
             return self._writer
-
-    def _start_checkpointer(self, write_engine: Engine) -> Checkpointer | None:
-        """SQLite's WAL checkpoints beside the writer (:mod:`soong_store.checkpoints`).
-
-        Its connection is a write connection of its own (same pragmas: it syncs as the writer's
-        durability says); other backends have no WAL of this kind.
-        """
-        if write_engine.dialect.name != "sqlite":
-            return None
-        from soong_store.checkpoints import Checkpointer
-
-        self._checkpoint_engine = self.backend.engine("write")
-        self._checkpointer = Checkpointer(self._checkpoint_engine)
-        self._checkpointer.start()
-        return self._checkpointer
 
     async def close(self) -> None:
         """Finish queued writes, then release the connections. Closing twice is harmless."""
@@ -208,30 +184,24 @@ class StoreRuntime:
             readers = self._readers
             engines = (self._write_engine, self._read_engine)
             maintenance, self._maintenance = self._maintenance, None
-            checkpointer, self._checkpointer = self._checkpointer, None
-            checkpoint_engine, self._checkpoint_engine = self._checkpoint_engine, None
         if writer is not None:
             await writer.close()
-        if checkpointer is not None:  # after the writer: its last batch may have asked for one
-            await asyncio.to_thread(checkpointer.close)
         if maintenance is not None:  # its shard connection, once the writer's thread is over
             maintenance.close()
         if file_pool is not None:  # after the writer: its waiting jobs need their files
             await asyncio.to_thread(file_pool.close)
         if readers is not None:
             readers.shutdown(wait=True)
-        for engine in (*engines, checkpoint_engine):
+        for engine in engines:
             if engine is not None:
                 engine.dispose()
 
     def _let_go_in_child(self) -> None:
         """Forget the parent's store without closing its connections or joining its threads."""
         held = (self._writer, self._file_pool, self._readers, self._write_engine)
-        checkpoints = (self._checkpointer, self._checkpoint_engine)
-        _INHERITED.append((*held, self._read_engine, self._maintenance, *checkpoints))
+        _INHERITED.append((*held, self._read_engine, self._maintenance))
         self._writer = self._file_pool = self._readers = self._maintenance = None
-        self._write_engine = self._read_engine = self._checkpoint_engine = None
-        self._checkpointer = None
+        self._write_engine = self._read_engine = None
         self._open = False
 
     async def write(

@@ -45,8 +45,6 @@ that keeps asking fails: a session moved that often meanwhile is a bug, not cont
 Maintenance = Callable[[Connection], bool]
 """Work the writer does between batches when no job waits (moving pairs between files); it
 returns whether more is left."""
-AfterBatch = Callable[[], None]
-"""Told after each batch, once its callers have their outcomes (a checkpoint is due)."""
 
 
 class Prerequisite(Protocol):
@@ -105,9 +103,6 @@ class Writer:
       between files, :mod:`soong_store.sql.moves`) once before the first job and again after
       batches, for as long as it says more is left; a job submitted meanwhile waits for one
       round at most. Its failure is logged and harms no job.
-    - **After a batch.** ``after_batch`` is called in the writer's thread once the batch's
-      outcomes are handed back (the store's checkpointer is told so: a checkpoint is due). It
-      must be quick and not raise; if it does, that is logged.
     - **Jobs must be re-runnable**: a batch retried after a busy error runs its jobs again, so a
       job reads what it needs inside its transaction and changes nothing outside the database
       (``on_abort`` is called when a job's work did not commit, to undo side effects).
@@ -120,10 +115,8 @@ class Writer:
         retry: RetryPolicy | None = None,
         max_batch: int = 64,
         maintenance: Maintenance | None = None,
-        after_batch: AfterBatch | None = None,
     ) -> None:
         self._engine = engine
-        self._after_batch = after_batch
         self._maintenance = maintenance
         self._maintenance_due = maintenance is not None
         self._dialect = dialect_of(engine)
@@ -233,21 +226,12 @@ class Writer:
                         break
                     batch.append(item)
                 self._run_batch(batch)
-                if self._after_batch is not None:
-                    self._told_after_batch()
                 if stop:
                     return
         finally:
             if self._connection is not None:
                 self._connection.close()
             self._fail_leftovers()
-
-    def _told_after_batch(self) -> None:
-        assert self._after_batch is not None
-        try:
-            self._after_batch()
-        except Exception:
-            log.warning("the writer's after-batch hook failed", exc_info=True)
 
     def _next_job(self) -> Any:
         """The next queued item; while none waits, the maintenance's work runs first."""
