@@ -76,10 +76,12 @@ class SessionWriter:
     _unindexed: list[dict[str, Any]] = field(default_factory=list)
     """The search rows of the nodes written since :meth:`index_written`."""
     now: str = field(default_factory=utc_now)
-    """The time of this transaction: every row it writes and every ``updated_at`` it sets.
+    """The time of this transaction: the ``created_at`` of the rows it adds live (recorded
+    history keeps its own) and every ``updated_at`` it sets.
 
-    Taken once: formatting the clock was ~5% of an append's writer time when each row took its
-    own, and rows committed together carry one instant (their seqs order them)."""
+    Taken once, under the write lock: formatting the clock was ~5% of the writer's job of an
+    append when each row took its own, and rows committed together carry one instant (their
+    seqs order them)."""
 
     @classmethod
     def open(
