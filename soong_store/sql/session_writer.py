@@ -75,6 +75,13 @@ class SessionWriter:
     _written: set[str] = field(default_factory=set)
     _unindexed: list[dict[str, Any]] = field(default_factory=list)
     """The search rows of the nodes written since :meth:`index_written`."""
+    now: str = field(default_factory=utc_now)
+    """The time of this transaction: the ``created_at`` of the rows it adds live (recorded
+    history keeps its own) and every ``updated_at`` it sets.
+
+    Taken once, under the write lock: formatting the clock was ~5% of the writer's job of an
+    append when each row took its own, and rows committed together carry one instant (their
+    seqs order them)."""
 
     @classmethod
     def open(
@@ -245,7 +252,7 @@ class SessionWriter:
             "content_json": op.content_json,
             "metadata_json": op.metadata_json,
             "token_count": op.token_count,
-            "created_at": utc_now(),
+            "created_at": self.now,
         }
         self._put_node(row)
         if root_agent:
@@ -282,7 +289,7 @@ class SessionWriter:
             "node_id": op.node_id,
             "tool_call_id": op.tool_call_id,
             "payload_json": op.payload_json,
-            "created_at": utc_now(),
+            "created_at": self.now,
         }
         self._db.execute(self._sql.insert_event, row)
         return row
@@ -329,7 +336,7 @@ class SessionWriter:
             "size_bytes": len(op.data),
             "summary": op.summary,
             "metadata_json": op.metadata_json,
-            "created_at": utc_now(),
+            "created_at": self.now,
         }
         self._db.execute(self._sql.insert_artifact, row)
         return row
@@ -359,7 +366,7 @@ class SessionWriter:
     def finish(self) -> None:
         """Index the nodes written, write back the session's and runs' changed columns."""
         self.index_written()
-        now = utc_now()
+        now = self.now
         if self._session_dirty:
             self._db.execute(
                 self._sql.move_session,
