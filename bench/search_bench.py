@@ -181,7 +181,8 @@ async def measure_indexing(appends: int, rounds: int, block: int = 25) -> dict[s
     beside it, under the same load of other processes. Wall time and process CPU time (the
     writer's thread included) are summed per side over ``rounds`` fresh pairs of homes; CPU
     time moves less with that load, and the bytes the process writes (WAL and checkpoints,
-    Linux's ``/proc/self/io``) not at all.
+    Linux's ``/proc/self/io``) not at all. Also the median over turns of the wall-time ratio
+    of the pair: a checkpoint's wait on the disk lands in one turn, and moves the sums more.
     """
     rng = random.Random(7)
     words = vocabulary(rng, 5_000)
@@ -189,6 +190,7 @@ async def measure_indexing(appends: int, rounds: int, block: int = 25) -> dict[s
     contents = [node_content(rng, words, i) for i in range(50)]
     units = max(1, appends // 50)
     totals: dict[str, float] = {}
+    pairs: dict[str, list[float]] = {}
     sides = ("with", "without")
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
@@ -206,6 +208,7 @@ async def measure_indexing(appends: int, rounds: int, block: int = 25) -> dict[s
                 turns = [("append", start) for start in range(0, appends, block)]
                 turns += [("unit50", i) for i in range(units)]
                 for n, (kind, arg) in enumerate(turns):
+                    spent_wall: dict[str, float] = {}
                     for side in sides if (n + r) % 2 == 0 else sides[::-1]:
                         with index_off() if side == "without" else _nothing():
                             t, c, w = time.perf_counter(), time.process_time(), _written()
@@ -220,6 +223,8 @@ async def measure_indexing(appends: int, rounds: int, block: int = 25) -> dict[s
                             ):
                                 key = f"{kind}_{clock}_{side}"
                                 totals[key] = totals.get(key, 0.0) + spent
+                            spent_wall[side] = time.perf_counter() - t
+                    pairs.setdefault(kind, []).append(spent_wall["with"] / spent_wall["without"])
     out: dict[str, float] = {}
     for kind, nodes in (("append", appends * rounds), ("unit50", 50 * units * rounds)):
         for clock in ("wall", "cpu"):
@@ -228,6 +233,7 @@ async def measure_indexing(appends: int, rounds: int, block: int = 25) -> dict[s
             out[f"{kind}_{clock}_with_index_us"] = with_index * 1e6
             out[f"{kind}_{clock}_without_index_us"] = without * 1e6
             out[f"{kind}_{clock}_ratio"] = with_index / without
+        out[f"{kind}_wall_ratio_median_of_turns"] = statistics.median(pairs[kind])
         if _written() >= 0:
             for side in sides:
                 out[f"{kind}_kb_written_{side}_index"] = (
