@@ -1,6 +1,7 @@
 """Search at scale: ``store.search`` beside the raw FTS5 query, indexing cost, index size.
 
-Run: ``python bench/search_bench.py [--sessions N] [--nodes N] [--queries N] [--appends N]``
+Run: ``python bench/search_bench.py [--sessions N] [--nodes N] [--queries N] [--appends N]
+[--only PART]`` (parts: search, size, indexing, layouts; ``--only indexing`` needs no home)
 (default 10,000 sessions of 50 nodes). The home is built once through the store's own write
 path and cached outside the repository (``--cache DIR``, default
 ``~/.cache/soong-store-bench/search-<sessions>x<nodes>``); later runs reuse it. Then, in one run:
@@ -181,8 +182,10 @@ async def measure_indexing(appends: int, rounds: int, block: int = 25) -> dict[s
     beside it, under the same load of other processes. Wall time and process CPU time (the
     writer's thread included) are summed per side over ``rounds`` fresh pairs of homes; CPU
     time moves less with that load, and the bytes the process writes (WAL and checkpoints,
-    Linux's ``/proc/self/io``) not at all. Also the median over turns of the wall-time ratio
-    of the pair: a checkpoint's wait on the disk lands in one turn, and moves the sums more.
+    Linux's ``/proc/self/io``) not at all. Each store first writes a block and a unit untimed
+    (its statements are compiled at their first use). Also the median over turns of the
+    wall-time ratio of the pair: a checkpoint's wait on the disk lands in one turn, and moves
+    the sums more.
     """
     rng = random.Random(7)
     words = vocabulary(rng, 5_000)
@@ -205,6 +208,11 @@ async def measure_indexing(appends: int, rounds: int, block: int = 25) -> dict[s
                     for k, v in stores.items()
                 }
 
+                for side, store in stores.items():  # statements compiled once per store
+                    with index_off() if side == "without" else _nothing():
+                        warm = (await store.create_session(cwd=tmp)).session_id
+                        await _appends(store, warm, texts[:block])
+                        await _unit(store, warm, contents)
                 turns = [("append", start) for start in range(0, appends, block)]
                 turns += [("unit50", i) for i in range(units)]
                 for n, (kind, arg) in enumerate(turns):
@@ -361,7 +369,14 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--layout-docs", type=int, default=100_000)
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument(
+        "--only", choices=PARTS, action="append", help="run this part alone (may repeat)"
+    )
     args = parser.parse_args()
+    parts = args.only or list(PARTS)
+    if parts == ["indexing"]:  # fresh homes only: no cached home needed
+        show({"indexing": await measure_indexing(args.appends, args.rounds)})
+        return
     cache = args.cache or Path.home() / ".cache" / "soong-store-bench"
     home = cache / f"search-{args.sessions}x{args.nodes}"
     if not (home / "built").exists():
@@ -376,12 +391,22 @@ async def main() -> None:
     sid = probe.execute("SELECT session_id FROM sessions ORDER BY session_id LIMIT 1").fetchone()[0]
     probe.close()
     mix = queries(random.Random(3), words, args.queries, sid)
-    results = {
-        "search": await measure_search(home, mix),
-        "size": measure_size(home),
-        "indexing": await measure_indexing(args.appends, args.rounds),
-        "layouts": measure_layouts(home, args.layout_docs, mix),
-    }
+    results: dict[str, dict[str, Any]] = {}
+    if "search" in parts:
+        results["search"] = await measure_search(home, mix)
+    if "size" in parts:
+        results["size"] = measure_size(home)
+    if "indexing" in parts:
+        results["indexing"] = await measure_indexing(args.appends, args.rounds)
+    if "layouts" in parts:
+        results["layouts"] = measure_layouts(home, args.layout_docs, mix)
+    show(results)
+
+
+PARTS = ("search", "size", "indexing", "layouts")
+
+
+def show(results: dict[str, dict[str, Any]]) -> None:
     for part, figures in results.items():
         print(f"{part}:")
         for key, value in figures.items():
