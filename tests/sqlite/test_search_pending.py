@@ -124,7 +124,7 @@ async def test_the_revision_notes_rows_of_a_database_indexed_row_by_row(tmp_path
         assert (await check_store(store)).ok
 
 
-async def test_a_library_without_fts5_writes_and_leaves_its_rows_noted(tmp_path: Path) -> None:
+async def test_a_library_without_fts5_writes_and_leaves_its_rows_waiting(tmp_path: Path) -> None:
     home = tmp_path / "home"
     async with SessionStore(home=home) as store:
         sid = (await store.create_session(cwd=".")).session_id
