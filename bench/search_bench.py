@@ -1,6 +1,7 @@
 """Search at scale: ``store.search`` beside the raw FTS5 query, indexing cost, index size.
 
-Run: ``python bench/search_bench.py [--sessions N] [--nodes N] [--queries N] [--appends N]``
+Run: ``python bench/search_bench.py [--sessions N] [--nodes N] [--queries N] [--appends N]
+[--only PART]`` (parts: search, size, indexing, layouts; ``--only indexing`` needs no home)
 (default 10,000 sessions of 50 nodes). The home is built once through the store's own write
 path and cached outside the repository (``--cache DIR``, default
 ``~/.cache/soong-store-bench/search-<sessions>x<nodes>``); later runs reuse it. Then, in one run:
@@ -9,10 +10,13 @@ path and cached outside the repository (``--cache DIR``, default
   common word, one rare word, two words, a quoted phrase, a word in one session), beside the
   median of the bare FTS5 statement for the same queries on a raw ``sqlite3`` connection to
   the same file (``MATCH`` + ``ORDER BY rank LIMIT 20``: no join, no snippet, no records),
-  and the median of half the mix narrowed to ``role="assistant"`` (a filter most nodes pass);
-- **indexing**: per node, ``append_node`` of a text node and units of work of 50 nodes, on a
-  fresh home, with the index and with the session writer's search rows made none, interleaved
-  in rounds (ratio of medians, of wall and of process CPU time);
+  the median of half the mix narrowed to ``role="assistant"`` (a filter most nodes pass), and
+  the medians of the mix's first ten common words alone, unfiltered and under each of
+  :data:`COMMON_FILTERS`;
+- **indexing**: per node, ``append_node`` of a text node and units of work of 50 nodes, with
+  the index and with the session writer's search rows made none, on two fresh homes open at
+  once that take turns by blocks of 25 appends or one unit (ratio of the sums, of wall and of
+  process CPU time, and the bytes written);
 - **size**: the pages of the index's tables (``dbstat``) against the whole file;
 - **layouts**: the same texts (the first ``--layout-docs`` of the index) indexed on raw
   ``sqlite3`` as external content (the store's choice) and as contentless FTS5, each in a fresh
@@ -136,10 +140,28 @@ async def measure_search(home: Path, mix: list[tuple[str, str | None]]) -> dict[
             t = time.perf_counter()
             await store.search(query, role="assistant")
             filtered.append(time.perf_counter() - t)
+        common = [query for i, (query, _sid) in enumerate(mix) if i % 5 == 0][:10]
+        narrowed: dict[str, list[float]] = {}
+        for name, kwargs in COMMON_FILTERS.items():
+            for query in common:
+                t = time.perf_counter()
+                await store.search(query, **kwargs)
+                narrowed.setdefault(name, []).append(time.perf_counter() - t)
     raw.close()
+    common_ms = {f"common_{name}_ms": median_ms(times) for name, times in narrowed.items()}
     return {"search_ms": median_ms(store_times), "raw_fts5_ms": median_ms(raw_times),
             "search_p90_ms": statistics.quantiles(store_times, n=10)[-1] * 1000,
-            "search_role_filter_ms": median_ms(filtered)}  # fmt: skip
+            "search_role_filter_ms": median_ms(filtered), **common_ms}  # fmt: skip
+
+
+COMMON_FILTERS: dict[str, dict[str, str]] = {
+    "unfiltered": {},
+    "role_assistant": {"role": "assistant"},
+    "node_type_message": {"node_type": "message"},
+    "agent_type_sub": {"agent_type": "sub"},
+}
+"""Filters of the common-word figures: none, two that most rows pass, one that none passes
+(the home has no sub-agents): a filtered search joins every match before filtering."""
 
 
 @contextmanager
@@ -152,58 +174,91 @@ def index_off() -> Iterator[None]:
         session_writer.search_row = real  # type: ignore[assignment]
 
 
-async def measure_indexing(appends: int, rounds: int) -> dict[str, float]:
+async def measure_indexing(appends: int, rounds: int, block: int = 25) -> dict[str, float]:
     """Per node: ``append_node`` one at a time, and units of work of 50 nodes, with and without.
 
-    Wall time and process CPU time (the writer's thread included) of each; CPU time moves less
-    with the load of other processes on a shared machine, and the bytes the process writes
-    (WAL and checkpoints, Linux's ``/proc/self/io``) not at all.
+    Both homes are open at once and take turns, ``block`` appends (or one unit) at a time, the
+    side going first alternating: each block with the index has a block without it run right
+    beside it, under the same load of other processes. Wall time and process CPU time (the
+    writer's thread included) are summed per side over ``rounds`` fresh pairs of homes; CPU
+    time moves less with that load, and the bytes the process writes (WAL and checkpoints,
+    Linux's ``/proc/self/io``) not at all. Each store first writes a block and a unit untimed
+    (its statements are compiled at their first use). Also the median over turns of the
+    wall-time ratio of the pair: a checkpoint's wait on the disk lands in one turn, and moves
+    the sums more.
     """
     rng = random.Random(7)
     words = vocabulary(rng, 5_000)
     texts = [sentence(rng, words, 10, 60) for _ in range(appends)]
     contents = [node_content(rng, words, i) for i in range(50)]
-    wall: dict[str, list[float]] = {}
-    cpu: dict[str, list[float]] = {}
-    written: dict[str, list[float]] = {}
+    units = max(1, appends // 50)
+    totals: dict[str, float] = {}
+    pairs: dict[str, list[float]] = {}
+    sides = ("with", "without")
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
-            for side in ["with", "without"] if r % 2 == 0 else ["without", "with"]:
-                home = Path(tmp) / f"{side}{r}"
-                async with SessionStore(home=home) as store:
-                    sid = (await store.create_session(cwd=tmp)).session_id
-                    units = [(await store.create_session(cwd=tmp)).session_id
-                             for _ in range(max(1, appends // 50))]  # fmt: skip
+            async with (
+                SessionStore(home=Path(tmp) / f"with{r}") as with_store,
+                SessionStore(home=Path(tmp) / f"without{r}") as without_store,
+            ):
+                stores = dict(zip(sides, (with_store, without_store), strict=True))
+                sid = {k: (await v.create_session(cwd=tmp)).session_id for k, v in stores.items()}
+                unit_sids = {
+                    k: [(await v.create_session(cwd=tmp)).session_id for _ in range(units)]
+                    for k, v in stores.items()
+                }
+
+                for side, store in stores.items():  # statements compiled once per store
                     with index_off() if side == "without" else _nothing():
-                        t, c, w = time.perf_counter(), time.process_time(), _written()
-                        for body in texts:
-                            await store.append_node(sid, "user", "message",
-                                                    [{"type": "text", "text": body}])  # fmt: skip
-                        _add(wall, cpu, f"append_{side}", t, c, appends)
-                        written.setdefault(f"append_{side}", []).append((_written() - w) / appends)
-                        t, c, w = time.perf_counter(), time.process_time(), _written()
-                        for unit in units:
-                            async with store.transaction(unit) as tx:
-                                for role, content in contents:
-                                    tx.add_node(role, "message", content)
-                        _add(wall, cpu, f"unit50_{side}", t, c, 50 * len(units))
-                        written.setdefault(f"unit50_{side}", []).append(
-                            (_written() - w) / (50 * len(units))
-                        )
+                        warm = (await store.create_session(cwd=tmp)).session_id
+                        await _appends(store, warm, texts[:block])
+                        await _unit(store, warm, contents)
+                turns = [("append", start) for start in range(0, appends, block)]
+                turns += [("unit50", i) for i in range(units)]
+                for n, (kind, arg) in enumerate(turns):
+                    spent_wall: dict[str, float] = {}
+                    for side in sides if (n + r) % 2 == 0 else sides[::-1]:
+                        with index_off() if side == "without" else _nothing():
+                            t, c, w = time.perf_counter(), time.process_time(), _written()
+                            if kind == "append":
+                                await _appends(stores[side], sid[side], texts[arg : arg + block])
+                            else:
+                                await _unit(stores[side], unit_sids[side][arg], contents)
+                            for clock, spent in (
+                                ("wall", time.perf_counter() - t),
+                                ("cpu", time.process_time() - c),
+                                ("written", float(_written() - w)),
+                            ):
+                                key = f"{kind}_{clock}_{side}"
+                                totals[key] = totals.get(key, 0.0) + spent
+                            spent_wall[side] = time.perf_counter() - t
+                    pairs.setdefault(kind, []).append(spent_wall["with"] / spent_wall["without"])
     out: dict[str, float] = {}
-    for kind in ("append", "unit50"):
-        for clock, samples in (("wall", wall), ("cpu", cpu)):
-            with_index = statistics.median(samples[f"{kind}_with"])
-            without = statistics.median(samples[f"{kind}_without"])
+    for kind, nodes in (("append", appends * rounds), ("unit50", 50 * units * rounds)):
+        for clock in ("wall", "cpu"):
+            with_index = totals[f"{kind}_{clock}_with"] / nodes
+            without = totals[f"{kind}_{clock}_without"] / nodes
             out[f"{kind}_{clock}_with_index_us"] = with_index * 1e6
             out[f"{kind}_{clock}_without_index_us"] = without * 1e6
             out[f"{kind}_{clock}_ratio"] = with_index / without
+        out[f"{kind}_wall_ratio_median_of_turns"] = statistics.median(pairs[kind])
         if _written() >= 0:
-            for side in ("with", "without"):
+            for side in sides:
                 out[f"{kind}_kb_written_{side}_index"] = (
-                    statistics.median(written[f"{kind}_{side}"]) / 1024
+                    totals[f"{kind}_written_{side}"] / nodes / 1024
                 )
     return out
+
+
+async def _appends(store: SessionStore, sid: str, bodies: list[str]) -> None:
+    for body in bodies:
+        await store.append_node(sid, "user", "message", [{"type": "text", "text": body}])
+
+
+async def _unit(store: SessionStore, sid: str, contents: list[tuple[str, Any]]) -> None:
+    async with store.transaction(sid) as tx:
+        for role, content in contents:
+            tx.add_node(role, "message", content)
 
 
 def _written() -> int:
@@ -216,13 +271,6 @@ def _written() -> int:
     except OSError:
         pass
     return -1
-
-
-def _add(
-    wall: dict[str, list[float]], cpu: dict[str, list[float]], key: str, t: float, c: float, n: int
-) -> None:
-    wall.setdefault(key, []).append((time.perf_counter() - t) / n)
-    cpu.setdefault(key, []).append((time.process_time() - c) / n)
 
 
 @contextmanager
@@ -321,7 +369,14 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--layout-docs", type=int, default=100_000)
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument(
+        "--only", choices=PARTS, action="append", help="run this part alone (may repeat)"
+    )
     args = parser.parse_args()
+    parts = args.only or list(PARTS)
+    if parts == ["indexing"]:  # fresh homes only: no cached home needed
+        show({"indexing": await measure_indexing(args.appends, args.rounds)})
+        return
     cache = args.cache or Path.home() / ".cache" / "soong-store-bench"
     home = cache / f"search-{args.sessions}x{args.nodes}"
     if not (home / "built").exists():
@@ -336,12 +391,22 @@ async def main() -> None:
     sid = probe.execute("SELECT session_id FROM sessions ORDER BY session_id LIMIT 1").fetchone()[0]
     probe.close()
     mix = queries(random.Random(3), words, args.queries, sid)
-    results = {
-        "search": await measure_search(home, mix),
-        "size": measure_size(home),
-        "indexing": await measure_indexing(args.appends, args.rounds),
-        "layouts": measure_layouts(home, args.layout_docs, mix),
-    }
+    results: dict[str, dict[str, Any]] = {}
+    if "search" in parts:
+        results["search"] = await measure_search(home, mix)
+    if "size" in parts:
+        results["size"] = measure_size(home)
+    if "indexing" in parts:
+        results["indexing"] = await measure_indexing(args.appends, args.rounds)
+    if "layouts" in parts:
+        results["layouts"] = measure_layouts(home, args.layout_docs, mix)
+    show(results)
+
+
+PARTS = ("search", "size", "indexing", "layouts")
+
+
+def show(results: dict[str, dict[str, Any]]) -> None:
     for part, figures in results.items():
         print(f"{part}:")
         for key, value in figures.items():

@@ -50,7 +50,7 @@ __all__ = [
     "upgrade_pairs",
 ]
 
-HEAD_REVISION: Final = "0005"
+HEAD_REVISION: Final = "0006"
 """The newest revision in ``migrations/`` (a test keeps the two equal).
 
 Knowing it without Alembic lets a store open a database that is already at head without

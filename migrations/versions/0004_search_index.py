@@ -31,6 +31,14 @@ depends_on: str | Sequence[str] | None = None
 
 _log = logging.getLogger("alembic.runtime.migration")
 _BATCH = 500
+_TRIGGERS = (
+    "CREATE TRIGGER search_text_ai AFTER INSERT ON search_text BEGIN "
+    "INSERT INTO search_fts(rowid, body) VALUES (new.doc_id, new.body); END",
+    "CREATE TRIGGER search_text_ad AFTER DELETE ON search_text BEGIN "
+    "INSERT INTO search_fts(search_fts, rowid, body) VALUES ('delete', old.doc_id, old.body); "
+    "END",
+)
+"""This revision's triggers (every row indexed at its insert); later revisions replace them."""
 
 
 def upgrade() -> None:
@@ -51,9 +59,8 @@ def upgrade() -> None:
     connection = op.get_bind()
     _backfill(connection)
     if connection.dialect.name == "sqlite" and fts5.has_fts5(connection):
-        for statement in fts5.CREATE:
+        for statement in (fts5.TABLE, fts5.REBUILD, *_TRIGGERS):
             connection.exec_driver_sql(statement)
-        connection.exec_driver_sql(fts5.REBUILD)
     if connection.dialect.name == "postgresql":
         connection.exec_driver_sql(
             f"CREATE INDEX ix_search_text_tsv ON search_text USING gin ({PG_VECTOR})"

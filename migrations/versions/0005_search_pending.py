@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from soong_store.search import fts5, pending
+from soong_store.search import fts5
 
 revision: str = "0005"
 down_revision: str | Sequence[str] | None = "0004"
@@ -36,6 +36,24 @@ _TRIGGERS_0004 = (
 )
 
 
+_PENDING = "CREATE TABLE IF NOT EXISTS search_pending (doc_id INTEGER PRIMARY KEY)"
+_TRIGGERS = (
+    "CREATE TRIGGER search_text_ai AFTER INSERT ON search_text BEGIN "
+    "INSERT INTO search_pending(doc_id) VALUES (new.doc_id); END",
+    "CREATE TRIGGER search_text_ad AFTER DELETE ON search_text BEGIN "
+    "INSERT INTO search_fts(search_fts, rowid, body) SELECT 'delete', old.doc_id, old.body "
+    "WHERE NOT EXISTS (SELECT 1 FROM search_pending WHERE doc_id = old.doc_id); "
+    "DELETE FROM search_pending WHERE doc_id = old.doc_id; END",
+)
+"""This revision's shape: a trigger notes each inserted row, a delete drops its note."""
+_CATCH_UP = (
+    "INSERT INTO search_fts(rowid, body) SELECT t.doc_id, t.body FROM search_pending AS p "
+    "JOIN search_text AS t ON t.doc_id = p.doc_id ORDER BY p.doc_id",
+    "DELETE FROM search_pending",
+)
+"""Takes the noted rows into the index (this revision's catch-up)."""
+
+
 def _indexed(connection: sa.Connection) -> bool:
     if connection.dialect.name != "sqlite":
         return False
@@ -49,7 +67,7 @@ def upgrade() -> None:
     connection = op.get_bind()
     if not _indexed(connection):
         return
-    for statement in (*_DROP_TRIGGERS, fts5.PENDING, *fts5.TRIGGERS):
+    for statement in (*_DROP_TRIGGERS, _PENDING, *_TRIGGERS):
         connection.exec_driver_sql(statement)
 
 
@@ -57,6 +75,5 @@ def downgrade() -> None:
     connection = op.get_bind()
     if not _indexed(connection):
         return
-    pending.catch_up(connection)
-    for statement in (*_DROP_TRIGGERS, f"DROP TABLE {pending.PENDING_TABLE}", *_TRIGGERS_0004):
+    for statement in (*_CATCH_UP, *_DROP_TRIGGERS, "DROP TABLE search_pending", *_TRIGGERS_0004):
         connection.exec_driver_sql(statement)

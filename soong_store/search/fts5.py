@@ -1,10 +1,10 @@
 """Search on SQLite: an FTS5 index over ``search_text`` as external content.
 
 ``search_fts`` indexes ``search_text.body`` (its rows are ``search_text.doc_id``) and stores no
-copy of the text: snippets and the ``delete`` of a row read it from ``search_text``. Triggers
-note every row inserted into ``search_text`` in ``search_pending``, in the node's transaction,
-and the index takes the noted rows in by batches before any search or check reads it
-(:mod:`~soong_store.search.pending`); a delete takes its row out in the same transaction.
+copy of the text: snippets and the ``delete`` of a row read it from ``search_text``. The rows
+above the mark in ``search_mark`` wait for the index, which takes them in by batches before any
+search or check reads it (:mod:`~soong_store.search.pending`); a trigger takes a deleted row out
+in the same transaction.
 ``search_text`` is never updated. Why external content rather than contentless: the figures
 are in ``docs/search.md``.
 
@@ -25,38 +25,42 @@ from soong_store.backends.base import dialect_of
 from soong_store.errors import StorageError
 from soong_store.search import pending
 from soong_store.search.index import Filters
-from soong_store.search.pending import PENDING_TABLE
+from soong_store.search.pending import LAST_ROW, MARK_TABLE
 from soong_store.search.query import SearchQuery, fts5_string
 
 FTS_TABLE: Final = "search_fts"
 SNIPPET_TOKENS = 12
 
+TABLE: Final = (
+    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(body, content='search_text', "
+    "content_rowid='doc_id', tokenize='unicode61 remove_diacritics 2')"
+)
+"""The index itself (every revision's shape has it as revision 0004 created it)."""
 TRIGGERS: Final = (
-    "CREATE TRIGGER search_text_ai AFTER INSERT ON search_text BEGIN "
-    f"INSERT INTO {PENDING_TABLE}(doc_id) VALUES (new.doc_id); END",
     "CREATE TRIGGER search_text_ad AFTER DELETE ON search_text BEGIN "
     f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, body) SELECT 'delete', old.doc_id, old.body "
-    f"WHERE NOT EXISTS (SELECT 1 FROM {PENDING_TABLE} WHERE doc_id = old.doc_id); "
-    f"DELETE FROM {PENDING_TABLE} WHERE doc_id = old.doc_id; END",
+    f"FROM {MARK_TABLE} WHERE old.doc_id <= indexed_upto; "
+    f"UPDATE {MARK_TABLE} SET indexed_upto = {LAST_ROW} WHERE indexed_upto > {LAST_ROW}; END",
 )
-PENDING: Final = f"CREATE TABLE IF NOT EXISTS {PENDING_TABLE} (doc_id INTEGER PRIMARY KEY)"
-CREATE: Final = (
-    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(body, content='search_text', "
-    "content_rowid='doc_id', tokenize='unicode61 remove_diacritics 2')",
-    PENDING,
-    *TRIGGERS,
+MARK: Final = (
+    f"CREATE TABLE {MARK_TABLE} (indexed_upto INTEGER NOT NULL)",
+    f"INSERT INTO {MARK_TABLE}(indexed_upto) VALUES (0)",
 )
-"""The index, its list of rows not taken in yet, and the triggers (:mod:`.pending`).
+CREATE: Final = (TABLE, *MARK, *TRIGGERS)
+"""The index, its mark and its trigger (:mod:`.pending`), as the newest revision has them.
 
-An insert notes the row; a delete takes the row out of the index if it was taken in (external
-content: FTS5 deletes by the text it indexed, which ``old.body`` still is) and drops its note.
-Revision 0004 runs these, then :data:`REBUILD`; revision 0005 brings 0004's triggers to these.
+No trigger on insert: a row above the mark waits. A delete takes the row out of the index if
+it was taken in (external content: FTS5 deletes by the text it indexed, which ``old.body``
+still is), then keeps the mark at or below the largest row left, so that a new row, which takes
+the largest ``doc_id`` plus one, lands above it. Revision 0006 brings 0005's shape to this one;
+a later revision that changes it keeps its own copy of these statements for its downgrade.
 """
 REBUILD: Final = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')"
 DROP: Final = (
     "DROP TRIGGER IF EXISTS search_text_ad",
     "DROP TRIGGER IF EXISTS search_text_ai",
-    f"DROP TABLE IF EXISTS {PENDING_TABLE}",
+    f"DROP TABLE IF EXISTS {MARK_TABLE}",
+    "DROP TABLE IF EXISTS search_pending",
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
 )
 UPGRADE_HINT: Final = "soong-store upgrade"
@@ -94,9 +98,8 @@ def build_missing_index(connection: Connection) -> bool:
         return False
     if _has_table(connection, FTS_TABLE) or not _has_table(connection, "search_text"):
         return False
-    for statement in CREATE:
+    for statement in (*CREATE, REBUILD, pending.MOVE_MARK):
         connection.exec_driver_sql(statement)
-    connection.exec_driver_sql(REBUILD)
     return True
 
 
@@ -231,7 +234,7 @@ class FTS5Search:
     def index_problems(self, connection: Connection) -> list[str]:
         """FTS5's ``integrity-check`` of the index against ``search_text`` (none without FTS5).
 
-        The rows noted but not yet taken in are taken in first: the check compares the index
+        The rows waiting are taken in first: the check compares the index
         with every row of ``search_text``.
         """
         if not has_fts5(connection):
@@ -248,15 +251,15 @@ class FTS5Search:
         return []
 
     def noted(self, connection: Connection, count: int) -> None:
-        """Rows were noted for the index: at enough of them, take them in (:mod:`.pending`)."""
+        """Rows were inserted: at enough of them, take them into the index (:mod:`.pending`)."""
         pending.noted(connection, count)
 
     def behind(self, connection: Connection) -> bool:
-        """Whether ``search_pending`` holds rows the index has not taken in."""
+        """Whether ``search_text`` has rows above the index's mark."""
         return pending.behind(connection)
 
     def catch_up(self, connection: Connection) -> None:
-        """Take the noted rows into the index in one statement (one segment)."""
+        """Take the waiting rows into the index in one statement (one segment)."""
         pending.catch_up(connection)
 
 

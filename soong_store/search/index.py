@@ -154,9 +154,10 @@ def search_row(session_id: str, row: dict[str, Any]) -> dict[str, Any] | None:
 def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert the :func:`search_row` rows of a transaction's nodes, in that transaction.
 
-    One statement per :data:`_CHUNK` rows rather than one per node. On SQLite the rows are
-    noted for FTS5 and taken into its index by batches (:mod:`~soong_store.search.pending`),
-    so that a lone node's commit does not write a segment of FTS5's index of its own.
+    One statement per :data:`_CHUNK` rows rather than one per node. On SQLite the rows wait
+    above FTS5's mark and are taken into its index by batches
+    (:mod:`~soong_store.search.pending`), so that a lone node's commit does not write a
+    segment of FTS5's index of its own.
     """
     for start in range(0, len(rows), _CHUNK):
         chunk = rows[start : start + _CHUNK]
