@@ -20,6 +20,7 @@ both hold the same 64-bit range (PostgreSQL's ``INTEGER`` stops at 2**31 - 1).
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -37,6 +38,8 @@ from soong_store.model.enums import AgentStatus, AgentType, EndReason, RunStatus
 
 INTEGER = Integer().with_variant(BigInteger(), "postgresql")
 """A 64-bit integer column on every backend."""
+
+_T = TypeVar("_T")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -57,12 +60,19 @@ metadata = MetaData(naming_convention=NAMING_CONVENTION)
 """The global tables, with a naming convention Alembic can rely on."""
 
 
+def _named(column: Column[_T], name: str) -> Column[_T]:
+    # A plain ``str`` name, not the ``quoted_name`` ``Column(name)`` makes: rows read from these
+    # tables are keyed by it, and orjson refuses a ``str`` subclass as a key (an export).
+    column.name = column.key = name
+    return column
+
+
 def _text(name: str, *args: ForeignKey, nullable: bool = False, key: bool = False) -> Column[str]:
-    return Column(name, Text, *args, nullable=nullable, primary_key=key)
+    return _named(Column(Text, *args, nullable=nullable, primary_key=key), name)
 
 
 def _int(name: str, *, nullable: bool = False, wide: bool = True) -> Column[int]:
-    return Column(name, INTEGER if wide else Integer(), nullable=nullable)
+    return _named(Column(INTEGER if wide else Integer(), nullable=nullable), name)
 
 
 def _deferred(target: str) -> ForeignKey:
