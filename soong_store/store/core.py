@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
@@ -38,9 +38,11 @@ from soong_store.model.ids import check_session_id
 from soong_store.ops import check_bound
 from soong_store.runtime import StoreRuntime
 from soong_store.sql.cache import PathCache
-from soong_store.tasks.registry import TaskDags
-from soong_store.uow import UnitOfWork
-from soong_store.writer import Prerequisite
+
+if TYPE_CHECKING:  # imported by the first unit of work and the first task DAG
+    from soong_store.tasks.registry import TaskDags
+    from soong_store.uow import UnitOfWork
+    from soong_store.writer import Prerequisite
 
 T = TypeVar("T")
 
@@ -85,8 +87,17 @@ class StoreCore:
         )
         self._files = ArtifactFiles(self.home / "artifacts")
         self._runtime = StoreRuntime(self.home, self._backend, self._files)
-        self._tasks = TaskDags()
+        self._task_dags: TaskDags | None = None
         self._paths = PathCache()
+
+    @property
+    def _tasks(self) -> TaskDags:
+        """The task DAGs handed out, made with the first (a store that never asks imports none)."""
+        if self._task_dags is None:
+            from soong_store.tasks.registry import TaskDags
+
+            self._task_dags = TaskDags()
+        return self._task_dags
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -106,8 +117,10 @@ class StoreCore:
 
     async def close(self) -> None:
         """Finish task appends and queued writes, then release the connections (twice is fine)."""
-        if self._runtime.is_open and self._runtime.in_own_process:
-            await self._tasks.close(self._runtime.generation)
+        # No DAG handed out yet: none can be after this line, the runtime stops being open first.
+        dags = self._task_dags
+        if dags is not None and self._runtime.is_open and self._runtime.in_own_process:
+            await dags.close(self._runtime.generation)
         await self._runtime.close()
 
     def _write(
@@ -124,6 +137,8 @@ class StoreCore:
     @asynccontextmanager
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
         """A unit of work: the nodes and events added in the block commit together or not at all."""
+        from soong_store.uow import UnitOfWork
+
         sid = check_session_id(session_id)
         self._runtime.check_process()
         if not self._runtime.is_open:
