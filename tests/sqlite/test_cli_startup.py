@@ -28,9 +28,22 @@ PROBE = """
 import sys
 from soong_store.cli import main
 code = main(["--home", sys.argv[1], *sys.argv[2:]])
-loaded = [name for name in ("alembic", "soong_store.transfer") if name in sys.modules]
+loaded = [name for name in {names!r} if name in sys.modules]
 print("exit", code, "loaded:", *loaded)
 """
+
+WRITE_SIDE = (
+    "sqlalchemy.orm",
+    "soong_store.importers",
+    "soong_store.writer",
+    "soong_store.uow",
+    "soong_store.sql.writes",
+    "soong_store.sql.session_writer",
+    "soong_store.sql.fork",
+    "soong_store.search.run",
+    "soong_store.tasks.wal",
+)
+"""What a listing of sessions has no use for: the ORM, importers, write side and task WAL."""
 
 
 def writer_threads() -> int:
@@ -77,16 +90,36 @@ def test_read_commands_start_no_writer_a_write_command_does(
     assert "no active node now" in capsys.readouterr().out
 
 
-def test_sessions_in_a_new_process_loads_neither_alembic_nor_the_transfer(home: Path) -> None:
-    asyncio.run(made(home, 2))
+def loaded_by(home: Path, names: tuple[str, ...], *command: str) -> list[str]:
+    """Which of ``names`` a new process running the command has imported (it must exit 0)."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(home), "sessions"],
+        [sys.executable, "-c", PROBE.format(names=names), str(home), *command],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1].split() == ["exit", "0", "loaded:"]
+    last = done.stdout.splitlines()[-1].split()
+    assert last[:3] == ["exit", "0", "loaded:"], done.stdout
+    return last[3:]
+
+
+def test_sessions_in_a_new_process_loads_neither_alembic_nor_the_transfer(home: Path) -> None:
+    asyncio.run(made(home, 2))
+    assert loaded_by(home, ("alembic", "soong_store.transfer"), "sessions") == []
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_sessions_in_a_new_process_loads_no_orm_nor_the_write_side(home: Path, json: bool) -> None:
+    asyncio.run(made(home, 2))
+    assert loaded_by(home, WRITE_SIDE, "sessions", *(["--json"] if json else [])) == []
+
+
+def test_a_write_command_in_a_new_process_loads_the_write_side_it_uses(home: Path) -> None:
+    sid = asyncio.run(made(home, 1))[0]
+    loaded = loaded_by(home, WRITE_SIDE, "switch", sid, "--none")
+    assert "soong_store.writer" in loaded and "soong_store.sql.writes" in loaded
+    assert "sqlalchemy.orm" not in loaded
 
 
 def test_sessions_on_a_home_at_an_older_revision_upgrades_it(
