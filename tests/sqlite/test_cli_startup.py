@@ -41,9 +41,10 @@ WRITE_SIDE = (
     "soong_store.sql.session_writer",
     "soong_store.sql.fork",
     "soong_store.search.run",
+    "soong_store.model.search",
     "soong_store.tasks.wal",
 )
-"""What a listing of sessions has no use for: the ORM, importers, write side and task WAL."""
+"""What a listing of sessions has no use for: the ORM, importers, write side, search, task WAL."""
 
 
 def writer_threads() -> int:
