@@ -197,3 +197,35 @@ async def test_a_store_closed_before_any_write_reopens_and_writes(home: Path) ->
         node = await store.append_node(sid, "user", "message", text("after reopening"))
         assert node.node_seq == 2
         assert runtime_of(store).generation == 2
+
+
+GC_PROBE = """
+import gc, sys
+from soong_store import __main__, cli
+home = sys.argv[1]
+if sys.argv[2] == "console":
+    sys.argv = ["soong-store", "--home", home, "sessions"]
+    code = __main__.main()
+else:
+    code = cli.main(["--home", home, "sessions"])
+print("exit", code, "frozen", gc.get_freeze_count(), "collecting", gc.isenabled())
+"""
+
+
+@pytest.mark.parametrize("entry", ["console", "in-process"])
+def test_only_the_console_script_freezes_what_its_command_imports(home: Path, entry: str) -> None:
+    asyncio.run(made(home, 2))
+    done = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, str(home), entry],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.splitlines()[-1].split()
+    assert words[:2] == ["exit", "0"] and words[-2:] == ["collecting", "True"], done.stdout
+    frozen = int(words[3])
+    if entry == "console":
+        assert frozen > 10_000  # SQLAlchemy, Pydantic and the store's modules
+    else:
+        assert frozen == 0  # a caller's own objects are never frozen behind its back
