@@ -12,6 +12,7 @@ change with it.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -88,16 +89,25 @@ class StoreCore:
         self._files = ArtifactFiles(self.home / "artifacts")
         self._runtime = StoreRuntime(self.home, self._backend, self._files)
         self._task_dags: TaskDags | None = None
+        self._tasks_lock = threading.Lock()
+        self._tasks_closed: int | None = None
         self._paths = PathCache()
 
     @property
     def _tasks(self) -> TaskDags:
-        """The task DAGs handed out, made with the first (a store that never asks imports none)."""
-        if self._task_dags is None:
-            from soong_store.tasks.registry import TaskDags
+        """The task DAGs handed out, made at the first ask (a store that never asks imports none).
 
-            self._task_dags = TaskDags()
-        return self._task_dags
+        Raises:
+            StoreClosed: the close of this open found none made (so none may be made now).
+        """
+        with self._tasks_lock:
+            if self._task_dags is None:
+                if self._tasks_closed == self._runtime.generation:
+                    raise StoreClosed("the store is closed")
+                from soong_store.tasks.registry import TaskDags
+
+                self._task_dags = TaskDags()
+            return self._task_dags
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -117,10 +127,14 @@ class StoreCore:
 
     async def close(self) -> None:
         """Finish task appends and queued writes, then release the connections (twice is fine)."""
-        # No DAG handed out yet: none can be after this line, the runtime stops being open first.
-        dags = self._task_dags
-        if dags is not None and self._runtime.is_open and self._runtime.in_own_process:
-            await dags.close(self._runtime.generation)
+        if self._runtime.is_open and self._runtime.in_own_process:
+            generation = self._runtime.generation
+            with self._tasks_lock:  # a thread asking for its first DAG meanwhile is refused
+                dags = self._task_dags
+                if dags is None:
+                    self._tasks_closed = generation
+            if dags is not None:
+                await dags.close(generation)
         await self._runtime.close()
 
     def _write(
