@@ -4,10 +4,15 @@ Four commands, each a new process, rounds rotating their order: the interpreter 
 (``python -c pass``, the floor every other line stands on), ``python -c "import soong_store"``,
 ``soong-store --help`` and ``soong-store --home H sessions`` on a home of many sessions. The
 console script is the one installed beside the bench's Python (else ``python -m soong_store``).
+
+The package's bytecode is compiled first, as installing a wheel does: a source tree run with
+``PYTHONDONTWRITEBYTECODE`` set would otherwise compile every module of the package in every
+process timed.
 """
 
 from __future__ import annotations
 
+import compileall
 import shutil
 import subprocess
 import sys
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from _harness import Figure, compare, interleave, median
 
+import soong_store
 from soong_store import SessionStore
 
 
@@ -26,6 +32,11 @@ def _cli() -> list[str]:
         return [str(script)]
     found = shutil.which("soong-store")
     return [found] if found else [sys.executable, "-m", "soong_store"]
+
+
+def _compiled() -> bool:
+    """The package's modules compiled to ``__pycache__`` (those already current are left as is)."""
+    return bool(compileall.compile_dir(Path(soong_store.__file__).parent, quiet=1))
 
 
 def _wall(command: list[str], samples: int) -> float:
@@ -39,6 +50,8 @@ def _wall(command: list[str], samples: int) -> float:
 
 async def startup(rounds: int, sessions: int, samples: int, log: list[str]) -> list[Figure]:
     """Import, ``--help`` and ``sessions`` at ``sessions`` sessions, as new processes."""
+    if not _compiled():
+        log.append("  start-up: some modules of the package did not compile to bytecode")
     with tempfile.TemporaryDirectory(prefix="soong-bench-") as tmp:
         home = Path(tmp) / "home"
         begin = time.perf_counter()

@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 from soong_store.backends import default_url
 from soong_store.backends.base import dialect_of, open_backend
 from soong_store.schema.catalog import is_session_table
-from soong_store.schema.models import Base
+from soong_store.schema.models import metadata
 from soong_store.search.index import is_search_table
 
 config = context.config
@@ -50,7 +50,7 @@ def _url() -> str:
 def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=Base.metadata,
+        target_metadata=metadata,
         include_name=include_name,
         render_as_batch=dialect_of(connection).alters_by_rebuild,
         compare_type=True,
@@ -61,7 +61,7 @@ def run_migrations_offline() -> None:
     """Print the SQL of the migrations instead of running them (``alembic upgrade --sql``)."""
     context.configure(
         url=_url(),
-        target_metadata=Base.metadata,
+        target_metadata=metadata,
         include_name=include_name,
         render_as_batch=True,
         literal_binds=True,

@@ -12,7 +12,7 @@ from soong_store.cli import main as cli_main
 
 def main() -> int:
     """Run the command line with ``sys.argv``; return its exit status (0, 1 damage, 2 bad input)."""
-    return cli_main()
+    return cli_main(whole_process=True)
 
 
 if __name__ == "__main__":

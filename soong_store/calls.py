@@ -5,6 +5,10 @@ does lives here. Each ``*_job`` function checks its arguments (raising
 :class:`~soong_store.errors.InvalidArgument` before anything is queued) and returns the job a
 reader or the writer runs on a connection. The coroutines at the end are the calls that take
 more than one step (files beside rows, a read before a write).
+
+Only what a read of sessions needs is imported with this module: the modules of writes, forks,
+search, garbage collection and task DAGs are imported by the calls that use them, so that a
+command of the CLI that only lists sessions does not pay for them.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import os
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
 
@@ -39,19 +43,18 @@ from soong_store.model.records import (
     RunRecord,
     SessionRecord,
 )
-from soong_store.model.search import SearchHit
-from soong_store.ops import Op, artifacts_of, check_bound, check_integer
+from soong_store.ops import artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.runtime import StoreRuntime
-from soong_store.search import run as search_run
-from soong_store.search.index import Filters
-from soong_store.search.query import parse_query
-from soong_store.sql import fork, reads, writes
-from soong_store.sql.file_jobs import named_paths, remove_unreferenced
-from soong_store.tasks.registry import TaskDags
-from soong_store.tasks.wal import Listener, TaskDag, task_root, task_wal_path
-from soong_store.uow import Committed, apply_ops
-from soong_store.writer import Prerequisite
+from soong_store.sql import reads
+
+if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
+    from soong_store.model.search import SearchHit
+    from soong_store.ops import Op
+    from soong_store.tasks.registry import TaskDags
+    from soong_store.tasks.wal import Listener, TaskDag
+    from soong_store.uow import Committed
+    from soong_store.writer import Prerequisite
 
 T = TypeVar("T")
 Job = Callable[[Connection], T]
@@ -73,6 +76,8 @@ def check_lock_wait(value: object) -> float:
 
 def create_session_job(cwd: object, metadata: Any, root_agent_type: object) -> Job[SessionRecord]:
     """``cwd`` made absolute (task logs must be found from any directory), a root agent type."""
+    from soong_store.sql import writes
+
     if not isinstance(cwd, str | os.PathLike):
         raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
     cwd_text = os.path.abspath(codec.check_text(os.fspath(cwd), "cwd"))
@@ -117,6 +122,8 @@ def create_agent_job(
     metadata: Any,
 ) -> Job[AgentRecord]:
     """A ``sub`` or ``fork`` agent's row."""
+    from soong_store.sql import writes
+
     return partial(
         writes.create_agent,
         session_id=check_session_id(session_id),
@@ -132,6 +139,8 @@ def update_agent_job(
     agent_id: object, status: object, result: Any, metadata: Any
 ) -> Job[AgentRecord]:
     """An agent's new status, result or metadata."""
+    from soong_store.sql import writes
+
     return partial(
         writes.update_agent,
         agent_id=check_id(agent_id, "agent"),
@@ -145,6 +154,8 @@ def start_run_job(
     session_id: object, agent_id: object, status: object, metadata: Any
 ) -> Job[RunRecord]:
     """A new run of an agent."""
+    from soong_store.sql import writes
+
     return partial(
         writes.start_run,
         session_id=check_session_id(session_id),
@@ -158,6 +169,8 @@ def update_run_job(
     run_id: object, status: object, turn_count: object, usage: Any, metadata: Any
 ) -> Job[RunRecord]:
     """A run's next status or its counters."""
+    from soong_store.sql import writes
+
     return partial(
         writes.update_run,
         run_id=check_id(run_id, "run"),
@@ -177,6 +190,8 @@ def finish_run_job(
     turn_count: object,
 ) -> Job[RunRecord]:
     """A run's terminal status and end reason."""
+    from soong_store.sql import writes
+
     return partial(
         writes.finish_run,
         run_id=check_id(run_id, "run"),
@@ -215,6 +230,10 @@ def search_job(
     offset: object,
 ) -> Job[list[SearchHit]]:
     """A page of search hits: the query parsed (never an operator), the filters checked."""
+    from soong_store.search import run as search_run
+    from soong_store.search.index import Filters
+    from soong_store.search.query import parse_query
+
     if not isinstance(query, str):
         raise InvalidArgument(f"invalid query {query!r}: expected a string", query=query)
     filters = Filters(
@@ -241,6 +260,8 @@ async def search(runtime: StoreRuntime, job: Callable[..., list[SearchHit]]) -> 
     Only rows noted before the search was called must be found, so after one catch-up the
     search runs on whatever it then sees.
     """
+    from soong_store.search import run as search_run
+
     try:
         return await runtime.read(job)
     except search_run.IndexBehind:
@@ -255,6 +276,8 @@ async def submit_ops(runtime: StoreRuntime, session_id: str, ops: list[Op]) -> C
     without its file. A unit that does not commit takes its files away again. Once submitted,
     the unit goes on even if the caller is cancelled, so nothing strands.
     """
+    from soong_store.uow import apply_ops
+
     job = partial(apply_ops, session_id=session_id, ops=ops)
     files = artifacts_of(ops)
     if not files:
@@ -273,6 +296,8 @@ async def submit_ops(runtime: StoreRuntime, session_id: str, ops: list[Op]) -> C
 
 async def fork_session(runtime: StoreRuntime, session_id: object, node_id: object) -> SessionRecord:
     """Plan the fork in a read, link the shared artifact files, then copy the rows."""
+    from soong_store.sql import fork
+
     sid = check_session_id(session_id)
     nid = check_id(node_id, "node")
     plan = await runtime.read(partial(fork.plan_fork, session_id=sid, node_id=nid))
@@ -285,6 +310,9 @@ async def fork_session(runtime: StoreRuntime, session_id: object, node_id: objec
 
 async def delete_session(runtime: StoreRuntime, session_id: object) -> str:
     """Remove the rows and tables, then the files no other row names; the checked id back."""
+    from soong_store.sql import writes
+    from soong_store.sql.file_jobs import remove_unreferenced
+
     sid = check_session_id(session_id)
     paths = await runtime.write(partial(writes.delete_session, session_id=sid))
     if paths:
@@ -294,6 +322,8 @@ async def delete_session(runtime: StoreRuntime, session_id: object) -> str:
 
 async def collect_garbage(runtime: StoreRuntime, dry_run: bool, min_age: object) -> list[str]:
     """The orphan artifact files older than ``min_age`` seconds, removed unless ``dry_run``."""
+    from soong_store.sql.file_jobs import named_paths, remove_unreferenced
+
     if isinstance(min_age, bool) or not isinstance(min_age, int | float) or min_age < 0:
         raise InvalidArgument(f"invalid min_age {min_age!r}: expected seconds >= 0")
     cutoff = time.time() - float(min_age) if min_age < _EPOCH_SPAN else 0.0
@@ -327,6 +357,8 @@ async def task_dag(
     listener: Listener,
 ) -> TaskDag:
     """The DAG of ``task_name``, from its log under the session's cwd, tied to this open."""
+    from soong_store.tasks.wal import task_root, task_wal_path
+
     path = task_wal_path(task_root(session.cwd, session.session_id), task_name)
     generation = runtime.generation if runtime.is_open else None
     return await dags.get(session.session_id, path, task_name, listener, generation)

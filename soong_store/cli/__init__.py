@@ -16,12 +16,14 @@ rest in :mod:`~soong_store.cli.maintain`.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import io
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 from soong_store import __version__
@@ -202,8 +204,31 @@ def _fail(message: str) -> None:
     sys.stderr.write(f"{PROG}: {' '.join(message.split())}\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit status (0 fine, 1 damage, 2 bad input)."""
+def _command_module(name: str, freeze: bool) -> ModuleType:
+    """The module of a command; with ``freeze``, imported with the cyclic collector paused.
+
+    A command's first import makes some 54,000 objects that live as long as the process
+    (SQLAlchemy, Pydantic, the store) and almost no garbage (~600 unreachable objects), yet the
+    collections it sets off, and those after it that scan the same objects again, took ~15% of
+    ``soong-store sessions``. Frozen, the collector leaves them alone from then on; only the
+    console script asks for that, since it freezes whatever the process holds at that moment.
+    """
+    if not freeze or name in sys.modules or not gc.isenabled():
+        return importlib.import_module(name)
+    gc.disable()
+    try:
+        return importlib.import_module(name)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> int:
+    """Run one command; return its exit status (0 fine, 1 damage, 2 bad input).
+
+    ``whole_process``: the call is the process's only work (the console script), so the objects
+    its command's import makes are frozen for the garbage collector (see :func:`_command_module`).
+    """
     parser = build_parser()
     args = None
     try:
@@ -213,10 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
+        module, function = args.handler.split(":")
+        handler = getattr(_command_module(module, whole_process), function)
         import asyncio
 
-        module, function = args.handler.split(":")
-        handler = getattr(importlib.import_module(module), function)
         code: int = asyncio.run(handler(args))
         sys.stdout.flush()
         return code

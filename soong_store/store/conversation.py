@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soong_store import calls
 from soong_store.model.enums import AgentType, EventLevel, NodeType, Role
 from soong_store.model.ids import check_id, check_optional_id, check_session_id
 from soong_store.model.records import ContextView, EventRecord, NodeRecord, SessionRecord
-from soong_store.model.search import SearchHit
 from soong_store.ops import check_bound
-from soong_store.sql import reads, writes
+from soong_store.sql import reads
 from soong_store.store.core import StoreCore
+
+if TYPE_CHECKING:
+    from soong_store.model.search import SearchHit
 
 
 class ConversationCalls(StoreCore):
@@ -79,6 +81,8 @@ class ConversationCalls(StoreCore):
         user message once the root agent has nodes (how a user edits the first message, or an
         SDK clears a session while keeping its history).
         """
+        from soong_store.sql import writes
+
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")
         return await self._write(partial(writes.switch_node, session_id=sid, node_id=nid))

@@ -12,12 +12,13 @@ change with it.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
@@ -38,9 +39,11 @@ from soong_store.model.ids import check_session_id
 from soong_store.ops import check_bound
 from soong_store.runtime import StoreRuntime
 from soong_store.sql.cache import PathCache
-from soong_store.tasks.registry import TaskDags
-from soong_store.uow import UnitOfWork
-from soong_store.writer import Prerequisite
+
+if TYPE_CHECKING:  # imported by the first unit of work and the first task DAG
+    from soong_store.tasks.registry import TaskDags
+    from soong_store.uow import UnitOfWork
+    from soong_store.writer import Prerequisite
 
 T = TypeVar("T")
 
@@ -85,8 +88,26 @@ class StoreCore:
         )
         self._files = ArtifactFiles(self.home / "artifacts")
         self._runtime = StoreRuntime(self.home, self._backend, self._files)
-        self._tasks = TaskDags()
+        self._task_dags: TaskDags | None = None
+        self._tasks_lock = threading.Lock()
+        self._tasks_closed: int | None = None
         self._paths = PathCache()
+
+    @property
+    def _tasks(self) -> TaskDags:
+        """The task DAGs handed out, made at the first ask (a store that never asks imports none).
+
+        Raises:
+            StoreClosed: the close of this open found none made (so none may be made now).
+        """
+        with self._tasks_lock:
+            if self._task_dags is None:
+                if self._tasks_closed == self._runtime.generation:
+                    raise StoreClosed("the store is closed")
+                from soong_store.tasks.registry import TaskDags
+
+                self._task_dags = TaskDags()
+            return self._task_dags
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -107,7 +128,13 @@ class StoreCore:
     async def close(self) -> None:
         """Finish task appends and queued writes, then release the connections (twice is fine)."""
         if self._runtime.is_open and self._runtime.in_own_process:
-            await self._tasks.close(self._runtime.generation)
+            generation = self._runtime.generation
+            with self._tasks_lock:  # a thread asking for its first DAG meanwhile is refused
+                dags = self._task_dags
+                if dags is None:
+                    self._tasks_closed = generation
+            if dags is not None:
+                await dags.close(generation)
         await self._runtime.close()
 
     def _write(
@@ -124,6 +151,8 @@ class StoreCore:
     @asynccontextmanager
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
         """A unit of work: the nodes and events added in the block commit together or not at all."""
+        from soong_store.uow import UnitOfWork
+
         sid = check_session_id(session_id)
         self._runtime.check_process()
         if not self._runtime.is_open:

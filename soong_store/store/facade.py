@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soong_store import calls
 from soong_store.store.artifacts import ArtifactCalls
 from soong_store.store.conversation import ConversationCalls
 from soong_store.store.sessions import SessionCalls
-from soong_store.tasks.wal import TaskDag
+
+if TYPE_CHECKING:
+    from soong_store.tasks.wal import TaskDag
 
 
 class SessionStore(SessionCalls, ConversationCalls, ArtifactCalls):

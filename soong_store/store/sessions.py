@@ -16,7 +16,7 @@ from soong_store.model.enums import (
 )
 from soong_store.model.ids import check_id, check_session_id
 from soong_store.model.records import AgentRecord, RunRecord, SessionRecord
-from soong_store.sql import reads, writes
+from soong_store.sql import reads
 from soong_store.store.core import StoreCore
 
 
@@ -59,12 +59,16 @@ class SessionCalls(StoreCore):
 
     async def archive_session(self, session_id: str) -> SessionRecord:
         """Make a session read-only (it can still be read, exported, forked and deleted)."""
+        from soong_store.sql import writes
+
         sid = check_session_id(session_id)
         return await self._write(partial(writes.archive_session, session_id=sid))
 
     async def delete_session(self, session_id: str) -> None:
         """Remove a session's rows, tables and artifact files (shared files stay while named)."""
-        self._tasks.forget_session(await calls.delete_session(self._runtime, session_id))
+        sid = await calls.delete_session(self._runtime, session_id)
+        if self._task_dags is not None:
+            self._task_dags.forget_session(sid)
 
     async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
         """A new session holding copies of the active path up to ``node_id``."""

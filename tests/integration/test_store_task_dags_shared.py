@@ -21,6 +21,7 @@ from soong_store import (
     TaskDagUnavailable,
     TaskStatus,
 )
+from soong_store.store import runtime_of
 from soong_store.tasks.wal import task_root, task_wal_path
 
 pytestmark = pytest.mark.asyncio
@@ -130,6 +131,37 @@ async def test_task_dag_refused_while_the_store_closes(
     assert again is not dag and [t.task_id for t in again.tasks()] == ["a", "b"]
     await again.add("c", "C")
     await store.close()
+
+
+async def test_a_first_task_dag_asked_for_while_the_store_closes_is_refused(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    store = SessionStore(home=home)
+    await store.open()
+    sid = await new_session(store, tmp_path)
+    runtime = runtime_of(store)
+    entered, release = asyncio.Event(), asyncio.Event()
+    real_close = runtime.close
+
+    async def held_close() -> None:  # the store still open, its close begun
+        entered.set()
+        await release.wait()
+        await real_close()
+
+    monkeypatch.setattr(runtime, "close", held_close)
+    closing = asyncio.create_task(store.close())
+    await entered.wait()
+    with pytest.raises(StoreClosed):
+        await store.task_dag(sid, "plan")
+    release.set()
+    await closing
+    assert not task_wal_path(task_root(str(tmp_path), sid), "plan").exists()
+    await store.open()  # the next open hands out DAGs again
+    dag = await store.task_dag(sid, "plan")
+    await dag.add("a", "A")
+    await store.close()
+    with pytest.raises(StoreClosed):
+        await dag.add("b", "after close")
 
 
 async def test_task_dag_follows_what_another_store_appended(home: Path, tmp_path: Path):

@@ -28,9 +28,23 @@ PROBE = """
 import sys
 from soong_store.cli import main
 code = main(["--home", sys.argv[1], *sys.argv[2:]])
-loaded = [name for name in ("alembic", "soong_store.transfer") if name in sys.modules]
+loaded = [name for name in {names!r} if name in sys.modules]
 print("exit", code, "loaded:", *loaded)
 """
+
+WRITE_SIDE = (
+    "sqlalchemy.orm",
+    "soong_store.importers",
+    "soong_store.writer",
+    "soong_store.uow",
+    "soong_store.sql.writes",
+    "soong_store.sql.session_writer",
+    "soong_store.sql.fork",
+    "soong_store.search.run",
+    "soong_store.model.search",
+    "soong_store.tasks.wal",
+)
+"""What a listing of sessions has no use for: the ORM, importers, write side, search, task WAL."""
 
 
 def writer_threads() -> int:
@@ -77,16 +91,36 @@ def test_read_commands_start_no_writer_a_write_command_does(
     assert "no active node now" in capsys.readouterr().out
 
 
-def test_sessions_in_a_new_process_loads_neither_alembic_nor_the_transfer(home: Path) -> None:
-    asyncio.run(made(home, 2))
+def loaded_by(home: Path, names: tuple[str, ...], *command: str) -> list[str]:
+    """Which of ``names`` a new process running the command has imported (it must exit 0)."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(home), "sessions"],
+        [sys.executable, "-c", PROBE.format(names=names), str(home), *command],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1].split() == ["exit", "0", "loaded:"]
+    last = done.stdout.splitlines()[-1].split()
+    assert last[:3] == ["exit", "0", "loaded:"], done.stdout
+    return last[3:]
+
+
+def test_sessions_in_a_new_process_loads_neither_alembic_nor_the_transfer(home: Path) -> None:
+    asyncio.run(made(home, 2))
+    assert loaded_by(home, ("alembic", "soong_store.transfer"), "sessions") == []
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_sessions_in_a_new_process_loads_no_orm_nor_the_write_side(home: Path, json: bool) -> None:
+    asyncio.run(made(home, 2))
+    assert loaded_by(home, WRITE_SIDE, "sessions", *(["--json"] if json else [])) == []
+
+
+def test_a_write_command_in_a_new_process_loads_the_write_side_it_uses(home: Path) -> None:
+    sid = asyncio.run(made(home, 1))[0]
+    loaded = loaded_by(home, WRITE_SIDE, "switch", sid, "--none")
+    assert "soong_store.writer" in loaded and "soong_store.sql.writes" in loaded
+    assert "sqlalchemy.orm" not in loaded
 
 
 def test_sessions_on_a_home_at_an_older_revision_upgrades_it(
@@ -163,3 +197,35 @@ async def test_a_store_closed_before_any_write_reopens_and_writes(home: Path) ->
         node = await store.append_node(sid, "user", "message", text("after reopening"))
         assert node.node_seq == 2
         assert runtime_of(store).generation == 2
+
+
+GC_PROBE = """
+import gc, sys
+from soong_store import __main__, cli
+home = sys.argv[1]
+if sys.argv[2] == "console":
+    sys.argv = ["soong-store", "--home", home, "sessions"]
+    code = __main__.main()
+else:
+    code = cli.main(["--home", home, "sessions"])
+print("exit", code, "frozen", gc.get_freeze_count(), "collecting", gc.isenabled())
+"""
+
+
+@pytest.mark.parametrize("entry", ["console", "in-process"])
+def test_only_the_console_script_freezes_what_its_command_imports(home: Path, entry: str) -> None:
+    asyncio.run(made(home, 2))
+    done = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, str(home), entry],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.splitlines()[-1].split()
+    assert words[:2] == ["exit", "0"] and words[-2:] == ["collecting", "True"], done.stdout
+    frozen = int(words[3])
+    if entry == "console":
+        assert frozen > 10_000  # SQLAlchemy, Pydantic and the store's modules
+    else:
+        assert frozen == 0  # a caller's own objects are never frozen behind its back

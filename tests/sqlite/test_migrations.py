@@ -36,7 +36,7 @@ from soong_store.migrate import (
     session_table_names,
 )
 from soong_store.schema.catalog import is_session_table
-from soong_store.schema.models import Base
+from soong_store.schema.models import metadata
 from soong_store.search.index import is_search_table
 from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
 
@@ -248,9 +248,9 @@ async def test_autogenerate_finds_no_difference_after_upgrade(home: Path) -> Non
             filtered = MigrationContext.configure(
                 connection, opts={"include_name": exclude_session_tables, "compare_type": True}
             )
-            assert compare_metadata(filtered, Base.metadata) == []
+            assert compare_metadata(filtered, metadata) == []
             unfiltered = MigrationContext.configure(connection, opts={"compare_type": True})
-            assert compare_metadata(unfiltered, Base.metadata) != []
+            assert compare_metadata(unfiltered, metadata) != []
     finally:
         engine.dispose()
 
