@@ -204,6 +204,8 @@ class _Reader:
         self.statements = _statements(connection.dialect)
         self.quote = connection.dialect.identifier_preparer.quote
         self.columns = _columns()
+        self.prefixes: dict[str, str] = {}
+        self.copies: dict[str, dict[str, int]] = {}
 
     def rows(self, prepared: Prepared, **params: Any) -> list[dict[str, Any]]:
         """The rows of ``prepared`` as dicts of column name to value."""
@@ -216,14 +218,21 @@ class _Reader:
         As :func:`~soong_store.schema.catalog.tables_of` finds it: ``BeforeBegin`` to attach its
         shard, or to look again in a new snapshot when the shard holds no copy of that epoch.
         """
+        if session_id in self.prefixes:
+            return self.prefixes[session_id]
         place = pair_files.placement(self.connection, session_id)
-        if place is None or place[0] == MAIN:
-            return ""
-        file, epoch = place
-        alias = pair_files.attached_alias(self.connection, file)
-        if pair_files.copy_epoch(self.connection, alias, session_id) != epoch:
-            raise BeforeBegin(pair_files.look_again, f"session {session_id} moved out of {file}")
-        return self.connection.dialect.identifier_preparer.quote_schema(alias) + "."
+        prefix = ""
+        if place is not None and place[0] != MAIN:
+            file, epoch = place
+            alias = pair_files.attached_alias(self.connection, file)
+            if alias not in self.copies:  # the shard's whole list: one statement, not one each
+                self.copies[alias] = pair_files.shard_copies(self.connection, file)
+            if self.copies[alias].get(session_id) != epoch:
+                why = f"session {session_id} moved out of {file}"
+                raise BeforeBegin(pair_files.look_again, why)
+            prefix = self.connection.dialect.identifier_preparer.quote_schema(alias) + "."
+        self.prefixes[session_id] = prefix
+        return prefix
 
     def pair_rows(
         self, table: str, columns: tuple[str, ...], tail: str = ""
