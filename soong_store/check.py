@@ -1,7 +1,7 @@
 """Integrity check: the database file, every session's rows, artifact files and task WALs.
 
 The check reads raw rows (never through the record models, which trust what they read) in one
-snapshot per session, applies the one rule set of stored data to them
+snapshot per batch of sessions of one file (:mod:`soong_store.check_reads`), applies the one rule set of stored data to them
 (:mod:`soong_store.rules`, the same rules an import applies to its file), and reports every
 problem it finds as a :class:`Problem` naming the session and the ids involved, so that a person
 can find each one. It never changes anything.
@@ -12,7 +12,8 @@ installed; what it covered, or could not, goes to the report's notes),
 ``invalid_session_id``, ``missing_table``, ``unreadable_session`` (a damaged page; the other
 sessions are still checked), ``orphan_table``; of shard files (checked shard by shard, each
 attached while its sessions are read), ``unreadable_shard``, ``shard_copy`` (the shard holds no
-copy of the epoch the catalog names), ``stale_copy`` (a copy the catalog does not place there
+copy of the epoch the catalog names), ``shard_revision`` (its pairs are at another revision than
+the main file's), ``stale_copy`` (a copy the catalog does not place there
 and no move under way names); of a row on its own, ``invalid_row`` (a type,
 range, enum, id, timestamp or JSON text the store would not write), ``invalid_content``; of a
 session's rows together, ``duplicate_id``, ``missing_parent``, ``node_order`` (a parent numbered
