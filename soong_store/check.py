@@ -1,10 +1,10 @@
 """Integrity check: the database file, every session's rows, artifact files and task WALs.
 
 The check reads raw rows (never through the record models, which trust what they read) in one
-snapshot per batch of sessions of one file (:mod:`soong_store.check_reads`), applies the one rule set of stored data to them
-(:mod:`soong_store.rules`, the same rules an import applies to its file), and reports every
-problem it finds as a :class:`Problem` naming the session and the ids involved, so that a person
-can find each one. It never changes anything.
+snapshot per batch of sessions of one file (:mod:`soong_store.check_reads`), applies the one
+rule set of stored data to them (:mod:`soong_store.rules`, the same rules an import applies to
+its file), and reports every problem it finds as a :class:`Problem` naming the session and the
+ids involved, so that a person can find each one. It never changes anything.
 
 Kinds of problem: of the database, ``quick_check`` (the database's own check of its storage,
 asked of the backend: SQLite's ``quick_check``, PostgreSQL's amcheck where the extension is
