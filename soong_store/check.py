@@ -1,10 +1,10 @@
 """Integrity check: the database file, every session's rows, artifact files and task WALs.
 
 The check reads raw rows (never through the record models, which trust what they read) in one
-snapshot per session, applies the one rule set of stored data to them
-(:mod:`soong_store.rules`, the same rules an import applies to its file), and reports every
-problem it finds as a :class:`Problem` naming the session and the ids involved, so that a person
-can find each one. It never changes anything.
+snapshot per batch of sessions of one file (:mod:`soong_store.check_reads`), applies the one
+rule set of stored data to them (:mod:`soong_store.rules`, the same rules an import applies to
+its file), and reports every problem it finds as a :class:`Problem` naming the session and the
+ids involved, so that a person can find each one. It never changes anything.
 
 Kinds of problem: of the database, ``quick_check`` (the database's own check of its storage,
 asked of the backend: SQLite's ``quick_check``, PostgreSQL's amcheck where the extension is
@@ -12,7 +12,8 @@ installed; what it covered, or could not, goes to the report's notes),
 ``invalid_session_id``, ``missing_table``, ``unreadable_session`` (a damaged page; the other
 sessions are still checked), ``orphan_table``; of shard files (checked shard by shard, each
 attached while its sessions are read), ``unreadable_shard``, ``shard_copy`` (the shard holds no
-copy of the epoch the catalog names), ``stale_copy`` (a copy the catalog does not place there
+copy of the epoch the catalog names), ``shard_revision`` (its pairs are at another revision than
+the main file's), ``stale_copy`` (a copy the catalog does not place there
 and no move under way names); of a row on its own, ``invalid_row`` (a type,
 range, enum, id, timestamp or JSON text the store would not write), ``invalid_content``; of a
 session's rows together, ``duplicate_id``, ``missing_parent``, ``node_order`` (a parent numbered
@@ -28,25 +29,36 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 
-from sqlalchemy import Connection, func, select
-
 from soong_store.backends.base import Integrity
+from soong_store.check_reads import (
+    BATCH,
+    Batch,
+    Database,
+    Facts,
+    Shard,
+    database_facts,
+    read_batch,
+    search_problems,
+    session_facts,
+    shard_facts,
+)
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.files.store import ArtifactFiles
 from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
-from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
-from soong_store.schema import catalog, pair_files
-from soong_store.schema.catalog import MAIN, StoredTables, stored_tables
-from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.search.check import search_problems
-from soong_store.sql.first_event import created_event_row
-from soong_store.store import SessionStore, artifact_files, backend_of, run_read
+from soong_store.rules.session import Found, Problem, row_problems, session_problems
+from soong_store.schema.catalog import MAIN, StoredTables
+
+# The whole-store part of the search check, run after the batches that did its per-session part.
+from soong_store.search.check import KIND as SEARCH_KIND
+from soong_store.search.check import _index_lines as search_index_lines
+from soong_store.search.check import _orphans as search_orphans
+from soong_store.store import SessionStore, artifact_files, backend_of, run_read, run_write
 from soong_store.tasks.wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 
 __all__ = ["ORPHAN_GRACE_S", "Problem", "Report", "check_store"]
@@ -72,53 +84,7 @@ class Report:
         return not self.problems
 
 
-@dataclass(frozen=True, slots=True)
-class _Database:
-    """The session ids to check, where their pairs are, the main file's session tables, paths."""
-
-    sessions: list[str]
-    placed: dict[str, tuple[str, int]]
-    """File and epoch of each pair, as the catalog names them."""
-    journaled: dict[str, set[str]]
-    """The files a move under way of each session names."""
-    tables: StoredTables
-    paths: set[str]
-
-    def shards(self) -> list[str]:
-        """The shard files the catalog places pairs in, in order."""
-        return sorted({file for file, _ in self.placed.values() if file != MAIN})
-
-    def named(self, file: str) -> set[str]:
-        """The sessions whose pair may be in ``file``: placed there, or named by a move."""
-        placed = {sid for sid, (where, _) in self.placed.items() if where == file}
-        return placed | {sid for sid, files in self.journaled.items() if file in files}
-
-
-def _database_facts(connection: Connection, session_id: str | None) -> _Database:
-    column = sessions_table.c.session_id
-    wanted = select(column).order_by(column)
-    if session_id:
-        wanted = wanted.where(column == session_id)
-    sessions = [str(sid) for sid in connection.execute(wanted).scalars()]
-    paths = set(connection.execute(select(artifacts_table.c.path).distinct()).scalars())
-    placed = pair_files.placements(connection, session_id or None)
-    journaled = pair_files.journaled_files(connection)
-    return _Database(sessions, placed, journaled, stored_tables(connection), paths)
-
-
-@dataclass(frozen=True, slots=True)
-class _Shard:
-    """One shard's session tables and the copies its ``shard_pairs`` lists, in one snapshot."""
-
-    tables: StoredTables
-    copies: dict[str, int]
-
-
-def _shard_facts(connection: Connection, file: str) -> _Shard:
-    return _Shard(stored_tables(connection, file), pair_files.shard_copies(connection, file))
-
-
-def _shard_orphans(file: str, shard: _Shard, facts: _Database) -> list[Problem]:
+def _shard_orphans(file: str, shard: Shard, facts: Database) -> list[Problem]:
     """Tables and copies in a shard of sessions the catalog does not place there."""
     named = facts.named(file)
     out = [
@@ -133,39 +99,16 @@ def _shard_orphans(file: str, shard: _Shard, facts: _Database) -> list[Problem]:
     return out
 
 
-_GLOBAL = (("agent", agents_table), ("run", runs_table), ("artifact", artifacts_table))
+def _shard_revision(file: str, shard: Shard, facts: Database) -> list[Problem]:
+    """A shard whose pairs are at another revision than the main file's (an upgrade cut short)."""
+    if shard.revision is None or shard.revision == facts.revision:
+        return []
+    message = f"the pairs of {file} are at revision {shard.revision}, "
+    message += f"the database at {facts.revision or '(none)'}"
+    return [Problem("shard_revision", None, (file,), message)]
 
 
-@dataclass(slots=True)
-class _Facts:
-    """The raw rows of one session, and the paths of its folder that rows name, in one snapshot."""
-
-    rows: SessionRows
-    folder_paths: set[str]
-
-
-def _session_facts(connection: Connection, session_id: str, tables: StoredTables | None) -> _Facts:
-    rows = SessionRows(session_id)
-    session = select(sessions_table).where(sessions_table.c.session_id == session_id)
-    rows.rows["session"] = [dict(r) for r in connection.execute(session).mappings()]
-    for kind, table in _GLOBAL:
-        stmt = select(table).where(table.c.session_id == session_id)
-        rows.rows[kind] = [dict(r) for r in connection.execute(stmt).mappings()]
-    pair = catalog.tables_of(connection, session_id) or catalog.session_tables(session_id)
-    if tables is None:  # no pair: what an eager empty pair held (none for a damaged row)
-        with suppress(KeyError, TypeError, ValueError):
-            rows.rows["event"] = [created_event_row(s) for s in rows.rows["session"]]
-    for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
-        if tables is not None and tables.has(table.name):
-            found = connection.execute(select(table).order_by(table.c[key])).mappings()
-            rows.rows[kind] = [{str(k): v for k, v in r.items()} for r in found]
-    column = artifacts_table.c.path
-    prefix = f"{session_id}/"
-    named = select(column).where(func.substr(column, 1, len(prefix)) == prefix).distinct()
-    return _Facts(rows, set(connection.execute(named).scalars()))
-
-
-def _check_rows(facts: _Facts) -> list[Problem]:
+def _check_rows(facts: Facts) -> list[Problem]:
     """Each row on its own, then the rows of the session together (the one rule set)."""
     rows = facts.rows
     found = Found(rows.session_id)
@@ -176,7 +119,9 @@ def _check_rows(facts: _Facts) -> list[Problem]:
     return found
 
 
-def _check_files(f: _Facts, sid: str, files: ArtifactFiles) -> list[Problem]:
+def _check_files(
+    f: Facts, sid: str, files: ArtifactFiles, listing: list[tuple[str, float]]
+) -> list[Problem]:
     """Artifact rows against their files, and the task WALs of the session's project folder."""
     found = Found(sid)
     for a in f.rows.rows["artifact"]:
@@ -187,7 +132,7 @@ def _check_files(f: _Facts, sid: str, files: ArtifactFiles) -> list[Problem]:
         elif a["size_bytes"] is not None and size != a["size_bytes"]:
             message = f"artifact {aid} file holds {size} bytes, its row says {a['size_bytes']}"
             found.add("artifact_size", message, aid)
-    found += _orphan_files(files, f.folder_paths, sid, only=f"{sid}/")
+    found += _orphan_files(listing, f.folder_paths, sid, only=f"{sid}/")
     cwd = f.rows.session["cwd"]
     if not isinstance(cwd, str) or "\x00" in cwd:
         return found
@@ -203,7 +148,7 @@ def _check_files(f: _Facts, sid: str, files: ArtifactFiles) -> list[Problem]:
 
 
 def _orphan_files(
-    files: ArtifactFiles,
+    listing: Iterable[tuple[str, float]],
     referenced: set[str],
     sid: str | None,
     only: str = "",
@@ -218,7 +163,7 @@ def _orphan_files(
             (rel,),
             f"file artifacts/{rel} is named by no artifact row",
         )
-        for rel, mtime in files.files()
+        for rel, mtime in listing
         if rel.startswith(only)
         and rel.split("/")[0] not in skip
         and rel not in referenced
@@ -240,7 +185,7 @@ async def check_store(
         integrity = await run_read(store, backend_of(store).integrity)
     except StorageError as exc:  # damage that stops the database's own check: say so, go on
         integrity = Integrity([str(exc)])
-    facts = await run_read(store, partial(_database_facts, session_id=session_id))
+    facts = await run_read(store, partial(database_facts, session_id=session_id))
     if session_id is not None and not facts.sessions:
         # Its row is looked up raw: a session whose row is damaged is checked, not refused.
         await store.get_session(session_id)
@@ -250,40 +195,54 @@ async def check_store(
     files = artifact_files(store)
     total = len(report.sessions)
     done = 0
+    search: dict[str, list[Problem]] = {}
     for file, sids in _by_file(facts):
         shard = None
         if file != MAIN:  # shard by shard: attached as its sessions are read, then let go
             try:
-                shard = await run_read(store, partial(_shard_facts, file=file))
+                shard = await run_read(store, partial(shard_facts, file=file))
             except StorageError as exc:
                 report.problems.append(Problem("unreadable_shard", None, (file,), str(exc)))
-        for sid in sids:
-            tables = _tables_for(facts, sid, file, shard, report)
-            if tables is not _SKIP:
-                report.problems += await _check_session(store, sid, tables, files)
-            done += 1
-            if progress is not None:
-                progress(done, total)
+            else:
+                report.problems += _shard_revision(file, shard, facts)
+        for start in range(0, len(sids), BATCH):
+            batch = _Batch(facts, file, shard, sids[start : start + BATCH])
+            for found in await _check_batch(store, batch, files, search):
+                report.problems += found
+                done += 1
+                if progress is not None:
+                    progress(done, total)
         if shard is not None and session_id is None:
             report.problems += _shard_orphans(file, shard, facts)
-    report.problems += await search_problems(store, report.sessions, whole=session_id is None)
+    report.problems += [p for sid in report.sessions for p in search.get(sid, ())]
     if session_id is None:
+        report.problems += await _search_whole(store, report.sessions)
         report.problems += [
             Problem("orphan_table", None, (name,), f"table {name} belongs to no session")
             for name in facts.tables.orphans(facts.named(MAIN))
         ]
         checked = frozenset(report.sessions)
         report.problems += await asyncio.to_thread(
-            _orphan_files, files, facts.paths, None, "", checked
+            lambda: _orphan_files(files.files(), facts.paths, None, "", checked)
         )
     return report
+
+
+async def _search_whole(store: SessionStore, sessions: list[str]) -> list[Problem]:
+    """The search index's rows of sessions that are gone, and its own check."""
+    out = await run_read(store, partial(search_orphans, sessions=set(sessions)))
+    try:
+        lines = await run_write(store, search_index_lines)
+    except StorageError as exc:  # a damaged index can fail its own check
+        lines = [str(exc)]
+    return out + [Problem(SEARCH_KIND, None, (), line) for line in lines]
 
 
 _SKIP = StoredTables((), fold_case=False)
 """What :func:`_tables_for` returns for a session whose rows cannot be read where it is placed."""
 
 
-def _by_file(facts: _Database) -> list[tuple[str, list[str]]]:
+def _by_file(facts: Database) -> list[tuple[str, list[str]]]:
     """The sessions to check grouped by the file of their pair: the main file's first."""
     groups: dict[str, list[str]] = {MAIN: []}
     for sid in facts.sessions:
@@ -293,48 +252,96 @@ def _by_file(facts: _Database) -> list[tuple[str, list[str]]]:
 
 
 def _tables_for(
-    facts: _Database, sid: str, file: str, shard: _Shard | None, report: Report
-) -> StoredTables | None:
+    facts: Database, sid: str, file: str, shard: Shard | None
+) -> tuple[StoredTables | None, list[Problem]]:
     """The stored tables a session's pair is looked for in (``None``: it has no pair)."""
     if sid not in facts.placed:
-        return None
+        return None, []
     if file == MAIN:
-        return facts.tables
+        return facts.tables, []
     epoch = facts.placed[sid][1]
     if shard is None:
-        return _SKIP
+        return _SKIP, []
     held = shard.copies.get(sid)
     if held != epoch:
         what = "no copy" if held is None else f"the copy of epoch {held}"
         message = f"session {sid} is placed in {file} at epoch {epoch}, which holds {what}"
-        report.problems.append(Problem("shard_copy", sid, (sid,), message))
-        return _SKIP
-    return shard.tables
+        return _SKIP, [Problem("shard_copy", sid, (sid,), message)]
+    return shard.tables, []
 
 
-async def _check_session(
-    store: SessionStore, sid: str, tables: StoredTables | None, files: ArtifactFiles
-) -> list[Problem]:
-    """One session; ``tables`` is ``None`` for a session without a pair (never written)."""
-    if SESSION_ID_RE.fullmatch(sid) is None:
-        return [
-            Problem(
-                "invalid_session_id",
-                sid,
-                (sid,),
-                f"session id {sid!r} cannot name a table; its rows were not checked",
-            )
-        ]
-    out = [
-        Problem("missing_table", sid, (name,), f"table {name} of session {sid} is missing")
-        for name in ([] if tables is None else tables.missing(sid))
-    ]
+@dataclass(slots=True)
+class _Batch:
+    """Sessions of one file checked together: what each needs before and from its read."""
+
+    facts: Database
+    file: str
+    shard: Shard | None
+    sids: list[str]
+    before: dict[str, list[Problem]] = field(default_factory=dict)
+    """Found before reading: ``shard_copy``, ``invalid_session_id``, ``missing_table``."""
+    wanted: list[tuple[str, StoredTables | None]] = field(default_factory=list)
+    searched: list[str] = field(default_factory=list)
+    alone: list[str] = field(default_factory=list)
+    """Searched on their own: their copy cannot be read, and a batch would wait on it."""
+
+    def __post_init__(self) -> None:
+        for sid in self.sids:
+            tables, found = _tables_for(self.facts, sid, self.file, self.shard)
+            if tables is _SKIP:
+                self.alone.append(sid)
+            elif SESSION_ID_RE.fullmatch(sid) is None:
+                message = f"session id {sid!r} cannot name a table; its rows were not checked"
+                found.append(Problem("invalid_session_id", sid, (sid,), message))
+                self.searched.append(sid)
+            else:
+                for name in [] if tables is None else tables.missing(sid):
+                    message = f"table {name} of session {sid} is missing"
+                    found.append(Problem("missing_table", sid, (name,), message))
+                self.wanted.append((sid, tables))
+                self.searched.append(sid)
+            self.before[sid] = found
+
+
+async def _check_batch(
+    store: SessionStore, batch: _Batch, files: ArtifactFiles, search: dict[str, list[Problem]]
+) -> list[list[Problem]]:
+    """The problems of each session of ``batch``, in order; their search problems to ``search``.
+
+    One snapshot for the batch; if it cannot be read (a damaged page), one per session, so that
+    only the damaged session is reported unreadable.
+    """
+    unreadable: dict[str, StorageError] = {}
     try:
-        facts = await run_read(store, partial(_session_facts, session_id=sid, tables=tables))
-    except StorageError as exc:  # a damaged page of this session's tables: go on with the rest
-        return [*out, Problem("unreadable_session", sid, (sid,), str(exc))]
-    if not facts.rows.rows["session"]:  # deleted meanwhile
+        read = partial(read_batch, wanted=batch.wanted, searched=batch.searched)
+        got = await run_read(store, read)
+    except StorageError:
+        got = Batch({}, {})
+        for sid, tables in batch.wanted:
+            try:
+                one = partial(session_facts, session_id=sid, tables=tables)
+                got.facts[sid] = await run_read(store, one)
+            except StorageError as exc:
+                unreadable[sid] = exc
+        batch.alone += batch.searched
+    for sid in batch.alone:
+        alone = partial(search_problems, session_id=sid)
+        with suppress(StorageError):  # an unreadable session: the rest of the check says so
+            got.search[sid] = await run_read(store, alone)
+    search.update(got.search)
+
+    def judge() -> list[list[Problem]]:
+        listing = list(files.files())
+        out = []
+        for sid in batch.sids:
+            found = list(batch.before[sid])
+            facts = got.facts.get(sid)
+            if sid in unreadable:
+                found.append(Problem("unreadable_session", sid, (sid,), str(unreadable[sid])))
+            elif facts is not None and facts.rows.rows["session"]:  # else: deleted meanwhile
+                found += _check_rows(facts)
+                found += _check_files(facts, sid, files, listing)
+            out.append(found)
         return out
-    out += _check_rows(facts)
-    out += await asyncio.to_thread(_check_files, facts, sid, files)
-    return out
+
+    return await asyncio.to_thread(judge)
