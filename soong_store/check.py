@@ -53,12 +53,8 @@ from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import Found, Problem, row_problems, session_problems
 from soong_store.schema.catalog import MAIN, StoredTables
-
-# The whole-store part of the search check, run after the batches that did its per-session part.
-from soong_store.search.check import KIND as SEARCH_KIND
-from soong_store.search.check import _index_lines as search_index_lines
-from soong_store.search.check import _orphans as search_orphans
-from soong_store.store import SessionStore, artifact_files, backend_of, run_read, run_write
+from soong_store.search.check import whole_problems as search_whole_problems
+from soong_store.store import SessionStore, artifact_files, backend_of, run_read
 from soong_store.tasks.wal import WAL_SUFFIX, TaskDag, task_root, task_wal_path
 
 __all__ = ["ORPHAN_GRACE_S", "Problem", "Report", "check_store"]
@@ -216,7 +212,7 @@ async def check_store(
             report.problems += _shard_orphans(file, shard, facts)
     report.problems += [p for sid in report.sessions for p in search.get(sid, ())]
     if session_id is None:
-        report.problems += await _search_whole(store, report.sessions)
+        report.problems += await search_whole_problems(store, report.sessions)
         report.problems += [
             Problem("orphan_table", None, (name,), f"table {name} belongs to no session")
             for name in facts.tables.orphans(facts.named(MAIN))
@@ -226,16 +222,6 @@ async def check_store(
             lambda: _orphan_files(files.files(), facts.paths, None, "", checked)
         )
     return report
-
-
-async def _search_whole(store: SessionStore, sessions: list[str]) -> list[Problem]:
-    """The search index's rows of sessions that are gone, and its own check."""
-    out = await run_read(store, partial(search_orphans, sessions=set(sessions)))
-    try:
-        lines = await run_write(store, search_index_lines)
-    except StorageError as exc:  # a damaged index can fail its own check
-        lines = [str(exc)]
-    return out + [Problem(SEARCH_KIND, None, (), line) for line in lines]
 
 
 _SKIP = StoredTables((), fold_case=False)

@@ -25,7 +25,7 @@ from soong_store.rules.session import Problem, SessionRows
 from soong_store.schema import catalog, pair_files
 from soong_store.schema.catalog import MAIN, StoredTables, stored_tables
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.search.check import KIND as SEARCH_KIND
+from soong_store.search.check import compare
 from soong_store.search.index import search_text_table
 from soong_store.search.text import node_text
 from soong_store.sql.first_event import created_event_row
@@ -291,15 +291,4 @@ class _Reader:
             return []  # a bad id, missing tables or damaged content: the rest of the check says so
         indexed = self.rows(self.statements["indexed"], p_session=session_id)
         have = {str(r["node_id"]): str(r["body"]) for r in indexed}
-        out = []
-        for node_id, body in wanted.items():
-            if body and node_id not in have:
-                message = f"node {node_id} of session {session_id} is missing from the search index"
-                out.append(Problem(SEARCH_KIND, session_id, (node_id,), message))
-            elif node_id in have and have[node_id] != body:
-                message = f"the search index holds other text for node {node_id} than the node has"
-                out.append(Problem(SEARCH_KIND, session_id, (node_id,), message))
-        for node_id in sorted(set(have) - set(wanted)):
-            message = f"the search index names node {node_id}, which session {session_id} lacks"
-            out.append(Problem(SEARCH_KIND, session_id, (node_id,), message))
-        return out
+        return compare(session_id, wanted, have)

@@ -1,39 +1,29 @@
 """The check of the search index against the nodes it comes from (problem kind ``search_index``).
 
-For each session, in one snapshot: every node with text has its row, holding the text the node
-gives today, and no row names a node that is not there. For the whole store also: no rows of a
-session that is gone, and the backend's own check of its index (FTS5's ``integrity-check``,
-which SQLite runs as a write statement, so it runs in the writer and changes nothing).
+For each session (:func:`compare`, fed by the whole check's batch reads): every node with text has
+its row, holding the text the node gives today, and no row names a node that is not there. For
+the whole store also (:func:`whole_problems`): no rows of a session that is gone, and the
+backend's own check of its index (FTS5's ``integrity-check``, which SQLite runs as a write
+statement, so it runs in the writer and changes nothing).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from sqlalchemy import Connection, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection
 
 from soong_store.backends.base import dialect_of
-from soong_store.errors import SoongStoreError, StorageError
+from soong_store.errors import StorageError
 from soong_store.rules.session import Problem
-from soong_store.schema.catalog import tables_of
-from soong_store.search.index import indexed_bodies, indexed_sessions
-from soong_store.search.text import node_text
+from soong_store.search.index import indexed_sessions
 from soong_store.store import SessionStore, run_read, run_write
 
 KIND = "search_index"
 
 
-def _session_problems(connection: Connection, session_id: str) -> list[Problem]:
-    try:
-        tables = tables_of(connection, session_id)  # wherever the pair is, shards included
-        wanted: dict[str, str] = {}
-        if tables is not None:
-            stmt = select(tables.nodes.c.node_id, tables.nodes.c.content_json)
-            wanted = {str(nid): node_text(content) for nid, content in connection.execute(stmt)}
-    except (SoongStoreError, SQLAlchemyError, ValueError):
-        return []  # a bad id, missing tables or damaged content: the rest of the check says so
-    have = indexed_bodies(connection, session_id)
+def compare(session_id: str, wanted: dict[str, str], have: dict[str, str]) -> list[Problem]:
+    """The rule: ``wanted`` (each node's text today) against ``have`` (the index's rows)."""
     out = []
     for node_id, body in wanted.items():
         if body and node_id not in have:
@@ -63,19 +53,11 @@ def _index_lines(connection: Connection) -> list[str]:
     return dialect.index_problems(connection)
 
 
-async def search_problems(store: SessionStore, sessions: list[str], whole: bool) -> list[Problem]:
-    """What is wrong with the search index of ``sessions`` (and, if ``whole``, of the store)."""
-    out: list[Problem] = []
-    for sid in sessions:
-        try:
-            out += await run_read(store, partial(_session_problems, session_id=sid))
-        except StorageError:
-            continue  # an unreadable session: the rest of the check reports it
-    if whole:
-        out += await run_read(store, partial(_orphans, sessions=set(sessions)))
-        try:
-            lines = await run_write(store, _index_lines)
-        except StorageError as exc:  # a damaged index can fail its own check
-            lines = [str(exc)]
-        out += [Problem(KIND, None, (), line) for line in lines]
-    return out
+async def whole_problems(store: SessionStore, sessions: list[str]) -> list[Problem]:
+    """The index's rows of sessions that are gone (not in ``sessions``), and its own check."""
+    out = await run_read(store, partial(_orphans, sessions=set(sessions)))
+    try:
+        lines = await run_write(store, _index_lines)
+    except StorageError as exc:  # a damaged index can fail its own check
+        lines = [str(exc)]
+    return out + [Problem(KIND, None, (), line) for line in lines]
