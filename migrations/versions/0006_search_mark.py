@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from soong_store.search import fts5, pending
+from soong_store.search import fts5
 
 revision: str = "0006"
 down_revision: str | Sequence[str] | None = "0005"
@@ -45,6 +45,25 @@ _SHAPE_0005 = (
 )
 
 
+_LAST_ROW = "(SELECT coalesce(max(doc_id), 0) FROM search_text)"
+_SHAPE_0006 = (
+    "CREATE TABLE search_mark (indexed_upto INTEGER NOT NULL)",
+    "INSERT INTO search_mark(indexed_upto) VALUES (0)",
+    f"UPDATE search_mark SET indexed_upto = {_LAST_ROW}",
+    "CREATE TRIGGER search_text_ad AFTER DELETE ON search_text BEGIN "
+    "INSERT INTO search_fts(search_fts, rowid, body) SELECT 'delete', old.doc_id, old.body "
+    "FROM search_mark WHERE old.doc_id <= indexed_upto; "
+    f"UPDATE search_mark SET indexed_upto = {_LAST_ROW} WHERE indexed_upto > {_LAST_ROW}; END",
+)
+"""This revision's shape, its mark at the last row: its own copy, as 0004's and 0005's are, so
+that a later change to :mod:`soong_store.search.fts5` does not change what this revision does."""
+_CATCH_UP_0006 = (
+    "INSERT INTO search_fts(rowid, body) SELECT doc_id, body FROM search_text "
+    "WHERE doc_id > (SELECT indexed_upto FROM search_mark) ORDER BY doc_id",
+    "DROP TABLE search_mark",
+)
+
+
 def _indexed(connection: sa.Connection) -> bool:
     if connection.dialect.name != "sqlite":
         return False
@@ -58,7 +77,7 @@ def upgrade() -> None:
     connection = op.get_bind()
     if not _indexed(connection):
         return
-    statements = (*_DROP_TRIGGERS, *_CATCH_UP_0005, *fts5.MARK, pending.MOVE_MARK, *fts5.TRIGGERS)
+    statements = (*_DROP_TRIGGERS, *_CATCH_UP_0005, *_SHAPE_0006)
     for statement in statements:
         connection.exec_driver_sql(statement)
 
@@ -68,9 +87,9 @@ def downgrade() -> None:
     if not _indexed(connection):
         return
     statements = (
-        *pending.CATCH_UP,
+        _CATCH_UP_0006[0],
         *_DROP_TRIGGERS,
-        f"DROP TABLE {pending.MARK_TABLE}",
+        _CATCH_UP_0006[1],
         *_SHAPE_0005,
     )
     for statement in statements:

@@ -52,8 +52,8 @@ CREATE: Final = (TABLE, *MARK, *TRIGGERS)
 No trigger on insert: a row above the mark waits. A delete takes the row out of the index if
 it was taken in (external content: FTS5 deletes by the text it indexed, which ``old.body``
 still is), then keeps the mark at or below the largest row left, so that a new row, which takes
-the largest ``doc_id`` plus one, lands above it. Revision 0006 brings 0005's shape to this one;
-a later revision that changes it keeps its own copy of these statements for its downgrade.
+the largest ``doc_id`` plus one, lands above it. Revision 0006 brings 0005's shape to this one
+with its own copy of these statements, so a later revision may change them here.
 """
 REBUILD: Final = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')"
 DROP: Final = (
