@@ -7,6 +7,7 @@ ordinary bound parameters; they are still checked for shape so that typos fail e
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import threading
@@ -19,7 +20,9 @@ SESSION_ID_RE = re.compile(r"[A-Za-z0-9_]{1,56}")
 """What a session id must match (56 keeps ``events_<sid>`` within PostgreSQL's 63 characters)."""
 
 _RECORD_ID_RE = re.compile(r"[A-Za-z0-9_\-]{1,128}")
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_BASE32_TO_CROCKFORD = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789abcdefghjkmnpqrstvwxyz"
+)
 _PREFIXES = ("node", "evt", "agent", "run", "art")
 
 
@@ -78,15 +81,19 @@ class _Monotonic:
             else:
                 rand = int.from_bytes(os.urandom(10), "big") >> 1
             self._last_ms, self._last_rand = ms, rand
-        return _encode((ms << 80) | rand, 26)
+        return crockford26((ms << 80) | rand)
 
 
-def _encode(number: int, width: int) -> str:
-    chars = []
-    for _ in range(width):
-        number, digit = divmod(number, 32)
-        chars.append(_CROCKFORD[digit])
-    return "".join(reversed(chars))
+def crockford26(number: int) -> str:
+    """``number`` (below 2**130) as 26 lowercase Crockford base-32 digits, most significant first.
+
+    Done by the C base-32 encoder and a byte translation: a loop of ``divmod`` cost ~15 µs an
+    id, two ids to every appended node.
+    """
+    if not 0 <= number < 1 << 130:
+        raise ValueError(f"{number} does not fit in 26 base-32 digits")
+    # 20 bytes are 32 digits; the first 6 hold the 30 bits above 2**130, always zero here.
+    return base64.b32encode(number.to_bytes(20, "big")).translate(_BASE32_TO_CROCKFORD)[6:].decode()
 
 
 _generator = _Monotonic()

@@ -17,20 +17,16 @@ from typing import Any
 
 from soong_store.model import codec
 from soong_store.model.enums import EventLevel
+from soong_store.model.ids import crockford26
 
 EVENT_TYPE = "session_created"
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
 def _event_id(session_id: str, created_at: str) -> str:
     """``evt_`` and 26 characters: the creation millisecond, then 80 bits of the id's digest."""
     ms = int(datetime.fromisoformat(created_at).timestamp() * 1000)
     digest = int.from_bytes(hashlib.sha256(session_id.encode()).digest()[:10], "big") >> 1
-    number, chars = (ms << 80) | digest, []
-    for _ in range(26):
-        number, digit = divmod(number, 32)
-        chars.append(_CROCKFORD[digit])
-    return "evt_" + "".join(reversed(chars))
+    return "evt_" + crockford26((ms << 80) | digest)
 
 
 def created_event_row(session: Mapping[Any, Any]) -> dict[str, Any]:

@@ -2,9 +2,18 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from soong_store.errors import InvalidIdentifier
-from soong_store.model.ids import check_id, check_session_id, new_id, new_session_id, utc_now
+from soong_store.model.ids import (
+    check_id,
+    check_session_id,
+    crockford26,
+    new_id,
+    new_session_id,
+    utc_now,
+)
 
 
 def test_session_id_format():
@@ -51,3 +60,28 @@ def test_utc_now_has_microseconds_and_utc():
     parsed = datetime.fromisoformat(stamp)
     assert parsed.tzinfo is not None and parsed.utcoffset().total_seconds() == 0
     assert re.search(r"\.\d{6}\+00:00$", stamp)
+
+
+def _digits_by_division(number: int) -> str:
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    chars = []
+    for _ in range(26):
+        number, digit = divmod(number, 32)
+        chars.append(alphabet[digit])
+    return "".join(reversed(chars))
+
+
+@given(st.integers(min_value=0, max_value=(1 << 130) - 1))
+def test_crockford_digits_match_the_division_by_32(number):
+    assert crockford26(number) == _digits_by_division(number)
+
+
+@pytest.mark.parametrize("number", [0, 1, 31, 32, (1 << 128) - 1, (1 << 130) - 1])
+def test_crockford_digits_at_the_edges(number):
+    assert crockford26(number) == _digits_by_division(number)
+
+
+@pytest.mark.parametrize("number", [-1, 1 << 130])
+def test_crockford_refuses_what_does_not_fit(number):
+    with pytest.raises(ValueError, match=str(number)):
+        crockford26(number)
