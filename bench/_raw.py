@@ -121,7 +121,8 @@ class RawWriter:
 
     def __init__(self, path: Path, synchronous: str) -> None:
         self.path = path
-        self.connection = sqlite3.connect(path, isolation_level=None)
+        # Another thread may run the statements (``_floor.py``), one thread at a time.
+        self.connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         for pragma in (
             "PRAGMA busy_timeout = 5000",
             f"PRAGMA synchronous = {synchronous}",
@@ -179,12 +180,17 @@ class RawWriter:
 
     def append(self, sid: str, role: str, content_json: str) -> None:
         """One node and its ``node_created`` event, in one transaction, as the store does it."""
+        self.connection.execute("BEGIN IMMEDIATE")
+        self.statements(sid, role, content_json)
+        self.connection.execute("COMMIT")
+
+    def statements(self, sid: str, role: str, content_json: str) -> None:
+        """The four statements of an append, inside a transaction the caller began."""
         s = self.sessions[sid]
         con = self.connection
         self.counter += 1
         node_id = f"node_{self.counter:026d}"
         now = datetime.now(UTC).isoformat(timespec="microseconds")
-        con.execute("BEGIN IMMEDIATE")
         cursor = con.execute(s.row_sql, (sid,))
         row = cursor.fetchone()
         session = dict(zip([d[0] for d in cursor.description[:-3]], row[:-3], strict=True))
@@ -213,7 +219,6 @@ class RawWriter:
         )
         con.execute(s.event_sql, event)
         con.execute(self.UPDATE, (node_id, now, sid))
-        con.execute("COMMIT")
 
     def close(self) -> None:
         """Close the connection."""

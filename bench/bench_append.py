@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from _floor import ThreadedRaw
 from _raw import RawWriter
 
 from soong_store import SessionStore
@@ -35,6 +36,8 @@ class Result:
 
     store: list[float]
     raw: list[float]
+    floor: list[float]
+    """Raw's statements through a writer thread (``_floor.py``); empty unless asked for."""
 
     def report(self) -> str:
         store, raw = statistics.median(self.store), statistics.median(self.raw)
@@ -50,35 +53,62 @@ class Result:
 
 
 async def run(
-    rounds: int, batch: int, content: list[dict[str, Any]] | None = None, warmup: int | None = None
+    rounds: int,
+    batch: int,
+    content: list[dict[str, Any]] | None = None,
+    warmup: int | None = None,
+    *,
+    floor: bool = False,
 ) -> Result:
-    """Interleaved rounds of ``batch`` awaited appends and ``batch`` raw transactions."""
+    """Interleaved rounds of ``batch`` awaited appends and ``batch`` raw transactions.
+
+    With ``floor``, a third side awaits ``batch`` appends of raw's statements run by a writer
+    thread (:class:`_floor.ThreadedRaw`, on a file of its own).
+    """
     content = content if content is not None else CONTENT
     content_json = orjson.dumps(content).decode()
     with tempfile.TemporaryDirectory(prefix="soong-bench-") as tmp:
         home = Path(tmp) / "home"
         store_times: list[float] = []
         raw_times: list[float] = []
+        floor_times: list[float] = []
         async with SessionStore(home=home) as store:
             sid = (await store.create_session(cwd=tmp)).session_id
             await store.append_event(sid, "bench_ready")  # a pair exists from the 1st write
             raw = RawWriter.clone(home, [sid], Path(tmp) / "raw.sqlite", "NORMAL")
+            threaded = None
+            sides = ["raw", "store"]
+            if floor:
+                floor_raw = RawWriter.clone(home, [sid], Path(tmp) / "floor.sqlite", "NORMAL")
+                threaded = ThreadedRaw(floor_raw)
+                sides.append("floor")
             for _ in range(batch if warmup is None else warmup):
                 await store.append_node(sid, "user", "message", content)
                 raw.append(sid, "user", content_json)
+                if threaded is not None:
+                    await threaded.append(sid, "user", content_json)
             for i in range(rounds):
-                for side in ("store", "raw") if i % 2 else ("raw", "store"):
+                shift = i % len(sides)
+                for side in sides[shift:] + sides[:shift]:
                     begin = time.perf_counter()
                     if side == "store":
                         for _ in range(batch):
                             await store.append_node(sid, "user", "message", content)
                         store_times.append((time.perf_counter() - begin) / batch)
-                    else:
+                    elif side == "raw":
                         for _ in range(batch):
                             raw.append(sid, "user", content_json)
                         raw_times.append((time.perf_counter() - begin) / batch)
+                    else:
+                        assert threaded is not None
+                        for _ in range(batch):
+                            await threaded.append(sid, "user", content_json)
+                        floor_times.append((time.perf_counter() - begin) / batch)
             raw.close()
-        return Result(store_times, raw_times)
+            if threaded is not None:
+                threaded.close()
+                floor_raw.close()
+        return Result(store_times, raw_times, floor_times)
 
 
 def main() -> None:

@@ -34,11 +34,19 @@ def test_quick_run_prints_the_table_and_writes_valid_json(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     assert result["rows"] == ["sequential_append", "pages_written"]
-    assert [f["name"] for f in result["figures"]] == ["sequential append", "pages written"]
+    assert [f["name"] for f in result["figures"]] == [
+        "sequential append",
+        "sequential append: the design's floor",
+        "pages written",
+    ]
     for figure in result["figures"]:
         assert figure["store"] > 0 and figure["baseline"] > 0 and figure["ratio"] > 0
-        assert figure["verdict"] in ("PASS", "FAIL")
         assert len(figure["samples"]["store"]) == len(figure["samples"]["raw"]) == 1
+    verdicts = [f["verdict"] for f in result["figures"]]
+    assert verdicts[0] in ("PASS", "FAIL") and verdicts[2] in ("PASS", "FAIL")
+    assert verdicts[1] == "n/a"  # the floor is a reference, not a target
+    floor = result["figures"][1]
+    assert floor["store"] == floor["samples"]["floor"][0]  # its figure is the floor side's
     assert result["commit"]
     assert "| sequential append" in done.stdout and "| pages written" in done.stdout
 
