@@ -46,6 +46,15 @@ WRITE_SIDE = (
 )
 """What a listing of sessions has no use for: the ORM, importers, write side, search, task WAL."""
 
+CONTENT = (
+    "soong_store.model.content",
+    "soong_store.model.content_json",
+    "soong_store.model.records",
+    "soong_store.files.spill",
+    "soong_store.cli.render_nodes",
+)
+"""The content blocks and every module that needs them: a listing shows no node."""
+
 
 def writer_threads() -> int:
     return sum(t.name == "soong-store-writer" and t.is_alive() for t in threading.enumerate())
@@ -114,6 +123,21 @@ def test_sessions_in_a_new_process_loads_neither_alembic_nor_the_transfer(home: 
 def test_sessions_in_a_new_process_loads_no_orm_nor_the_write_side(home: Path, json: bool) -> None:
     asyncio.run(made(home, 2))
     assert loaded_by(home, WRITE_SIDE, "sessions", *(["--json"] if json else [])) == []
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_sessions_in_a_new_process_loads_no_content_model(home: Path, json: bool) -> None:
+    asyncio.run(made(home, 2))
+    assert loaded_by(home, CONTENT, "sessions", *(["--json"] if json else [])) == []
+
+
+@pytest.mark.parametrize(("command", "needs"), [("tree", "render_nodes"), ("path", "content")])
+def test_a_command_that_shows_nodes_in_a_new_process_loads_the_content(
+    home: Path, command: str, needs: str
+) -> None:
+    sid = asyncio.run(made(home, 1))[0]
+    loaded = loaded_by(home, CONTENT, command, sid)
+    assert any(name.endswith(needs) for name in loaded), loaded
 
 
 def test_a_write_command_in_a_new_process_loads_the_write_side_it_uses(home: Path) -> None:
