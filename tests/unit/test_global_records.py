@@ -73,3 +73,40 @@ def test_a_session_record_read_back_dumps_and_validates_as_one_made_by_hand() ->
         global_records.SessionRecord.model_validate({**dumped, "unknown": 1})
     with pytest.raises(ValidationError):
         record.cwd = "elsewhere"  # type: ignore[misc]
+
+
+THREADS_PROBE = """
+import threading
+from soong_store.model.global_records import AgentRecord, SessionRecord
+fields = {fields!r}
+start, same = threading.Barrier(8), []
+
+def first_use():
+    start.wait()
+    same.append(SessionRecord.model_validate(fields).model_dump(mode="json") == fields)
+
+threads = [threading.Thread(target=first_use) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print("agents built:", AgentRecord.__pydantic_complete__, "same:", *same)
+"""
+
+
+def test_a_record_validated_first_by_several_threads_at_once_is_validated_right() -> None:
+    fields = global_records.session_record(ROW).model_dump(mode="json")
+    done = subprocess.run(
+        [sys.executable, "-c", THREADS_PROBE.format(fields=fields)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["agents", "built:", "False", "same:", *["True"] * 8]
+
+
+def test_the_records_of_nodes_and_events_are_built_at_import() -> None:
+    assert records.NodeRecord.__pydantic_complete__
+    assert records.EventRecord.__pydantic_complete__
+    assert records.ContextView.__pydantic_complete__
