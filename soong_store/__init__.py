@@ -5,7 +5,8 @@ by default. Everything a caller needs is importable from here; other modules are
 
 Importing the package loads only the errors and the enums; every other name is imported on first
 use (PEP 562), so that a command line that only prints its help never loads SQLAlchemy,
-Pydantic or the content models.
+Pydantic or the content models, and the records of sessions, agents, runs and artifacts come
+without the content models.
 """
 
 import importlib as _importlib
@@ -47,15 +48,13 @@ if _typing.TYPE_CHECKING:
         ToolCallBlock,
         ToolResultBlock,
     )
-    from soong_store.model.records import (
+    from soong_store.model.global_records import (
         AgentRecord,
         ArtifactRecord,
-        ContextView,
-        EventRecord,
-        NodeRecord,
         RunRecord,
         SessionRecord,
     )
+    from soong_store.model.records import ContextView, EventRecord, NodeRecord
     from soong_store.model.search import SearchHit
     from soong_store.store import SessionStore
     from soong_store.tasks.wal import Task, TaskDag, TaskStatus
@@ -73,15 +72,13 @@ _LAZY = {
         "ToolCallBlock",
         "ToolResultBlock",
     ),
-    "soong_store.model.records": (
+    "soong_store.model.global_records": (
         "AgentRecord",
         "ArtifactRecord",
-        "ContextView",
-        "EventRecord",
-        "NodeRecord",
         "RunRecord",
         "SessionRecord",
     ),
+    "soong_store.model.records": ("ContextView", "EventRecord", "NodeRecord"),
     "soong_store.model.search": ("SearchHit",),
     "soong_store.store": ("SessionStore",),
     "soong_store.tasks.wal": ("Task", "TaskDag", "TaskStatus"),

@@ -35,20 +35,15 @@ from soong_store.model.enums import (
     RunStatus,
     SessionStatus,
 )
+from soong_store.model.global_records import AgentRecord, ArtifactRecord, RunRecord, SessionRecord
 from soong_store.model.ids import check_id, check_optional_id, check_session_id
-from soong_store.model.records import (
-    AgentRecord,
-    ArtifactRecord,
-    EventRecord,
-    RunRecord,
-    SessionRecord,
-)
 from soong_store.ops import artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.runtime import StoreRuntime
 from soong_store.sql import reads
 
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
+    from soong_store.model.records import EventRecord
     from soong_store.model.search import SearchHit
     from soong_store.ops import Op
     from soong_store.tasks.registry import TaskDags

@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from soong_store.errors import InvalidArgument
 from soong_store.files.artifacts import ArtifactOp, SpillPolicy
-from soong_store.files.spill import spill_large_json
 from soong_store.files.store import StartFile
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, artifact_refs, validate_content
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.ids import check_optional_id, new_id
+
+if TYPE_CHECKING:  # the content blocks are imported by the first node built, not by the checks
+    from soong_store.model.content import ContentBlock
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -199,6 +200,9 @@ class NodeOp:
         their files start with ``start_file``. Everything else is checked first, so that only
         the content itself can fail once a file is on its way (and then the files are dropped).
         """
+        from soong_store.files.spill import spill_large_json
+        from soong_store.model.content import artifact_refs, validate_content
+
         node_id = new_id("node")
         role_value = enum_value(Role, role, "role")
         type_value = enum_value(NodeType, node_type, "node type")

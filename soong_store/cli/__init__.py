@@ -10,7 +10,9 @@ for damage (``check`` found problems, the database or a task log is damaged), el
 This module parses the command line and runs a command, importing its module only to run it:
 those that look at sessions are in :mod:`~soong_store.cli.browse`, ``tasks`` in
 :mod:`~soong_store.cli.tasks`, ``export`` and ``import`` in :mod:`~soong_store.cli.transfer`, the
-rest in :mod:`~soong_store.cli.maintain`.
+rest in :mod:`~soong_store.cli.maintain`. A line that names its command plainly (after nothing
+but ``--home``, ``--url`` and ``--sqlite-module``) is parsed by a parser of that command alone,
+as the whole parser would parse it, without a parser made for each of the others.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ the content models."""
 IMPORT_FORMATS = ["auto", "soong", "claude-code", "codex", "pi", "chatgpt", "librechat",
                   "openwebui", "openhands"]  # fmt: skip
 """What ``import --format`` takes (the importers' formats; a test keeps the two equal)."""
+_COMMANDS = frozenset(name for names in HANDLERS.values() for name in names)
 DESCRIPTION = "Look into the sessions of a soong agent home; check, export and import them."
 
 
@@ -103,8 +106,39 @@ def _handler(name: str) -> str:
     return f"soong_store.cli.{module}:cmd_{name}"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``soong-store`` and all its commands."""
+def _ignored(*_: object, **__: object) -> None:
+    """``add_argument`` of a command the parser leaves out."""
+
+
+_TOP_OPTIONS = ("--home", "--url", "--sqlite-module")
+
+
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names after nothing but the options that take a value, else ``None``.
+
+    Anything else before it (``--help``, ``--version``, an abbreviated or unknown option) or a
+    name that is no command gives ``None``: only the whole parser says what those mean.
+    """
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word in _TOP_OPTIONS:
+            index += 2
+        elif word.startswith(tuple(f"{option}=" for option in _TOP_OPTIONS)):
+            index += 1
+        elif word in _COMMANDS:
+            return word
+        else:
+            return None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of ``soong-store`` and all its commands, or with ``only`` one.
+
+    ``only`` names the one command the parser knows: what it parses of that command is what the
+    whole parser parses, without making a parser for each of the others (see :func:`main`).
+    """
     parser = _Parser(prog=PROG, description=DESCRIPTION)
     add = parser.add_argument
     add("--home", type=Path, metavar="DIR", help="agent home (default: $SOONG_AGENT_HOME, "
@@ -117,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands: dict[str, argparse.ArgumentParser] = {}
 
     def command(name: str, text: str) -> Any:
+        if only is not None and name != only:
+            return _ignored
         made = sub.add_parser(name, help=text, description=text, prog=f"{PROG} {name}")
         made.set_defaults(handler=_handler(name))
         commands[name] = made
@@ -229,12 +265,13 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
     ``whole_process``: the call is the process's only work (the console script), so the objects
     its command's import makes are frozen for the garbage collector (see :func:`_command_module`).
     """
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_named(words))
     args = None
     try:
         if isinstance(sys.stdout, io.TextIOWrapper):
             sys.stdout.reconfigure(errors="replace")
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
         if args.command is None:
             parser.print_help()
             return 0

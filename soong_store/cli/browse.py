@@ -2,8 +2,10 @@
 
 Looking: ``sessions``, ``show``, ``tree``, ``path`` and ``timeline``.
 
-Each returns the exit status; what they print is drawn by :mod:`soong_store.cli.render`.
-:mod:`soong_store.transfer` (its counts) is imported only by the commands that print counts.
+Each returns the exit status; what they print is drawn by :mod:`soong_store.cli.render`, and
+the nodes of ``tree`` and ``path`` by :mod:`soong_store.cli.render_nodes`, imported only by those
+two (it imports the content blocks). :mod:`soong_store.transfer` (its counts) is imported only
+by the commands that print counts.
 """
 
 from __future__ import annotations
@@ -67,25 +69,31 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 async def cmd_tree(args: argparse.Namespace) -> int:
     """The whole tree of a session, the active path marked."""
+    from soong_store.cli import render_nodes
+
     sid = check_session_id(args.session_id)
     async with open_existing(args) as store:
         doc = await tree_of(store, sid, args.agent)
     if args.json:
         emit(doc)
     else:
-        out_lines(render.tree_lines(doc, width=width_of(args), depth=args.depth))
+        out_lines(render_nodes.tree_lines(doc, width=width_of(args), depth=args.depth))
     return 0
 
 
 async def tree_of(store: SessionStore, sid: str, agent: str | None = None) -> dict[str, Any]:
     """The tree document of a session (``tree`` and ``demo`` print it)."""
+    from soong_store.cli import render_nodes
+
     session = await store.get_session(sid)
     agents = await store.list_agents(sid)
-    return render.tree_document(session, await store.list_nodes(sid), agents, agent)
+    return render_nodes.tree_document(session, await store.list_nodes(sid), agents, agent)
 
 
 async def cmd_path(args: argparse.Namespace) -> int:
     """The context the model gets at a node: the active path from its last compaction on."""
+    from soong_store.cli import render_nodes
+
     sid = check_session_id(args.session_id)
     async with open_existing(args) as store:
         node = None if args.node is None else await node_arg(store, sid, args.node)
@@ -100,13 +108,13 @@ async def cmd_path(args: argparse.Namespace) -> int:
 
             nodes = (await run_read(store, partial(session_counts, session_id=sid)))["nodes"]
     if args.json:
-        emit(render.path_document(sid, path, context, args.limit))
+        emit(render_nodes.path_document(sid, path, context, args.limit))
     elif not path and nodes:
         out(f"session {sid} has no active node (the next message starts a new root)")
     elif not path:
         out(f"session {sid} has no node yet")
     else:
-        out_lines(render.path_lines(path, context, args.limit))
+        out_lines(render_nodes.path_lines(path, context, args.limit))
     return 0
 
 

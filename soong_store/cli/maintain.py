@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from soong_store.check import check_store
-from soong_store.cli import PROG, render
+from soong_store.cli import PROG, render_nodes
 from soong_store.cli.browse import tree_of
 from soong_store.cli.common import (
     Progress,
@@ -105,6 +105,6 @@ async def cmd_demo(args: argparse.Namespace) -> int:
         emit({"home": str(home), **doc})
         return 0
     out(f"demo session written to home {home}\n")
-    out_lines(render.tree_lines(doc, width=width_of(args)))
+    out_lines(render_nodes.tree_lines(doc, width=width_of(args)))
     out(f"\nlook closer: {PROG} --home {home} show {sid}   (also: path, timeline, tasks, check)")
     return 0

@@ -1,5 +1,11 @@
 """Records: frozen Pydantic models of stored rows, JSON columns decoded.
 
+Nodes, events and the context are defined here; the records of the global tables (sessions,
+agents, runs, artifacts) in :mod:`soong_store.model.global_records`, which does not import the
+content blocks, and are named here too, so that either module serves a caller that has content
+loaded anyway. These build their validators at import, as Pydantic does by default (the base's
+``defer_build`` is for the listing): importing this module builds the content adapter anyway.
+
 Fields are the columns; ``*_json`` columns appear under their plain name (``metadata``,
 ``payload``, ``usage``, ``error``, ``result``) as decoded values, and ``content_json`` as a list
 of content blocks. Rows read back from the database are trusted (they passed validation on the
@@ -16,86 +22,47 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from soong_store.model import codec
 from soong_store.model.content import ContentBlock
 from soong_store.model.content_json import content_from_json
-from soong_store.model.enums import (
-    AgentStatus,
-    AgentType,
-    EndReason,
-    EventLevel,
-    NodeType,
-    Role,
-    RunStatus,
-    SessionStatus,
+from soong_store.model.enums import EventLevel, NodeType, Role
+from soong_store.model.global_records import (
+    AgentRecord,
+    ArtifactRecord,
+    Record,
+    RunRecord,
+    SessionRecord,
+    agent_record,
+    artifact_record,
+    run_record,
+    session_record,
+    written_artifact_record,
 )
-from soong_store.model.trusted import (
-    LEVELS,
-    NODE_TYPES,
-    ROLES,
-    built,
-    damaged_column,
-    damaged_content,
-)
+from soong_store.model.global_records import stored as _stored
+from soong_store.model.trusted import LEVELS, NODE_TYPES, ROLES, built, damaged_content, ts
+
+__all__ = [
+    "AgentRecord",
+    "ArtifactRecord",
+    "ContextView",
+    "EventRecord",
+    "NodeRecord",
+    "Record",
+    "RunRecord",
+    "SessionRecord",
+    "agent_record",
+    "artifact_record",
+    "context_view",
+    "event_record",
+    "node_record",
+    "run_record",
+    "session_record",
+    "written_artifact_record",
+    "written_event_record",
+    "written_node_record",
+]
 
 
-class Record(BaseModel):
-    """The base of every record: frozen, no extra fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SessionRecord(Record):
-    """A row of ``sessions``."""
-
-    session_id: str
-    cwd: str
-    root_agent_id: str
-    active_node_id: str | None
-    parent_session_id: str | None
-    status: SessionStatus
-    metadata: Any
-    created_at: datetime
-    updated_at: datetime
-
-
-class AgentRecord(Record):
-    """A row of ``agents``."""
-
-    agent_id: str
-    session_id: str
-    parent_agent_id: str | None
-    agent_type: AgentType
-    created_by_run_id: str | None
-    fork_from_node_id: str | None
-    status: AgentStatus
-    result: Any
-    metadata: Any
-    created_at: datetime
-    updated_at: datetime
-
-
-class RunRecord(Record):
-    """A row of ``runs``."""
-
-    run_id: str
-    session_id: str
-    agent_id: str
-    status: RunStatus
-    start_node_id: str | None
-    end_node_id: str | None
-    end_reason: EndReason | None
-    turn_count: int | None
-    usage: Any
-    error: Any
-    metadata: Any
-    created_at: datetime
-    updated_at: datetime
-
-
-class NodeRecord(Record):
+class NodeRecord(Record, defer_build=False):
     """A row of a session's ``nodes_<sid>`` table."""
 
     session_id: str
@@ -112,7 +79,7 @@ class NodeRecord(Record):
     created_at: datetime
 
 
-class EventRecord(Record):
+class EventRecord(Record, defer_build=False):
     """A row of a session's ``events_<sid>`` table."""
 
     session_id: str
@@ -129,40 +96,11 @@ class EventRecord(Record):
     created_at: datetime
 
 
-class ArtifactRecord(Record):
-    """A row of ``artifacts``."""
-
-    artifact_id: str
-    session_id: str
-    agent_id: str | None
-    run_id: str | None
-    node_id: str | None
-    tool_call_id: str | None
-    path: str
-    filename: str | None
-    mime_type: str | None
-    size_bytes: int | None
-    summary: str | None
-    metadata: Any
-    created_at: datetime
-
-
-class ContextView(Record):
+class ContextView(Record, defer_build=False):
     """What the model gets: the active path cut at its last compaction, and its token total."""
 
     nodes: list[NodeRecord]
     token_count: int
-
-
-_ts = datetime.fromisoformat
-
-
-def _stored(row: Mapping[Any, Any], column: str) -> Any:
-    """Decode a JSON column; text that is not JSON means the stored data is damaged."""
-    try:
-        return codec.loads(row[column])
-    except ValueError as exc:
-        raise damaged_column(column, exc) from exc
 
 
 def _stored_content(session_id: str, row: Mapping[Any, Any]) -> list[ContentBlock]:
@@ -170,67 +108,6 @@ def _stored_content(session_id: str, row: Mapping[Any, Any]) -> list[ContentBloc
         return content_from_json(row["content_json"])
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise damaged_content(session_id, row["node_id"], exc) from exc
-
-
-def session_record(row: Mapping[Any, Any]) -> SessionRecord:
-    """Build a :class:`SessionRecord` from a ``sessions`` row."""
-    return built(
-        SessionRecord,
-        {
-            "session_id": row["session_id"],
-            "cwd": row["cwd"],
-            "root_agent_id": row["root_agent_id"],
-            "active_node_id": row["active_node_id"],
-            "parent_session_id": row["parent_session_id"],
-            "status": SessionStatus(row["status"]),
-            "metadata": _stored(row, "metadata_json"),
-            "created_at": _ts(row["created_at"]),
-            "updated_at": _ts(row["updated_at"]),
-        },
-    )
-
-
-def agent_record(row: Mapping[Any, Any]) -> AgentRecord:
-    """Build an :class:`AgentRecord` from an ``agents`` row."""
-    return built(
-        AgentRecord,
-        {
-            "agent_id": row["agent_id"],
-            "session_id": row["session_id"],
-            "parent_agent_id": row["parent_agent_id"],
-            "agent_type": AgentType(row["agent_type"]),
-            "created_by_run_id": row["created_by_run_id"],
-            "fork_from_node_id": row["fork_from_node_id"],
-            "status": AgentStatus(row["status"]),
-            "result": _stored(row, "result_json"),
-            "metadata": _stored(row, "metadata_json"),
-            "created_at": _ts(row["created_at"]),
-            "updated_at": _ts(row["updated_at"]),
-        },
-    )
-
-
-def run_record(row: Mapping[Any, Any]) -> RunRecord:
-    """Build a :class:`RunRecord` from a ``runs`` row."""
-    reason = row["end_reason"]
-    return built(
-        RunRecord,
-        {
-            "run_id": row["run_id"],
-            "session_id": row["session_id"],
-            "agent_id": row["agent_id"],
-            "status": RunStatus(row["status"]),
-            "start_node_id": row["start_node_id"],
-            "end_node_id": row["end_node_id"],
-            "end_reason": None if reason is None else EndReason(reason),
-            "turn_count": row["turn_count"],
-            "usage": _stored(row, "usage_json"),
-            "error": _stored(row, "error_json"),
-            "metadata": _stored(row, "metadata_json"),
-            "created_at": _ts(row["created_at"]),
-            "updated_at": _ts(row["updated_at"]),
-        },
-    )
 
 
 def node_record(session_id: str, row: Mapping[Any, Any]) -> NodeRecord:
@@ -262,7 +139,7 @@ def written_node_record(
             "content": content,
             "metadata": metadata,
             "token_count": row["token_count"],
-            "created_at": _ts(row["created_at"]),
+            "created_at": ts(row["created_at"]),
         },
     )
 
@@ -288,34 +165,7 @@ def written_event_record(session_id: str, row: Mapping[Any, Any], payload: Any) 
             "node_id": row["node_id"],
             "tool_call_id": row["tool_call_id"],
             "payload": payload,
-            "created_at": _ts(row["created_at"]),
-        },
-    )
-
-
-def artifact_record(row: Mapping[Any, Any]) -> ArtifactRecord:
-    """Build an :class:`ArtifactRecord` from an ``artifacts`` row."""
-    return written_artifact_record(row, _stored(row, "metadata_json"))
-
-
-def written_artifact_record(row: Mapping[Any, Any], metadata: Any) -> ArtifactRecord:
-    """The :class:`ArtifactRecord` of a row just written; ``metadata`` is its column as read."""
-    return built(
-        ArtifactRecord,
-        {
-            "artifact_id": row["artifact_id"],
-            "session_id": row["session_id"],
-            "agent_id": row["agent_id"],
-            "run_id": row["run_id"],
-            "node_id": row["node_id"],
-            "tool_call_id": row["tool_call_id"],
-            "path": row["path"],
-            "filename": row["filename"],
-            "mime_type": row["mime_type"],
-            "size_bytes": row["size_bytes"],
-            "summary": row["summary"],
-            "metadata": metadata,
-            "created_at": _ts(row["created_at"]),
+            "created_at": ts(row["created_at"]),
         },
     )
 

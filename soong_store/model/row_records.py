@@ -10,12 +10,10 @@ validated (a row edited on disk raises ``StorageError``, never a half-built reco
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soong_store.model import codec
-from soong_store.model.content_json import content_from_json
 from soong_store.model.enums import EventLevel, NodeType, Role
-from soong_store.model.records import EventRecord, NodeRecord
 from soong_store.model.trusted import (
     LEVELS,
     NODE_TYPES,
@@ -27,6 +25,9 @@ from soong_store.model.trusted import (
     set_slot,
     ts,
 )
+
+if TYPE_CHECKING:  # imported by the reads that build records: the column lists need neither
+    from soong_store.model.records import EventRecord, NodeRecord
 
 NODE_COLUMNS = (
     "node_id",
@@ -50,6 +51,9 @@ def node_records(session_id: str, rows: Iterable[Sequence[Any]]) -> list[NodeRec
     The hot read (a long path): no dict per row, and the loop inlined. What it builds equals
     what :func:`node_record` builds from the same row, content validated the same way.
     """
+    from soong_store.model.content_json import content_from_json
+    from soong_store.model.records import NodeRecord
+
     out: list[NodeRecord] = []
     append = out.append
     validate, loads, stamp = content_from_json, codec.loads, ts
@@ -109,6 +113,8 @@ EVENT_COLUMNS = (
 
 def event_records(session_id: str, rows: Iterable[Sequence[Any]]) -> list[EventRecord]:
     """:func:`event_record` of rows given as tuples of :data:`EVENT_COLUMNS` (a timeline page)."""
+    from soong_store.model.records import EventRecord
+
     out: list[EventRecord] = []
     append = out.append
     loads, stamp, levels = codec.loads, ts, LEVELS

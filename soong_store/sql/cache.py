@@ -31,21 +31,18 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
 from soong_store.backends.base import DataVersion, dialect_of
 from soong_store.errors import NotFound
-from soong_store.model.content import (
-    ArtifactRefBlock,
-    ContentBlock,
-    JsonBlock,
-    TextBlock,
-    ToolCallBlock,
-)
 from soong_store.model.enums import NodeType
-from soong_store.model.records import ContextView, NodeRecord, context_view
 from soong_store.sql import reads
+
+if TYPE_CHECKING:  # a store makes its cache before any node, or content, is loaded
+    from soong_store.model.content import ContentBlock
+    from soong_store.model.records import ContextView, NodeRecord
 
 SESSIONS = 64
 """Sessions with an entry; the least recently read goes first."""
@@ -104,6 +101,8 @@ def _shareable(node: NodeRecord) -> bool:
 
 
 def _plain(block: ContentBlock) -> bool:
+    from soong_store.model.content import ArtifactRefBlock, JsonBlock, TextBlock, ToolCallBlock
+
     if isinstance(block, TextBlock | ArtifactRefBlock):
         return True
     if isinstance(block, JsonBlock):
@@ -156,6 +155,8 @@ class PathCache:
         self, connection: Connection, session_id: str, node_id: str | None, limit: int | None
     ) -> ContextView:
         """:func:`~soong_store.sql.reads.context`, from the cache where it is current."""
+        from soong_store.model.records import context_view
+
         version = dialect_of(connection).data_version(connection)
         if version is None:
             return reads.context(connection, session_id, node_id, limit)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, or_, select
 from sqlalchemy.engine import Dialect
@@ -17,19 +17,13 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 
 from soong_store.errors import NotFound, StorageError
 from soong_store.model.enums import NodeType, SessionStatus
-from soong_store.model.records import (
+from soong_store.model.global_records import (
     AgentRecord,
     ArtifactRecord,
-    ContextView,
-    EventRecord,
-    NodeRecord,
     RunRecord,
     SessionRecord,
     agent_record,
     artifact_record,
-    context_view,
-    event_record,
-    node_record,
     run_record,
     session_record,
 )
@@ -39,6 +33,9 @@ from soong_store.schema.models import agents_table, artifacts_table, runs_table,
 from soong_store.sql.climb_sql import climb_statement
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Prepared, Runner
+
+if TYPE_CHECKING:  # nodes hold content: model.records is imported by the reads that build them
+    from soong_store.model.records import ContextView, EventRecord, NodeRecord
 
 Row = Mapping[str, Any]
 _UNBOUNDED = 2**63 - 1
@@ -147,6 +144,8 @@ def list_runs(connection: Connection, session_id: str) -> list[RunRecord]:
 
 def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecord:
     """One node of a session."""
+    from soong_store.model.records import node_record
+
     session_row(connection, session_id)
     pair = tables_of(connection, session_id)
     row = None
@@ -160,6 +159,8 @@ def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecor
 
 def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
     """Every node of a session by ``node_seq``."""
+    from soong_store.model.records import node_record
+
     session_row(connection, session_id)
     pair = tables_of(connection, session_id)
     if pair is None:
@@ -171,6 +172,8 @@ def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
 
 def children(connection: Connection, session_id: str, node_id: str) -> list[NodeRecord]:
     """The children of a node by ``node_seq``."""
+    from soong_store.model.records import node_record
+
     get_node(connection, session_id, node_id)
     nodes = _pair(connection, session_id).nodes
     rows = connection.execute(
@@ -329,6 +332,8 @@ def context(
 
     Read from the leaf up to that compaction (or the root), at most ``limit`` nodes.
     """
+    from soong_store.model.records import ContextView, context_view
+
     target = path_target(connection, session_id, node_id)
     if target is None:
         return ContextView(nodes=[], token_count=0)
@@ -349,6 +354,8 @@ def timeline(
     session without a pair (its first event is made from it, or ``NotFound``): a pair's catalog
     row holds a foreign key to it, so a session with a pair exists.
     """
+    from soong_store.model.records import event_record
+
     pair = tables_of(connection, session_id)
     if pair is None:
         first = created_event_row(session_row(connection, session_id))

@@ -6,8 +6,8 @@ from functools import partial
 from typing import Any
 
 from soong_store import calls
+from soong_store.model.global_records import ArtifactRecord
 from soong_store.model.ids import check_id, check_session_id
-from soong_store.model.records import ArtifactRecord
 from soong_store.sql import reads
 from soong_store.store.core import StoreCore
 

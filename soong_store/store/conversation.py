@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 from soong_store import calls
 from soong_store.model.enums import AgentType, EventLevel, NodeType, Role
 from soong_store.model.ids import check_id, check_optional_id, check_session_id
-from soong_store.model.records import ContextView, EventRecord, NodeRecord, SessionRecord
 from soong_store.ops import check_bound
 from soong_store.sql import reads
 from soong_store.store.core import StoreCore
 
 if TYPE_CHECKING:
+    from soong_store.model.global_records import SessionRecord
+    from soong_store.model.records import ContextView, EventRecord, NodeRecord
     from soong_store.model.search import SearchHit
 
 

@@ -14,8 +14,8 @@ from soong_store.model.enums import (
     RunStatus,
     SessionStatus,
 )
+from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
 from soong_store.model.ids import check_id, check_session_id
-from soong_store.model.records import AgentRecord, RunRecord, SessionRecord
 from soong_store.sql import reads
 from soong_store.store.core import StoreCore
 

@@ -46,6 +46,24 @@ WRITE_SIDE = (
 )
 """What a listing of sessions has no use for: the ORM, importers, write side, search, task WAL."""
 
+CONTENT = (
+    "soong_store.model.content",
+    "soong_store.model.content_json",
+    "soong_store.model.records",
+    "soong_store.files.spill",
+    "soong_store.cli.render_nodes",
+)
+"""The content blocks and every module that needs them: a listing shows no node."""
+
+
+SCHEMA_PROBE = """
+import sys
+from soong_store.cli import main
+code = main(["--home", sys.argv[1], *sys.argv[2:]])
+from soong_store.model.global_records import SessionRecord
+print("exit", code, "built:", SessionRecord.__pydantic_complete__)
+"""
+
 
 def writer_threads() -> int:
     return sum(t.name == "soong-store-writer" and t.is_alive() for t in threading.enumerate())
@@ -114,6 +132,36 @@ def test_sessions_in_a_new_process_loads_neither_alembic_nor_the_transfer(home: 
 def test_sessions_in_a_new_process_loads_no_orm_nor_the_write_side(home: Path, json: bool) -> None:
     asyncio.run(made(home, 2))
     assert loaded_by(home, WRITE_SIDE, "sessions", *(["--json"] if json else [])) == []
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_sessions_in_a_new_process_loads_no_content_model(home: Path, json: bool) -> None:
+    asyncio.run(made(home, 2))
+    assert loaded_by(home, CONTENT, "sessions", *(["--json"] if json else [])) == []
+
+
+@pytest.mark.parametrize(("command", "needs"), [("tree", "render_nodes"), ("path", "content")])
+def test_a_command_that_shows_nodes_in_a_new_process_loads_the_content(
+    home: Path, command: str, needs: str
+) -> None:
+    sid = asyncio.run(made(home, 1))[0]
+    loaded = loaded_by(home, CONTENT, command, sid)
+    assert any(name.endswith(needs) for name in loaded), loaded
+
+
+@pytest.mark.parametrize(("json", "built"), [(False, "False"), (True, "True")])
+def test_a_text_listing_builds_no_validator_of_its_records(
+    home: Path, json: bool, built: str
+) -> None:
+    asyncio.run(made(home, 2))
+    done = subprocess.run(
+        [sys.executable, "-c", SCHEMA_PROBE, str(home), "sessions", *(["--json"] if json else [])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split() == ["exit", "0", "built:", built], done.stdout
 
 
 def test_a_write_command_in_a_new_process_loads_the_write_side_it_uses(home: Path) -> None:
