@@ -3,8 +3,7 @@
 Apart from :mod:`soong_store.model.records` (nodes, events, the context) because none of these
 holds content: a listing of sessions builds them without importing the content blocks, which
 Pydantic takes longer to build than anything else a listing imports. Built without validation,
-as every read builds its records (:func:`~soong_store.model.trusted.built`), and their
-validators only when one is first used (``defer_build``).
+as every read builds its records (:func:`~soong_store.model.trusted.built`).
 """
 
 from __future__ import annotations
@@ -21,15 +20,9 @@ from soong_store.model.trusted import built, damaged_column, ts
 
 
 class Record(BaseModel):
-    """The base of every record: frozen, no extra fields, its validator built at first use.
+    """The base of every record: frozen, no extra fields."""
 
-    Records are built without validation, so a process that only lists sessions never needs a
-    validator or serializer; building them at import (Pydantic's default) cost a listing some
-    20 ms, most of it Pydantic's first look for plugins among the installed distributions'
-    entry points. A record validated or dumped builds its class's at that moment, once.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class SessionRecord(Record):

@@ -3,8 +3,7 @@
 Nodes, events and the context are defined here; the records of the global tables (sessions,
 agents, runs, artifacts) in :mod:`soong_store.model.global_records`, which does not import the
 content blocks, and are named here too, so that either module serves a caller that has content
-loaded anyway. These build their validators at import, as Pydantic does by default (the base's
-``defer_build`` is for the listing): importing this module builds the content adapter anyway.
+loaded anyway.
 
 Fields are the columns; ``*_json`` columns appear under their plain name (``metadata``,
 ``payload``, ``usage``, ``error``, ``result``) as decoded values, and ``content_json`` as a list
@@ -62,7 +61,7 @@ __all__ = [
 ]
 
 
-class NodeRecord(Record, defer_build=False):
+class NodeRecord(Record):
     """A row of a session's ``nodes_<sid>`` table."""
 
     session_id: str
@@ -79,7 +78,7 @@ class NodeRecord(Record, defer_build=False):
     created_at: datetime
 
 
-class EventRecord(Record, defer_build=False):
+class EventRecord(Record):
     """A row of a session's ``events_<sid>`` table."""
 
     session_id: str
@@ -96,7 +95,7 @@ class EventRecord(Record, defer_build=False):
     created_at: datetime
 
 
-class ContextView(Record, defer_build=False):
+class ContextView(Record):
     """What the model gets: the active path cut at its last compaction, and its token total."""
 
     nodes: list[NodeRecord]

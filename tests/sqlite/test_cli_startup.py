@@ -56,15 +56,6 @@ CONTENT = (
 """The content blocks and every module that needs them: a listing shows no node."""
 
 
-SCHEMA_PROBE = """
-import sys
-from soong_store.cli import main
-code = main(["--home", sys.argv[1], *sys.argv[2:]])
-from soong_store.model.global_records import SessionRecord
-print("exit", code, "built:", SessionRecord.__pydantic_complete__)
-"""
-
-
 def writer_threads() -> int:
     return sum(t.name == "soong-store-writer" and t.is_alive() for t in threading.enumerate())
 
@@ -147,21 +138,6 @@ def test_a_command_that_shows_nodes_in_a_new_process_loads_the_content(
     sid = asyncio.run(made(home, 1))[0]
     loaded = loaded_by(home, CONTENT, command, sid)
     assert any(name.endswith(needs) for name in loaded), loaded
-
-
-@pytest.mark.parametrize(("json", "built"), [(False, "False"), (True, "True")])
-def test_a_text_listing_builds_no_validator_of_its_records(
-    home: Path, json: bool, built: str
-) -> None:
-    asyncio.run(made(home, 2))
-    done = subprocess.run(
-        [sys.executable, "-c", SCHEMA_PROBE, str(home), "sessions", *(["--json"] if json else [])],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1].split() == ["exit", "0", "built:", built], done.stdout
 
 
 def test_a_write_command_in_a_new_process_loads_the_write_side_it_uses(home: Path) -> None:
