@@ -1,12 +1,13 @@
 """The floor of the store's write design: raw's statements run by one writer thread, awaited.
 
-DESIGN.md §5 has every write go through one FIFO queue into a write connection owned by a thread
-of its own, callers awaiting futures, queued jobs committed together. :class:`ThreadedRaw` is the
-least that design can be: :class:`_raw.RawWriter`'s statements (no validation, no records, no
-search row, no Python bookkeeping), a ``SimpleQueue`` into one thread, the jobs waiting when it
-wakes run in one ``BEGIN IMMEDIATE`` transaction with a savepoint each, and their futures set by
-one ``call_soon_threadsafe`` per batch. Whatever the store costs over this figure is its own;
-what this figure costs over raw is the design's (the thread hand-offs both ways), on this machine.
+The store's specification has every write go through one FIFO queue into a write connection
+owned by a thread of its own, callers awaiting futures, queued jobs committed together.
+:class:`ThreadedRaw` is the least that design can be: :class:`_raw.RawWriter`'s statements (no
+validation, no records, no search row, no Python bookkeeping), a ``SimpleQueue`` into one
+thread, the jobs waiting when it wakes run in one ``BEGIN IMMEDIATE`` transaction with a
+savepoint each, and their futures set by one ``call_soon_threadsafe`` per batch. Whatever the
+store costs over this figure is its own; what this figure costs over raw is the design's (the
+thread hand-offs both ways), on this machine.
 """
 
 from __future__ import annotations

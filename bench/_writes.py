@@ -65,17 +65,17 @@ def _floor_figure(
 ) -> Figure:
     """What raw's statements cost through a writer thread (``_floor.py``), against raw alone.
 
-    No verdict: it is the least a store built as DESIGN.md §5 says can cost on this machine,
+    No verdict: it is the least a store built on the writer thread can cost on this machine,
     what the row's target is to be read against. ``speed`` shows it as the row does.
     """
     figure = compare(
         group,
         f"{name}: the design's floor",
-        "raw's statements run by one writer thread, awaited through futures (DESIGN.md §5)",
+        "raw's statements run by one writer thread, awaited through futures",
         samples,
         "floor",
         "raw",
-        target="none: what §5's design costs at least",
+        target="none: the least the writer thread costs",
     )
     if speed and figure.ratio:
         figure.ratio, figure.ratio_kind = 1 / figure.ratio, "speed"
