@@ -114,16 +114,32 @@ class StoreRuntime:
         return self._writer is not None
 
     async def open(self) -> None:
-        """Create the home and bring the schema to head (once); a write starts the writer."""
+        """Create the home and bring the schema to head (once); a write starts the writer.
+
+        The open runs on the thread that then serves the first read (the first of the reader
+        threads, whose engine it binds): a new process starts one thread for both.
+        """
         self.check_process()
         if self._open:
             return
-        await asyncio.to_thread(self._open_once)
+        readers = ReaderThreads(None, self.backend.read_connections, "soong-store-read")
+        await readers.submit(partial(self._open_once, readers))
 
-    def _open_once(self) -> None:
-        with self._opening:
-            if not self._open:
-                self._open_sync()
+    def _open_once(self, readers: ReaderThreads) -> None:
+        """Open with ``readers`` as the store's reader threads, or end them (on their thread).
+
+        Ended here, not by the caller: a caller cancelled meanwhile does not wait for the open,
+        which goes on and keeps them if it succeeds.
+        """
+        kept = False
+        try:
+            with self._opening:
+                if not self._open:
+                    self._open_sync(readers)
+                    kept = True
+        finally:
+            if not kept:  # it failed, or another open came first
+                readers.shutdown(wait=False)
 
     def check_process(self) -> None:
         """Refuse a call in a forked child: the writer's thread and connections stayed behind."""
@@ -134,7 +150,7 @@ class StoreRuntime:
                 pid=self._pid,
             )
 
-    def _open_sync(self) -> None:
+    def _open_sync(self, readers: ReaderThreads) -> None:
         backend = self.backend
         # Each engine refuses an unusable driver (too old a SQLite, no psycopg) before anything
         # is created.
@@ -168,7 +184,8 @@ class StoreRuntime:
                 read_engine.dispose()
             raise
         self._read_engine = read_engine
-        self._readers = ReaderThreads(read_engine, backend.read_connections, "soong-store-read")
+        readers.bind(read_engine)
+        self._readers = readers
         self.generation += 1
         self._open = True
 

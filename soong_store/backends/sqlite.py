@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import sqlite3  # the default driver, loaded with the backend rather than in a store's open
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -112,8 +113,6 @@ def load_sqlite_module(name_or_module: str | ModuleType | None) -> ModuleType | 
 def sqlite_version(module: ModuleType | None) -> tuple[int, ...]:
     """The version of the SQLite library a DB-API module links."""
     if module is None:
-        import sqlite3
-
         return sqlite3.sqlite_version_info
     info: tuple[int, ...] = module.sqlite_version_info
     return info

@@ -9,9 +9,12 @@ switched to WAL at the open. SQLite files: journal modes and the file's bytes ar
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -84,6 +87,21 @@ def journal_mode(home: Path) -> str:
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def new_threads(before: set[threading.Thread]) -> list[str]:
+    """The names of the threads alive now that were not in ``before``."""
+    return sorted(t.name for t in threading.enumerate() if t not in before)
+
+
+def readers_end(before: set[threading.Thread]) -> bool:
+    """Whether every reader thread started since ``before`` ends within a few seconds."""
+    deadline = time.monotonic() + 10
+    while any(name.startswith("soong-store-read") for name in new_threads(before)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 async def make_session(home: Path) -> str:
@@ -200,3 +218,82 @@ def test_processes_opening_an_old_home_together_upgrade_it_once(home: Path, tmp_
     finally:
         con.close()
     assert journal_mode(home) == "wal"
+
+
+async def test_the_open_and_the_first_read_run_on_one_new_thread(home: Path) -> None:
+    sid = await make_session(home)
+    before = set(threading.enumerate())
+    async with SessionStore(home=home) as store:
+        assert new_threads(before) == ["soong-store-read_0"]
+        assert len((await store.context(sid)).nodes) == 1
+        assert new_threads(before) == ["soong-store-read_0"]
+    assert new_threads(before) == []
+
+
+async def test_a_refused_open_leaves_no_reader_thread(home: Path) -> None:
+    await make_session(home)
+    con = connect_raw(db_path(home))
+    with con:
+        con.execute("UPDATE alembic_version SET version_num = 'f00dcafe'")
+    con.close()
+    before = set(threading.enumerate())
+    with pytest.raises(SchemaVersionError):
+        await SessionStore(home=home).open()
+    assert readers_end(before)
+
+
+async def test_opens_racing_on_one_store_keep_one_set_of_reader_threads(home: Path) -> None:
+    sid = await make_session(home)
+    before = set(threading.enumerate())
+    store = SessionStore(home=home)
+    await asyncio.gather(*(store.open() for _ in range(4)))
+    try:
+        paths = await asyncio.gather(*(store.active_path(sid) for _ in range(8)))
+        assert all(len(path) == 1 for path in paths)
+        assert runtime_of(store).generation == 1
+    finally:
+        await store.close()
+    assert readers_end(before)
+
+
+async def test_an_open_whose_caller_is_cancelled_still_opens(home: Path) -> None:
+    sid = await make_session(home)
+    store = SessionStore(home=home)
+    opening = asyncio.ensure_future(store.open())
+    await asyncio.sleep(0)
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    await store.open()
+    try:
+        assert len(await store.active_path(sid)) == 1
+    finally:
+        await store.close()
+
+
+FIRST_READ = """\
+import asyncio, sys
+from soong_store import SessionStore
+
+
+async def main():
+    before = set(sys.modules)
+    async with SessionStore(home=sys.argv[1]) as store:
+        assert len((await store.context(sys.argv[2])).nodes) == 1
+    print(sorted(set(sys.modules) - before))
+
+
+asyncio.run(main())
+"""
+
+
+async def test_a_new_process_imports_nothing_to_open_and_read(home: Path) -> None:
+    sid = await make_session(home)
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_READ, str(home), sid],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "[]"
