@@ -7,7 +7,9 @@ its caller's loop and future, a waiting reader thread takes it, and the result g
 ``call_soon_threadsafe``. Each thread checks one connection out of the read engine's pool at
 its first read and keeps it (the pool is as large as the thread count); a read that fails lets
 its thread's connection go back to the pool, which resets it, so the next read starts on a clean
-one. Closing ends every thread, each returning its connection before it exits.
+one. A store's open runs as the first job of its reader threads, before their engine is
+bound, so that the thread it starts serves the first read too. Closing ends every thread, each
+returning its connection before it exits.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ class ReaderThreads:
     Threading contract: :meth:`submit` is called on an event loop's thread and returns a future
     of that loop; the work runs on a reader thread, where :meth:`connection` is that thread's
     connection. :meth:`shutdown` (not on a reader thread) lets queued reads finish, then ends
-    the threads. A read whose caller's loop is gone by the time it ends is dropped.
+    the threads. A read whose caller's loop is gone by the time it ends is dropped. Made
+    without an engine, the threads run only work that needs no connection until
+    :meth:`bind` gives them one.
     """
 
-    def __init__(self, engine: Engine, size: int, name: str) -> None:
+    def __init__(self, engine: Engine | None, size: int, name: str) -> None:
         self._engine = engine
         self._size = size
         self._name = name
@@ -70,11 +74,18 @@ class ReaderThreads:
             thread.start()
             self._threads.append(thread)
 
+    def bind(self, engine: Engine) -> None:
+        """Give the threads the engine they connect on (once, before any read is queued)."""
+        self._engine = engine
+
     def connection(self) -> Connection:
         """The calling reader thread's connection, checked out at its first read."""
         held: Connection | None = getattr(self._local, "connection", None)
         if held is None or held.closed or held.invalidated:
-            held = self._local.connection = self._engine.connect()
+            engine = self._engine
+            if engine is None:
+                raise StoreClosed("the store is not open")
+            held = self._local.connection = engine.connect()
         return held
 
     def release(self) -> None:
@@ -111,15 +122,19 @@ class ReaderThreads:
         finally:
             self.release()
 
-    def shutdown(self) -> None:
-        """Run what is queued, then end the threads (each returns its connection)."""
+    def shutdown(self, wait: bool = True) -> None:
+        """Run what is queued, then end the threads (each returns its connection).
+
+        ``wait=False`` does not join them (what a reader thread itself may call).
+        """
         with self._lock:
             self._closed = True
             threads = list(self._threads)
             for _ in threads:
                 self._jobs.put(None)
-        for thread in threads:
-            thread.join()
+        if wait:
+            for thread in threads:
+                thread.join()
 
 
 def _hand_back(

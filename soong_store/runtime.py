@@ -1,12 +1,13 @@
 """What an open store runs on: its backend's engines, the writer, the reader threads, the file pool.
 
 :class:`StoreRuntime` is the plumbing under :class:`~soong_store.store.SessionStore`. Opening
-creates the home, brings the schema to head (once, even with several processes starting
-together) and makes the write and read engines (the write engine connects at the first write,
-the read pool's first connection at the open: it switches the file to WAL);
-closing drains the writer and releases everything. :meth:`StoreRuntime.write` hands a job to the
-writer, which the first write starts (a store that only reads, as most CLI commands do, never
-starts its thread, connects its engine nor runs its maintenance); :meth:`StoreRuntime.read`
+creates the home, makes the read engine, reads the schema's revision on the read pool's first
+connection (kept for the first read) and brings the schema to head when it is not there (once,
+even with several processes starting together, on an admin connection); that first connection
+switches the file to WAL once the revision is known. Closing drains the writer and releases
+everything. :meth:`StoreRuntime.write` hands a job to the writer, which the first write starts
+with its engine (a store that only reads, as most CLI commands do, never starts its thread,
+makes its engine nor runs its maintenance); :meth:`StoreRuntime.read`
 runs a query in one snapshot on a reader thread, retried while the database is busy and with its
 errors translated.
 
@@ -84,7 +85,17 @@ class StoreRuntime:
 
     @property
     def write_engine(self) -> Engine | None:
-        """The engine of the writer's connection, while open (tests listen to its events)."""
+        """The engine of the writer's connection, while open (tests listen to its events).
+
+        Made at its first use, the first write's or this one: it connects at the first write.
+        """
+        with self._claim:
+            return self._engine_for_writer() if self._open else None
+
+    def _engine_for_writer(self) -> Engine:
+        """The write engine of this open, made now if it is not yet (``_claim`` held)."""
+        if self._write_engine is None:
+            self._write_engine = self.backend.engine("write")
         return self._write_engine
 
     @property
@@ -103,16 +114,32 @@ class StoreRuntime:
         return self._writer is not None
 
     async def open(self) -> None:
-        """Create the home and bring the schema to head (once); a write starts the writer."""
+        """Create the home and bring the schema to head (once); a write starts the writer.
+
+        The open runs on the thread that then serves the first read (the first of the reader
+        threads, whose engine it binds): a new process starts one thread for both.
+        """
         self.check_process()
         if self._open:
             return
-        await asyncio.to_thread(self._open_once)
+        readers = ReaderThreads(None, self.backend.read_connections, "soong-store-read")
+        await readers.submit(partial(self._open_once, readers))
 
-    def _open_once(self) -> None:
-        with self._opening:
-            if not self._open:
-                self._open_sync()
+    def _open_once(self, readers: ReaderThreads) -> None:
+        """Open with ``readers`` as the store's reader threads, or end them (on their thread).
+
+        Ended here, not by the caller: a caller cancelled meanwhile does not wait for the open,
+        which goes on and keeps them if it succeeds.
+        """
+        kept = False
+        try:
+            with self._opening:
+                if not self._open:
+                    self._open_sync(readers)
+                    kept = True
+        finally:
+            if not kept:  # it failed, or another open came first
+                readers.shutdown(wait=False)
 
     def check_process(self) -> None:
         """Refuse a call in a forked child: the writer's thread and connections stayed behind."""
@@ -123,37 +150,42 @@ class StoreRuntime:
                 pid=self._pid,
             )
 
-    def _open_sync(self) -> None:
+    def _open_sync(self, readers: ReaderThreads) -> None:
         backend = self.backend
         # Each engine refuses an unusable driver (too old a SQLite, no psycopg) before anything
         # is created.
         read_engine = backend.engine("read") if backend.opens_on_reader else None
         try:
-            at_head = read_engine is not None and _at_head(read_engine)
-            admin = None if at_head else backend.engine("admin")
             self.home.mkdir(parents=True, exist_ok=True)
-            if admin is not None:
+            at_head = False
+            if read_engine is not None:
+                # The revision is read on the read pool's first connection, which the first
+                # read then uses; it changes nothing stored until the revision is known.
+                with backend.connecting_untouched():
+                    at_head = _at_head(read_engine)
+            if not at_head:
                 from soong_store.migrate import ensure_schema
 
+                admin = backend.engine("admin")
                 try:
                     ensure_schema(admin, backend.retry)
                 finally:
                     admin.dispose()
-            # The writer connects at the first write. The first read connection is made here and
-            # kept by its pool: connecting switches the file to WAL, so the file is in WAL from
-            # the open on, as it must be before another process writes it.
-            self._write_engine = backend.engine("write")
+            # The write engine is made at the first write. The first read connection is kept by
+            # its pool, and is what makes the file WAL (settled, or connected after the upgrade):
+            # the file is in WAL from the open on, as it must be before another process writes.
             if read_engine is None:
                 read_engine = backend.engine("read")
                 read_engine.connect().close()
+            else:
+                backend.settle_reader(read_engine)
         except BaseException:
-            for engine in (read_engine, self._write_engine):
-                if engine is not None:
-                    engine.dispose()
-            self._write_engine = None
+            if read_engine is not None:
+                read_engine.dispose()
             raise
         self._read_engine = read_engine
-        self._readers = ReaderThreads(read_engine, backend.read_connections, "soong-store-read")
+        readers.bind(read_engine)
+        self._readers = readers
         self.generation += 1
         self._open = True
 
@@ -166,8 +198,7 @@ class StoreRuntime:
                 from soong_store.sql.moves import Maintenance
                 from soong_store.writer import Writer
 
-                backend, engine = self.backend, self._write_engine
-                assert engine is not None
+                backend, engine = self.backend, self._engine_for_writer()
                 maintenance = Maintenance(backend) if backend.places_pairs else None
                 writer = Writer(engine, retry=backend.retry, maintenance=maintenance)
                 writer.start()
@@ -187,6 +218,7 @@ class StoreRuntime:
             file_pool, self._file_pool = self._file_pool, None
             readers = self._readers
             engines = (self._write_engine, self._read_engine)
+            self._write_engine = None
             maintenance, self._maintenance = self._maintenance, None
         if writer is not None:
             await writer.close()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import ModuleType, TracebackType
@@ -120,9 +121,10 @@ class Backend(ABC):
     """Whether changing a table means rebuilding it (Alembic's batch mode in revisions)."""
     opens_on_reader: ClassVar[bool] = False
     """Whether a store opens on one read connection: the read pool's first connection reads the
-    schema's revision and then serves the first read, and an admin connection is made only to
-    upgrade. Without it, opening reads the revision (and upgrades) on an admin connection. Either
-    way the writer connects at its first write, and a store that only reads never does."""
+    schema's revision (inside :meth:`connecting_untouched`, then :meth:`settle_reader`) and then
+    serves the first read, and an admin connection is made only to upgrade. Without it, opening
+    reads the revision (and upgrades) on an admin connection. Either way the writer connects at
+    its first write, and a store that only reads never does."""
     places_pairs: ClassVar[bool] = False
     """Whether idle sessions' pairs move to files of their own (shards); else all stay put."""
 
@@ -165,6 +167,22 @@ class Backend(ABC):
     def location(self) -> str:
         """Where the database is, for messages (never a password)."""
         return self.url.render_as_string(hide_password=True)
+
+    def connecting_untouched(self) -> AbstractContextManager[None]:
+        """A block in which new read connections change nothing stored as they connect.
+
+        Opening reads the schema's revision on the read pool's first connection inside it, so
+        that a database this code refuses is left as it was; :meth:`settle_reader` then does
+        what connecting left undone. Nothing to hold back by default.
+        """
+        return nullcontext()
+
+    def settle_reader(self, engine: Engine) -> None:
+        """Do on the read engine what its connections left undone in :meth:`connecting_untouched`.
+
+        Called once the database is known to be at head. Nothing by default.
+        """
+        return None
 
     # -- what the dialect does on any connection ------------------------------------------
 

@@ -7,7 +7,10 @@ Three kinds of engine share one database file:
   fail with ``SQLITE_BUSY`` without the busy handler ever being called). That lock is the
   database's, so the per-session lock is a no-op here.
 - ``read``: a small pool for readers; ``BEGIN`` (deferred) gives each read a consistent WAL
-  snapshot across its statements and never blocks the writer.
+  snapshot across its statements and never blocks the writer. A store opens on the pool's first
+  connection: made inside :meth:`SQLiteBackend.connecting_untouched`, it leaves the journal mode
+  alone until the revision it reads is known to be this code's head, so a database the store
+  refuses is not switched to WAL.
 - ``admin``: schema work, also under ``BEGIN IMMEDIATE``. No journal-mode change and no
   foreign-key enforcement, so that a database this code refuses is left untouched and Alembic's
   batch mode can rebuild tables (hence :meth:`SQLiteBackend.foreign_key_violations` afterwards).
@@ -23,6 +26,10 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import sqlite3  # the default driver, loaded with the backend rather than in a store's open
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -76,6 +83,8 @@ _VERSIONS = (
 _SOURCE = "soong_store.data_version_source"
 _SOURCES = itertools.count(1)
 """Numbers each DB-API connection once (kept in its pool record's ``info``, which lives as long)."""
+_UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", default=False)
+"""Set while read connections made in this context must not switch the file to WAL."""
 
 
 def database_url(home: Path) -> URL:
@@ -104,8 +113,6 @@ def load_sqlite_module(name_or_module: str | ModuleType | None) -> ModuleType | 
 def sqlite_version(module: ModuleType | None) -> tuple[int, ...]:
     """The version of the SQLite library a DB-API module links."""
     if module is None:
-        import sqlite3
-
         return sqlite3.sqlite_version_info
     info: tuple[int, ...] = module.sqlite_version_info
     return info
@@ -119,6 +126,7 @@ class SQLiteBackend(Backend):
     fold_case = True
     read_connections = READ_POOL_SIZE
     alters_by_rebuild = True
+    opens_on_reader = True
     places_pairs = True
 
     def __init__(
@@ -203,6 +211,31 @@ class SQLiteBackend(Backend):
     def database_exists(self) -> bool:
         """Whether the database file is there."""
         return self._file().exists()
+
+    @contextmanager
+    def connecting_untouched(self) -> Iterator[None]:
+        """Read connections made in the block (in this thread) keep the file's journal mode.
+
+        Switching to WAL rewrites the file's header: it waits until the revision is known.
+        """
+        token = _UNTOUCHED.set(True)
+        try:
+            yield
+        finally:
+            _UNTOUCHED.reset(token)
+
+    def settle_reader(self, engine: Engine) -> None:
+        """Switch the file to WAL on a read connection, if it is not in WAL yet."""
+        with self.translated():
+            raw = engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                try:
+                    _ensure_wal(cursor, self.retry)
+                finally:
+                    cursor.close()
+            finally:
+                raw.close()
 
     @property
     def location(self) -> str:
@@ -324,7 +357,7 @@ def _install_hooks(engine: Engine, role: Role, durability: Durability, retry: Re
         try:
             for pragma in pragmas:
                 cursor.execute(pragma)
-            if role != "admin":
+            if role == "write" or (role == "read" and not _UNTOUCHED.get()):
                 _ensure_wal(cursor, retry)
         finally:
             cursor.close()
