@@ -85,6 +85,10 @@ _LAZY = {
     "soong_store.uow": ("UnitOfWork",),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
+_WITH = {"SessionStore": "soong_store.model.records"}
+"""What a name brings along: a program that imports the store reads nodes, so the node records
+and the content models are built with it, not in its first read (the command line imports the
+store from :mod:`soong_store.store`, and a listing of sessions builds neither)."""
 
 
 def __getattr__(name: str) -> object:
@@ -93,6 +97,8 @@ def __getattr__(name: str) -> object:
     if module is None:
         raise AttributeError(f"module 'soong_store' has no attribute {name!r}")
     value = getattr(_importlib.import_module(module), name)
+    if name in _WITH:
+        _importlib.import_module(_WITH[name])
     globals()[name] = value
     return value
 
