@@ -19,9 +19,10 @@ The contract has two halves:
   table's rows for tests.
 
 Error translation is split the same way: a backend classifies a driver error into an
-:class:`ErrorKind` (by its own message patterns or codes); :func:`translate` and the one context
-manager :func:`translated` turn kinds into soong_store errors, the same for every database. SQL
-itself is never here: statements are shared SQLAlchemy Core.
+:class:`~.translation.ErrorKind` (by its own message patterns or codes);
+:mod:`~soong_store.backends.translation` turns kinds into soong_store errors, the same for every
+database, and :func:`translate` and :func:`translated` apply it with a backend's classification.
+SQL itself is never here: statements are shared SQLAlchemy Core.
 """
 
 from __future__ import annotations
@@ -30,15 +31,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from enum import StrEnum
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from sqlalchemy import Connection, Engine, inspect, make_url
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError
 
+from soong_store.backends import translation
 from soong_store.backends.retry import RetryPolicy
+from soong_store.backends.translation import ErrorKind, Translated
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 
 if TYPE_CHECKING:
@@ -46,21 +48,6 @@ if TYPE_CHECKING:
 
 Role = Literal["write", "read", "admin"]
 Durability = Literal["normal", "full"]
-
-
-class ErrorKind(StrEnum):
-    """What a driver error means, whatever words the driver used."""
-
-    BUSY = "busy"
-    """Another connection holds a lock: the same work may succeed when tried again."""
-    FULL = "full"
-    """The disk is full or failed: nothing of the call was stored."""
-    DAMAGED = "damaged"
-    """The database itself is damaged."""
-    MISSING_TABLE = "missing_table"
-    """A statement named a table that is not there."""
-    LOST = "lost"
-    """The connection to the server failed or was cut: work not yet committed may be tried again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +206,12 @@ class Backend(ABC):
     @classmethod
     def translate(cls, exc: BaseException) -> SoongStoreError:
         """The soong_store error that stands for ``exc`` (see :func:`translate`)."""
-        return translate(exc, cls)
+        return translation.translate(exc, (cls,))
 
     @classmethod
-    def translated(cls) -> translated:
+    def translated(cls) -> Translated:
         """Re-raise every error of the block as a soong_store error (see :func:`translated`)."""
-        return translated(cls)
+        return Translated((cls,))
 
     @classmethod
     @abstractmethod
@@ -393,66 +380,15 @@ def lock_files(connection: Connection) -> None:
     dialect_of(connection).lock_files(connection)
 
 
-def _classify(exc: BaseException, dialect: type[Backend] | None) -> ErrorKind | None:
-    if dialect is not None:
-        return dialect.classify(exc)
-    for cls in _REGISTRY.values():  # no backend at hand: whichever recognises the error
-        kind = cls.classify(exc)
-        if kind is not None:
-            return kind
-    return None
-
-
 def translate(exc: BaseException, dialect: type[Backend] | None = None) -> SoongStoreError:
-    """The soong_store error that stands for ``exc`` (itself when it already is one).
+    """The soong_store error that stands for ``exc`` (:func:`.translation.translate`).
 
-    A driver error becomes a :class:`StorageError` saying what its kind means (the call stored
-    nothing, or the database is damaged) and naming the driver's class; another SQLAlchemy or
-    file-system error a ``StorageError`` of its own; anything else an "unexpected" one.
+    A driver error is classified by ``dialect``, or with none at hand by whichever registered
+    backend recognises it.
     """
-    if isinstance(exc, SoongStoreError):
-        return exc
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        detail = str(exc.orig)
-        kind = _classify(exc, dialect)
-        if kind is ErrorKind.FULL:
-            message = f"storage failed: {detail} (nothing of this call was stored)"
-        elif kind is ErrorKind.DAMAGED:
-            message = f"the database file is damaged: {detail}"
-        elif kind is ErrorKind.LOST:
-            message = f"the database could not be reached: {detail}"
-        else:
-            message = f"database error: {detail}"
-        error = StorageError(message, driver_error=type(exc.orig).__name__)
-    elif isinstance(exc, SQLAlchemyError | OSError):
-        error = StorageError(f"storage failed: {exc}")
-    else:
-        return StorageError(f"unexpected {type(exc).__name__}: {exc}")
-    error.__cause__ = exc
-    return error
+    return translation.translate(exc, _REGISTRY.values() if dialect is None else (dialect,))
 
 
-class translated:
-    """Re-raise every error of the block as a soong_store error (``raise ... from`` the original).
-
-    soong_store's own errors pass unchanged; ``BaseException``s that are not errors
-    (cancellation, interrupts) are never touched. A class rather than a generator: it wraps
-    every write a caller awaits, so entering it must cost next to nothing.
-    """
-
-    __slots__ = ("_dialect",)
-
-    def __init__(self, dialect: type[Backend] | None = None) -> None:
-        self._dialect = dialect
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if isinstance(exc, Exception) and not isinstance(exc, SoongStoreError):
-            raise translate(exc, self._dialect) from exc
+def translated(dialect: type[Backend] | None = None) -> Translated:
+    """Re-raise every error of the block as a soong_store error (see :class:`.Translated`)."""
+    return Translated(_REGISTRY.values() if dialect is None else (dialect,))

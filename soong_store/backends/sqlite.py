@@ -50,8 +50,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from soong_store.backends import sqlite_files
-from soong_store.backends.base import Backend, DataVersion, Durability, ErrorKind, Role
+from soong_store.backends.base import Backend, DataVersion, Durability, Role
 from soong_store.backends.retry import RetryPolicy
+from soong_store.backends.translation import ErrorKind
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 
 STATEMENT_CACHE_SIZE = 16

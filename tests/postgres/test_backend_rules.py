@@ -8,8 +8,9 @@ import pytest
 from sqlalchemy.exc import DBAPIError
 
 from soong_store import StorageError
-from soong_store.backends.base import ErrorKind, open_backend, translate
+from soong_store.backends.base import open_backend, translate
 from soong_store.backends.postgresql import PostgreSQLBackend
+from soong_store.backends.translation import ErrorKind
 
 
 def wrapped(error: Exception) -> DBAPIError:

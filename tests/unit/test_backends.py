@@ -11,13 +11,13 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from soong_store.backends import base
 from soong_store.backends.base import (
     Backend,
-    ErrorKind,
     backend_class,
     open_backend,
     translate,
     translated,
 )
 from soong_store.backends.sqlite import SQLiteBackend
+from soong_store.backends.translation import ErrorKind
 from soong_store.errors import InvalidArgument, NotFound, StorageError
 from soong_store.schema.catalog import StoredTables, table_owner
 
