@@ -5,7 +5,10 @@ Every side, the store included, runs :mod:`peers._common`'s workload as a proces
 and then a second new process opens that database and reads one small session. Rounds rotate
 which side goes first. Writes are compared per item (ADK writes fewer items: at ~15–20 ms per
 append the same 5,000 would take minutes a round), reads only between sides that wrote the same
-number of items.
+number of items. Raw ``sqlite3`` runs the same workload as a side of its own (``peer_raw.py``:
+one ``INSERT`` and ``COMMIT`` an item at ``synchronous=FULL``); it is never "the fastest peer",
+only the reference rows without a verdict that say what SQLite itself reaches against the
+fastest peer and against ADK, which the write targets are to be read against.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from peers._common import CONCURRENCY, LAST
 
 RUN_TIMEOUT_S = 900
 STORE = "soong_store"
+RAW = "raw sqlite3"
 _pythons: dict[str, Path | str] = {}
 
 
@@ -92,7 +96,8 @@ def peers(
 ) -> tuple[list[Figure], dict[str, Any]]:
     """The peer figures, and each side's medians, settings and notes (for the JSON)."""
     sides: list[tuple[str, Path | str, str, int]] = [
-        (STORE, sys.executable, "peer_store.py", items)
+        (STORE, sys.executable, "peer_store.py", items),
+        (RAW, sys.executable, "peer_raw.py", items),
     ]
     for spec in PEERS:
         python = python_for(spec, log)
@@ -133,7 +138,7 @@ def peers(
 def _fastest(
     values: dict[str, dict[str, list[float]]], key: str, allowed: Callable[[str], bool]
 ) -> str | None:
-    found = [(median(v[key]), k) for k, v in values.items() if k != STORE and allowed(k)]
+    found = [(median(v[key]), k) for k, v in values.items() if k not in (STORE, RAW) and allowed(k)]
     return min(found)[1] if found else None
 
 
@@ -251,6 +256,38 @@ def _figures(
                     min_speed_ratio=20.0,
                 )
             )
+    out.extend(_raw_figures(values, adk))
+    return out
+
+
+def _raw_figures(values: dict[str, dict[str, list[float]]], adk: str) -> list[Figure]:
+    """Raw sqlite3's sequential writes against the fastest peer and ADK: references, no verdict.
+
+    A target that asks the store for more speed than raw reaches here cannot be met by any store
+    on this machine; one that asks for less leaves the store the difference for its own work.
+    """
+    if not values.get(RAW, {}).get("write_seq"):
+        return []
+    best = _fastest(values, "write_seq", lambda label: bool(values[label]["write_seq"]))
+    out = []
+    for other, name in ((best, "the fastest peer"), (adk, "ADK")):
+        if not other or not values.get(other, {}).get("write_seq"):
+            continue
+        figure = compare(
+            "peers",
+            f"peers: raw sqlite3 vs {name}, sequential writes",
+            "one INSERT and COMMIT an item, synchronous=FULL: the most any store reaches here",
+            {RAW: values[RAW]["write_seq"], other: values[other]["write_seq"]},
+            RAW,
+            other,
+            target="none: what SQLite itself reaches",
+            unit="s/item",
+        )
+        if figure.ratio:  # shown as the targets are, as speed
+            figure.ratio, figure.ratio_kind = 1 / figure.ratio, "speed"
+            if figure.ratio_in_rounds:
+                figure.ratio_in_rounds = 1 / figure.ratio_in_rounds
+        out.append(figure)
     return out
 
 

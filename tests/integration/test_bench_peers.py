@@ -1,0 +1,67 @@
+"""The peers row's raw sqlite3 side: it runs the workload, and it is a reference, never a peer."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def run_raw(*args: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "peers" / "peer_raw.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_raw_side_runs_the_peers_workload_at_full_durability(tmp_path: Path) -> None:
+    db = str(tmp_path / "raw.sqlite")
+    out = run_raw("workload", "--db", db, "--items", "64", "--reads", "1")
+    assert out["peer"] == "raw sqlite3" and out["items"] == 64
+    assert out["write_seq"] > 0 and out["written_8way"] == 64
+    assert out["pragmas"] == {"journal_mode": "wal", "synchronous": 2}  # 2: FULL
+    opened = run_raw("open_read", "--db", db)
+    assert opened["open_read"] > 0
+    with sqlite3.connect(db) as connection:
+        counts = dict(
+            connection.execute("SELECT session_id, count(*) FROM items GROUP BY session_id")
+        )
+    assert counts["seq"] == 64 and counts["small"] == 50
+    assert [counts[f"conc{k}"] for k in range(8)] == [8] * 8
+
+
+@pytest.fixture
+def peers_module(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import _peers
+
+    return _peers
+
+
+def test_raw_is_never_the_fastest_peer_and_its_rows_carry_no_verdict(peers_module) -> None:
+    p = peers_module
+    adk = next(s.label for s in p.PEERS if s.key == "adk")
+    sdk = next(s.label for s in p.PEERS if s.key == "openai_agents")
+    keys = list(p.FIGURES)
+    per_item = {p.STORE: 6e-4, p.RAW: 2.5e-4, sdk: 4e-4, adk: 5e-3}
+    values = {label: {k: [v, v, v] for k in keys} for label, v in per_item.items()}
+    info = {label: {"items": 5000} for label in values}
+    info[adk]["items"] = 1000
+    figures = {f.name: f for f in p._figures(values, info, 5000)}
+    assert figures["peers: sequential writes"].baseline_name == sdk  # not raw, though faster
+    against_sdk = figures["peers: raw sqlite3 vs the fastest peer, sequential writes"]
+    against_adk = figures["peers: raw sqlite3 vs ADK, sequential writes"]
+    for figure in (against_sdk, against_adk):
+        assert figure.passed is None and figure.ratio_kind == "speed"
+    assert against_sdk.ratio == pytest.approx(4e-4 / 2.5e-4)
+    assert against_adk.ratio == pytest.approx(5e-3 / 2.5e-4)
