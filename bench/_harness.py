@@ -191,12 +191,20 @@ def git_commit(repo: Path) -> dict[str, Any]:
     return {"commit": git("rev-parse", "HEAD") or None, "package_changed": bool(dirty)}
 
 
+def _usable_cpus() -> int | None:
+    """The CPUs this process may run on (fewer than the machine's under ``taskset``)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
 def environment() -> dict[str, Any]:
     """What the figures were measured on."""
     return {
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
-        "cpus": os.cpu_count(),
+        "cpus": _usable_cpus(),
+        "cpus_online": os.cpu_count(),
         "load_average": list(os.getloadavg()),
         "platform": platform.platform(),
         "executable": Path(sys.executable).name,

@@ -200,7 +200,7 @@ async def run(args: argparse.Namespace) -> int:
     changed = " (the package differs from it)" if commit["package_changed"] else ""
     print(
         f"\ncommit {commit['commit']}{changed}; Python {machine['python']}, SQLite "
-        f"{machine['sqlite']}, {machine['cpus']} CPUs, load average "
+        f"{machine['sqlite']}, {machine['cpus']} of {machine['cpus_online']} CPUs, load average "
         f"{machine_before['load_average'][0]:.2f} before, {machine['load_average'][0]:.2f} "
         f"after; {args.rounds} rounds{', --quick' if args.quick else ''}; {elapsed:.0f} s"
     )

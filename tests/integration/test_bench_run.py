@@ -56,3 +56,13 @@ def test_an_unknown_row_is_refused_with_the_choices(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "sequential_apend" in done.stderr and "sequential_append" in done.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_machine_says_how_many_cpus_the_run_could_use(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(RUN.parent))
+    import _harness
+
+    monkeypatch.setattr(_harness.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    machine = _harness.environment()
+    assert machine["cpus"] == 1  # pinned (taskset -c 0), whatever the machine has
+    assert machine["cpus_online"] >= 1
