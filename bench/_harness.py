@@ -141,6 +141,15 @@ def compare(
     return figure
 
 
+def as_speed(figure: Figure) -> Figure:
+    """``figure``'s time ratio shown as speed (baseline / store), as the targets beside it are."""
+    if figure.ratio:
+        figure.ratio, figure.ratio_kind = 1 / figure.ratio, "speed"
+        if figure.ratio_in_rounds:
+            figure.ratio_in_rounds = 1 / figure.ratio_in_rounds
+    return figure
+
+
 def _value(value: float | None, unit: str) -> str:
     if value is None:
         return "-"

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _harness import Figure, compare, median
+from _harness import Figure, as_speed, compare, median
 from _venvs import PEERS, PEERS_DIR, PeerSpec, ensure
 from peers._common import CONCURRENCY, LAST
 
@@ -283,11 +283,7 @@ def _raw_figures(values: dict[str, dict[str, list[float]]], adk: str) -> list[Fi
             target="none: what SQLite itself reaches",
             unit="s/item",
         )
-        if figure.ratio:  # shown as the targets are, as speed
-            figure.ratio, figure.ratio_kind = 1 / figure.ratio, "speed"
-            if figure.ratio_in_rounds:
-                figure.ratio_in_rounds = 1 / figure.ratio_in_rounds
-        out.append(figure)
+        out.append(as_speed(figure))  # shown as the targets beside it are
     return out
 
 

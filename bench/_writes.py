@@ -19,7 +19,7 @@ from typing import Any
 import bench_append
 import orjson
 from _floor import ThreadedRaw
-from _harness import Figure, compare, interleave, median
+from _harness import Figure, as_speed, compare, interleave, median
 from _raw import RawWriter, truncate_wal, wal_frames
 from peers._common import CONCURRENCY, item_role, item_text
 
@@ -77,11 +77,7 @@ def _floor_figure(
         "raw",
         target="none: the least the writer thread costs",
     )
-    if speed and figure.ratio:
-        figure.ratio, figure.ratio_kind = 1 / figure.ratio, "speed"
-        if figure.ratio_in_rounds:
-            figure.ratio_in_rounds = 1 / figure.ratio_in_rounds
-    return figure
+    return as_speed(figure) if speed else figure
 
 
 class _Pair:
