@@ -1,95 +1,92 @@
-"""The climb's statement for a session is exactly what compiling it for that session's table gives.
+"""The climb's statement reads the session's own table, under any name the catalog makes.
 
-It is compiled once per shape, for the first session read there, and renamed for every other
-session; any difference in the text, the parameter order or the columns would make a session
-read another table or misread its rows.
+The statement is SQL text around the table's rendered name, so what could go wrong is the name
+(quotes for mixed case, a schema for a shard) or a column: each case here climbs a real chain.
 """
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator
+
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Dialect
+from sqlalchemy.schema import CreateTable
 
-from soong_store.schema import catalog
+from soong_store.model.enums import NodeType
+from soong_store.model.row_records import NODE_COLUMNS
 from soong_store.schema.catalog import session_tables
-from soong_store.sql import climb_sql
-from soong_store.sql.climb_sql import climb_statement, compile_climb
+from soong_store.sql.climb_sql import climb_statement
 
-DIALECTS = [sqlite.dialect(), postgresql.dialect(paramstyle="pyformat")]
-SESSION_IDS = [
-    "sess_20261201_000000_abcd",
-    "Mixed_Case_Session_1",
-    "a",
-    "climb_template2",
-    "climb_template",
-]
+SESSION_IDS = ["sess_20261201_000000_abcd", "Mixed_Case_Session_1", "a"]
+CHAIN = ["n0", "n1", "n2", "n3", "n4"]
+"""Five nodes, each the child of the one before; ``n2`` is a compaction."""
 
 
-@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
-@pytest.mark.parametrize("schema", [None, "shard_0001", "Shard_Upper", "nodes_climb_template"])
-@pytest.mark.parametrize("to_compaction", [False, True])
-@pytest.mark.parametrize("session_id", SESSION_IDS)
-def test_renamed_climb_equals_the_climb_compiled_for_the_table(
-    dialect: Dialect, schema: str | None, to_compaction: bool, session_id: str
-):
+@pytest.fixture
+def database() -> Iterator[sqlite3.Connection]:
+    connection = sqlite3.connect(":memory:")
+    connection.execute("ATTACH DATABASE ':memory:' AS \"Shard_Upper\"")
+    yield connection
+    connection.close()
+
+
+def _fill(connection: sqlite3.Connection, session_id: str, schema: str | None) -> None:
     nodes = session_tables(session_id, schema).nodes
-    assert climb_statement(nodes, to_compaction, dialect) == compile_climb(
-        nodes, to_compaction, dialect
-    )
+    connection.execute(str(CreateTable(nodes).compile(dialect=sqlite.dialect())))
+    table = sqlite.dialect().identifier_preparer.format_table(nodes)
+    for seq, node_id in enumerate(CHAIN):
+        kind = NodeType.COMPACTION.value if node_id == "n2" else "message"
+        row = {name: None for name in NODE_COLUMNS}
+        row.update(
+            node_id=node_id,
+            node_seq=seq,
+            parent_id=CHAIN[seq - 1] if seq else None,
+            agent_id="main",
+            role="user",
+            node_type=kind,
+            content_json="[]",
+            created_at="2026-12-02T00:00:00Z",
+        )
+        marks = ", ".join("?" for _ in row)
+        connection.execute(
+            f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", list(row.values())
+        )
 
 
-def test_two_sessions_get_statements_naming_their_own_tables():
+def _climb(
+    connection: sqlite3.Connection, session_id: str, schema: str | None, cut: bool, steps: int
+) -> list[str]:
+    prepared = climb_statement(session_tables(session_id, schema).nodes, cut, sqlite.dialect())
+    rows = connection.execute(prepared.sql, prepared.args({"node_id": "n4", "steps": steps}))
+    found = [dict(zip(prepared.columns, row, strict=True)) for row in rows]
+    return [row["node_id"] for row in found]
+
+
+@pytest.mark.parametrize("schema", [None, "Shard_Upper"])
+@pytest.mark.parametrize("session_id", SESSION_IDS)
+def test_the_climb_walks_the_session_s_own_table(
+    database: sqlite3.Connection, session_id: str, schema: str | None
+):
+    _fill(database, session_id, schema)
+    _fill(database, session_id + "_other", schema)  # a neighbour's table is never read
+    assert _climb(database, session_id, schema, False, 2**63 - 1) == ["n4", "n3", "n2", "n1", "n0"]
+    assert _climb(database, session_id, schema, True, 2**63 - 1) == ["n4", "n3", "n2"]
+    assert _climb(database, session_id, schema, False, 2) == ["n4", "n3"]
+
+
+def test_the_statement_names_its_own_table_and_returns_the_record_columns():
     dialect = sqlite.dialect()
     first = climb_statement(session_tables("sess_a").nodes, False, dialect)
     second = climb_statement(session_tables("sess_b").nodes, False, dialect)
     assert "nodes_sess_a" in first.sql and "nodes_sess_b" not in first.sql
     assert "nodes_sess_b" in second.sql and "nodes_sess_a" not in second.sql
-    assert "climb_template" not in first.sql + second.sql
+    assert first.columns == NODE_COLUMNS
 
 
-FIRST_AND_NEXT = [
-    ("a", "ab"),
-    ("ab", "a"),
-    ("a", "nodes_a"),
-    ("nodes_a", "a"),
-    ("Mixed_Case", "mixed_case"),
-    ("mixed_case", "Mixed_Case"),
-    ("x", "x_x"),
-    ("sess_20261201_000000_abcd", "sess_20261201_000000_abcd0"),
-]
-
-
-@pytest.fixture
-def no_compiled_climb() -> None:
-    """Forget every climb compiled so far: the next session read compiles its own."""
-    climb_statement.cache_clear()
-    climb_sql._compiled.clear()
-
-
-@pytest.mark.usefixtures("no_compiled_climb")
-@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
-@pytest.mark.parametrize("schema", [None, "nodes_a", "Shard_Upper"])
-@pytest.mark.parametrize(("first", "then"), FIRST_AND_NEXT)
-def test_the_climb_compiled_for_the_first_session_renames_right_for_the_next(
-    dialect: Dialect, schema: str | None, first: str, then: str
-):
-    compiled_first = climb_statement(session_tables(first, schema).nodes, True, dialect)
-    assert compiled_first == compile_climb(session_tables(first, schema).nodes, True, dialect)
-    nodes = session_tables(then, schema).nodes
-    assert climb_statement(nodes, True, dialect) == compile_climb(nodes, True, dialect)
-
-
-@pytest.mark.usefixtures("no_compiled_climb")
-def test_a_first_read_builds_no_table_beside_the_session_s_own(monkeypatch: pytest.MonkeyPatch):
-    built: list[str] = []
-    build = catalog._build
-
-    def counted(session_id: str, schema: str | None) -> catalog.SessionTables:
-        built.append(session_id)
-        return build(session_id, schema)
-
-    monkeypatch.setattr(catalog, "_build", counted)
-    nodes = catalog.session_tables("sess_only_own").nodes
-    climb_statement(nodes, False, sqlite.dialect())
-    assert built == ["sess_only_own"]
+def test_postgresql_gets_its_parameter_style_and_quoted_names():
+    dialect = postgresql.dialect(paramstyle="pyformat")
+    prepared = climb_statement(session_tables("Mixed_Case", "shard_0001").nodes, True, dialect)
+    assert 'shard_0001."nodes_Mixed_Case"' in prepared.sql
+    assert "%(node_id)s" in prepared.sql and "%(steps)s" in prepared.sql
+    assert prepared.order is None and prepared.fixed == {"compaction": NodeType.COMPACTION.value}
