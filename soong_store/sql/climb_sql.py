@@ -32,9 +32,10 @@ def climb_statement(nodes: Table, to_compaction: bool, dialect: Dialect) -> Prep
     """
     quote = dialect.identifier_preparer.quote
     table = dialect.identifier_preparer.format_table(nodes)  # with its schema, quoted
-    walked = ", ".join(quote(name) for name in _WALKED)
-    stepped = ", ".join(f"n.{quote(name)}" for name in _WALKED)
-    node_id, parent_id, node_seq, node_type = (quote(name) for name in _WALKED)
+    carried = [quote(name) for name in _WALKED]
+    node_id, parent_id, node_seq, node_type = carried
+    walked = ", ".join(carried)
+    stepped = ", ".join(f"n.{name}" for name in carried)
     cut = f" AND path.{node_type} <> :compaction" if to_compaction else ""
     sql = (
         f"WITH RECURSIVE path({walked}, depth) AS ("
