@@ -41,9 +41,6 @@ JOURNALED = "soong_store.journaled"
 that the writer's maintenance is to settle (a copy left in a shard by a delete or a move)."""
 
 
-_PLACE_OF = select(session_files_table.c.file, session_files_table.c.epoch).where(
-    session_files_table.c.session_id == bindparam("p_session")
-)
 _MOVE_OF = select(session_moves_table).where(
     session_moves_table.c.session_id == bindparam("p_session")
 )
@@ -105,7 +102,7 @@ def shard_pairs(schema: str | None = None) -> Table:
 
 @lru_cache(maxsize=8)
 def _place_of(dialect: Dialect) -> Prepared:
-    return Prepared.compile(_PLACE_OF, dialect)
+    return Prepared.lookup(session_files_table, "session_id", dialect)
 
 
 def placement(connection: Connection, session_id: str) -> tuple[str, int] | None:
@@ -113,7 +110,7 @@ def placement(connection: Connection, session_id: str) -> tuple[str, int] | None
 
     Prepared, on the driver's cursor: every read and write of a session asks it first.
     """
-    row = Runner(connection).first(_place_of(connection.dialect), {"p_session": session_id})
+    row = Runner(connection).first(_place_of(connection.dialect), {"session_id": session_id})
     return None if row is None else (str(row["file"]), int(row["epoch"]))
 
 

@@ -1,7 +1,8 @@
 """The climb's SQL: one recursive CTE from a node up its parent chain, per session table.
 
 What :func:`~soong_store.sql.reads.climb` runs. The statement is written as SQL text around the
-table's name as the dialect renders it (schema and quotes) and the record columns' names, then
+table's name as the catalog renders it for the dialect (schema and quotes:
+:func:`~soong_store.schema.catalog.nodes_sql_name`) and the record columns' names, then
 compiled for the dialect's parameter style: compiling the same CTE built with Core took 2–3 ms
 of every new process's first read, compiling the text ~0.2 ms. The text uses only what SQLite
 and PostgreSQL share (``WITH RECURSIVE``, ``CAST``).
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sqlalchemy import Table, text
+from sqlalchemy import text
 from sqlalchemy.engine import Dialect
 
 from soong_store.model.enums import NodeType
@@ -24,14 +25,13 @@ _WALKED = ("node_id", "parent_id", "node_seq", "node_type")
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def climb_statement(nodes: Table, to_compaction: bool, dialect: Dialect) -> Prepared:
-    """The climb of ``nodes``, up to ``:steps`` nodes from ``:node_id``, leaf first.
+def climb_statement(table: str, to_compaction: bool, dialect: Dialect) -> Prepared:
+    """The climb of node table ``table`` (as SQL names it): ``:steps`` nodes up from ``:node_id``.
 
     Each step must reach a node numbered before the one below it; with ``to_compaction`` the
     climb ends at the first compaction node (included).
     """
     quote = dialect.identifier_preparer.quote
-    table = dialect.identifier_preparer.format_table(nodes)  # with its schema, quoted
     carried = [quote(name) for name in _WALKED]
     node_id, parent_id, node_seq, node_type = carried
     walked = ", ".join(carried)

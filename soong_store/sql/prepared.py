@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select
+from sqlalchemy import Connection, Select, Table, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DBAPIError
@@ -45,6 +45,21 @@ class Prepared:
         positions = getattr(compiled, "positiontup", None)
         order = tuple(positions) if positions is not None else None
         return cls(compiled.string, order, fixed, tuple(c.name for c in selected))
+
+    @classmethod
+    def lookup(cls, table: Table, key: str, dialect: Dialect) -> Prepared:
+        """Every column of the ``table`` row whose ``key`` is ``:key``, written as SQL text.
+
+        Compiling the same Core select labels and types each column: about 1.3 ms of a new
+        process's first read of a session, against about 0.1 ms for the text.
+        """
+        preparer = dialect.identifier_preparer
+        columns = tuple(column.name for column in table.c)
+        listed = ", ".join(preparer.quote(name) for name in columns)
+        where = f"{preparer.quote(key)} = :{key}"
+        sql = f"SELECT {listed} FROM {preparer.format_table(table)} WHERE {where}"
+        compiled = cls.compile(text(sql), dialect)
+        return cls(compiled.sql, compiled.order, compiled.fixed, columns)
 
     def args(self, params: Mapping[str, Any]) -> Any:
         """The parameters in the form the driver takes."""

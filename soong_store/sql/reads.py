@@ -28,7 +28,7 @@ from soong_store.model.global_records import (
     session_record,
 )
 from soong_store.model.row_records import EVENT_COLUMNS, NODE_COLUMNS, event_records, node_records
-from soong_store.schema.catalog import CACHE_SIZE, SessionTables, tables_of
+from soong_store.schema.catalog import CACHE_SIZE, SessionTables, nodes_sql_name, tables_of
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.sql.climb_sql import climb_statement
 from soong_store.sql.first_event import created_event_row
@@ -41,12 +41,10 @@ Row = Mapping[str, Any]
 _UNBOUNDED = 2**63 - 1
 """The step bound of a climb with no limit (the largest stored integer)."""
 
-_SESSION = select(sessions_table).where(sessions_table.c.session_id == bindparam("session_id"))
-
 
 @lru_cache(maxsize=8)
 def _session_statement(dialect: Dialect) -> Prepared:
-    return Prepared.compile(_SESSION, dialect)
+    return Prepared.lookup(sessions_table, "session_id", dialect)
 
 
 def session_row(connection: Connection, session_id: str) -> Row:
@@ -217,10 +215,10 @@ def _climb(
     to_compaction: bool,
 ) -> DBAPICursor | None:
     """The climb run, its rows (:data:`~soong_store.model.records.NODE_COLUMNS`) to fetch."""
-    pair = tables_of(connection, session_id)
-    if pair is None:
+    table = nodes_sql_name(connection, session_id)
+    if table is None:
         return None
-    prepared = climb_statement(pair.nodes, to_compaction, connection.dialect)
+    prepared = climb_statement(table, to_compaction, connection.dialect)
     params = {"node_id": node_id, "steps": _UNBOUNDED if steps is None else steps}
     return Runner(connection).execute(prepared, params)
 

@@ -61,6 +61,22 @@ def test_positional_and_named_paramstyles_give_the_same_rows(engine, paramstyle:
         assert connection.execute(select(func.count()).select_from(items)).scalar() == 5
 
 
+@pytest.mark.parametrize("paramstyle", ["qmark", "named"])
+def test_a_lookup_reads_the_row_of_its_key_as_the_core_select_does(engine, paramstyle: str):
+    dialect = sqlite.dialect(paramstyle=paramstyle)
+    lookup = Prepared.lookup(items, "item_id", dialect)
+    core = Prepared.compile(select(items).where(items.c.item_id == bindparam("item_id")), dialect)
+    assert lookup.columns == core.columns == ("item_id", "n", "note")
+    with engine.begin() as connection:
+        db = Runner(connection)
+        insert = Prepared.compile(items.insert(), dialect)
+        for n in range(3):
+            db.execute(insert, {"item_id": f"i{n}", "n": n, "note": f"note {n}"})
+        for key in ("i0", "i2", "missing"):
+            assert db.first(lookup, {"item_id": key}) == db.first(core, {"item_id": key})
+        assert db.first(lookup, {"item_id": "i2"}) == {"item_id": "i2", "n": 2, "note": "note 2"}
+
+
 def test_driver_errors_come_out_as_sqlalchemy_errors(engine):
     insert = Prepared.compile(items.insert(), engine.dialect)
     with engine.begin() as connection:
