@@ -30,7 +30,6 @@ from soong_store.model.ids import utc_now
 from soong_store.ops import EventOp, NodeOp
 from soong_store.rules import tree
 from soong_store.schema import catalog
-from soong_store.schema.catalog import SessionTables
 from soong_store.search.index import index_rows, search_row
 from soong_store.sql import moves
 from soong_store.sql.first_event import created_event_row
@@ -59,7 +58,6 @@ class SessionWriter:
     """Writes to one session inside the writer's transaction, keeping its counters in step."""
 
     connection: Connection
-    tables: SessionTables
     session: dict[str, Any]
     _sql: SessionStatements
     _db: Runner
@@ -127,7 +125,7 @@ class SessionWriter:
             )
         max_node_seq, max_seq = row.pop(_MAX_NODE_SEQ), row.pop(_MAX_SEQ)
         active_has_child = bool(row.pop(_ACTIVE_HAS_CHILD))
-        writer = cls(connection, catalog.session_tables(session_id), row, sql, db)
+        writer = cls(connection, row, sql, db)
         writer._next_node_seq = (max_node_seq or 0) + 1
         writer._next_seq = (max_seq or 0) + 1
         if row["active_node_id"] is not None:

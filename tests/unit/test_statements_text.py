@@ -1,6 +1,7 @@
 """A new session's writer statements come from the template and equal compiling them for it.
 
-Both dialects compile offline (no server), so PostgreSQL's text is checked here too.
+Each is compiled at its first use, once per dialect. Both dialects compile offline (no server),
+so PostgreSQL's text is checked here too.
 """
 
 from __future__ import annotations
@@ -36,21 +37,13 @@ IDS = [
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     statements.session_statements.cache_clear()
+    statements._template.cache_clear()
+    statements._global.cache_clear()
 
 
-@pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
-@pytest.mark.parametrize("session_id", IDS)
-def test_the_statements_are_those_compiled_for_the_id(dialect: Dialect, session_id: str) -> None:
-    made = statements.session_statements(session_id, dialect)
-    assert made == statements.compiled(session_id, dialect)
-    assert f"nodes_{session_id}" in made.insert_node.sql
-
-
-@pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
-def test_a_new_plain_session_compiles_nothing(
-    dialect: Dialect, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    statements.session_statements("warm", dialect)
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The statements compiled from now on."""
     calls: list[object] = []
     real = Prepared.compile.__func__  # type: ignore[attr-defined]
 
@@ -59,10 +52,49 @@ def test_a_new_plain_session_compiles_nothing(
         return real(cls, statement, dialect)  # type: ignore[no-any-return]
 
     monkeypatch.setattr(Prepared, "compile", classmethod(counted))
-    statements.session_statements("sess_20261201_101010_abcdef01", dialect)
-    assert calls == []
-    statements.session_statements("Sess_Mixed_Case", dialect)  # quoted: compiled for itself
-    assert len(calls) == 14
+    return calls
+
+
+def _every(made: statements.SessionStatements) -> dict[str, Prepared]:
+    return {name: getattr(made, name) for name in statements.NAMES}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
+@pytest.mark.parametrize("session_id", IDS)
+def test_the_statements_are_those_compiled_for_the_id(dialect: Dialect, session_id: str) -> None:
+    made = _every(statements.session_statements(session_id, dialect))
+    assert made == _every(statements.compiled(session_id, dialect))
+    assert f"nodes_{session_id}" in made["insert_node"].sql
+    assert len({p.sql for p in made.values()}) == len(statements.NAMES) == 14
+
+
+@pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
+def test_a_new_plain_session_compiles_nothing(dialect: Dialect, compiles: list[object]) -> None:
+    _every(statements.session_statements("warm", dialect))
+    compiles.clear()
+    _every(statements.session_statements("sess_20261201_101010_abcdef01", dialect))
+    assert compiles == []
+    # Quoted, so compiled for itself: its own tables' statements, not the global ones.
+    _every(statements.session_statements("Sess_Mixed_Case", dialect))
+    assert len(compiles) == 8
+
+
+@pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
+def test_a_statement_is_compiled_at_its_first_use_only(
+    dialect: Dialect, compiles: list[object]
+) -> None:
+    made = statements.session_statements("sess_20261201_101010_abcdef01", dialect)
+    assert compiles == []
+    first = made.insert_node
+    assert len(compiles) == 1
+    assert made.insert_node is first
+    assert statements.session_statements("other", dialect).insert_node.sql == first.sql.replace(
+        "sess_20261201_101010_abcdef01", "other"
+    )
+    assert len(compiles) == 1
+    agent = made.agent
+    assert statements.session_statements("Sess_Mixed_Case", dialect).agent is agent
+    assert len(compiles) == 2
 
 
 def test_a_bad_id_is_refused() -> None:
