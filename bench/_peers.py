@@ -79,6 +79,7 @@ def _one_round(label: str, python: Path | str, script: str, items: int, reads: i
             python, script, "workload", "--db", db, "--items", str(items), "--reads", str(reads)
         )
         out.update(run_json(python, script, "open_read", "--db", db))
+        out.update(run_json(python, script, "open_write", "--db", db))
     return out
 
 
@@ -88,6 +89,7 @@ FIGURES = {
     "read_all": lambda o: o["read_all"],
     "read_last50": lambda o: o["read_last50"],
     "open_read": lambda o: o["open_read"],
+    "open_write": lambda o: o["open_write"],
 }
 
 
@@ -198,6 +200,15 @@ def _figures(
             has("open_read"),
             "s",
         ),
+        (
+            "open_write",
+            "peers: open + first write",
+            "a new process opens the file and writes one item to that session (imports not timed)",
+            "none: reported beside open + first read",
+            None,
+            has("open_write"),
+            "s",
+        ),
     ]
     out = []
     for key, name, workload, target, wanted, allowed, unit in rows:
@@ -290,8 +301,9 @@ def _raw_figures(values: dict[str, dict[str, list[float]]], adk: str) -> list[Fi
 def details(info: dict[str, dict[str, Any]]) -> str:
     """Each side's medians as a small table (writes per item, reads per call)."""
     lines = [
-        "| side | items | seq write | 8-way write | read all | last 50 | open + read | settings |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| side | items | seq write | 8-way write | read all | last 50 | open + read "
+        "| open + write | settings |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
     def us(v: float | None) -> str:
@@ -306,6 +318,6 @@ def details(info: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {label} | {side.get('items', '-')} | {us(m.get('write_seq'))} | "
             f"{us(m.get('write_8way'))} | {ms(m.get('read_all'))} | {ms(m.get('read_last50'))} "
-            f"| {ms(m.get('open_read'))} | {settings} |"
+            f"| {ms(m.get('open_read'))} | {ms(m.get('open_write'))} | {settings} |"
         )
     return "\n".join(lines)

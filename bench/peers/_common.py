@@ -11,6 +11,8 @@ Modes (``python peer_x.py MODE --db PATH [--items N] [--reads R]``):
   last 50), then a 50-item session for ``open_read``. Times in seconds.
 - ``open_read``: run in a new process on the database ``workload`` left: the time from after
   the imports to the first read of the 50-item session (every item).
+- ``open_write``: the same for one write of one more item to that session (committed), after
+  ``open_read`` (which expects the 50 items ``workload`` left).
 - ``tail``: a new database holding one session of ``N`` items (one bulk write); the median time
   of ``R`` reads of its last 20 items.
 """
@@ -158,6 +160,16 @@ async def open_read(peer: Peer, db: str) -> dict[str, Any]:
     return {"open_read": took}
 
 
+async def open_write(peer: Peer, db: str) -> dict[str, Any]:
+    """A new process's open of an existing database and first write to one small session."""
+    begin = time.perf_counter()
+    await peer.open(db)
+    await peer.write(await peer.session("small"), SMALL_ITEMS)
+    took = time.perf_counter() - begin
+    await peer.close()
+    return {"open_write": took}
+
+
 async def tail(peer: Peer, db: str, items: int, reads: int) -> dict[str, Any]:
     """The median time to read the last 20 items of an ``items``-item session."""
     await peer.open(db)
@@ -177,7 +189,7 @@ async def tail(peer: Peer, db: str, items: int, reads: int) -> dict[str, Any]:
 def main(peer: Peer) -> None:
     """Run the mode named on the command line and print its figures as one JSON object."""
     parser = argparse.ArgumentParser(description=f"{peer.name} under the bench's workload")
-    parser.add_argument("mode", choices=("workload", "open_read", "tail"))
+    parser.add_argument("mode", choices=("workload", "open_read", "open_write", "tail"))
     parser.add_argument("--db", required=True)
     parser.add_argument("--items", type=int, default=5000)
     parser.add_argument("--reads", type=int, default=5)
@@ -186,6 +198,8 @@ def main(peer: Peer) -> None:
         out = asyncio.run(workload(peer, args.db, args.items, args.reads))
     elif args.mode == "open_read":
         out = asyncio.run(open_read(peer, args.db))
+    elif args.mode == "open_write":
+        out = asyncio.run(open_write(peer, args.db))
     else:
         out = asyncio.run(tail(peer, args.db, args.items, args.reads))
     out["peer"] = peer.name

@@ -32,11 +32,12 @@ def test_raw_side_runs_the_peers_workload_at_full_durability(tmp_path: Path) -> 
     assert out["pragmas"] == {"journal_mode": "wal", "synchronous": 2}  # 2: FULL
     opened = run_raw("open_read", "--db", db)
     assert opened["open_read"] > 0
+    assert run_raw("open_write", "--db", db)["open_write"] > 0
     with sqlite3.connect(db) as connection:
         counts = dict(
             connection.execute("SELECT session_id, count(*) FROM items GROUP BY session_id")
         )
-    assert counts["seq"] == 64 and counts["small"] == 50
+    assert counts["seq"] == 64 and counts["small"] == 51  # open_write added one
     assert [counts[f"conc{k}"] for k in range(8)] == [8] * 8
 
 
@@ -65,3 +66,5 @@ def test_raw_is_never_the_fastest_peer_and_its_rows_carry_no_verdict(peers_modul
         assert figure.passed is None and figure.ratio_kind == "speed"
     assert against_sdk.ratio == pytest.approx(4e-4 / 2.5e-4)
     assert against_adk.ratio == pytest.approx(5e-3 / 2.5e-4)
+    first_write = figures["peers: open + first write"]
+    assert first_write.baseline_name == sdk and first_write.passed is None
