@@ -16,7 +16,7 @@ from ``soong-store upgrade`` (:func:`build_missing_index`), which the search err
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -26,7 +26,9 @@ from soong_store.errors import StorageError
 from soong_store.search import pending
 from soong_store.search.index import Filters
 from soong_store.search.pending import LAST_ROW, MARK_TABLE
-from soong_store.search.query import SearchQuery, fts5_string
+
+if TYPE_CHECKING:  # a query is parsed only to search: the writer, which notes rows, needs none
+    from soong_store.search.query import SearchQuery
 
 FTS_TABLE: Final = "search_fts"
 SNIPPET_TOKENS = 12
@@ -137,6 +139,8 @@ def match_expression(query: SearchQuery) -> str:
     phrases, ``(a b) OR "a b"`` matches the same nodes as ``a b`` but BM25 adds the score of the
     whole phrase to the nodes that hold it, which ranks them first.
     """
+    from soong_store.search.query import fts5_string
+
     every = " ".join(fts5_string(phrase) for phrase in query.phrases)
     together = query.words_in_order
     if together is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import (
     Column,
@@ -35,9 +35,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 
 from soong_store.backends.base import dialect_of
-from soong_store.search.query import SearchQuery
 from soong_store.search.text import node_text
 from soong_store.sql.prepared import Prepared, Runner
+
+if TYPE_CHECKING:  # the writer indexes rows without parsing a query
+    from soong_store.search.query import SearchQuery
 
 SEARCH_PREFIX = "search_"
 

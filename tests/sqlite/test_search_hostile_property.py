@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soong_store.search import fts5
-from soong_store.search.query import parse_query
+from soong_store.search.query import fts5_string, parse_query
 from tests.conftest import connect_raw
 
 PIECES = ['"', "'", "NEAR", "near", "(", ")", "*", "-", "+", "^", ":", "{", "}", ",", "AND",
@@ -55,5 +55,5 @@ def test_any_string_is_a_valid_fts5_query(index: sqlite3.Connection, typed: str)
 def test_any_phrase_is_one_fts5_string(index: sqlite3.Connection, typed: str) -> None:
     phrase = typed.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
     index.execute(
-        "SELECT rowid FROM search_fts WHERE search_fts MATCH ?", (fts5.fts5_string(phrase),)
+        "SELECT rowid FROM search_fts WHERE search_fts MATCH ?", (fts5_string(phrase),)
     ).fetchall()

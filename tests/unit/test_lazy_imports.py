@@ -1,4 +1,4 @@
-"""Importing the package and printing the CLI's help load no heavy dependency."""
+"""Importing the package or printing the help loads nothing heavy; a write loads no query parser."""
 
 from __future__ import annotations
 
@@ -49,3 +49,44 @@ def test_a_public_name_is_imported_on_first_use():
     assert "SessionStore" in dir(soong_store)
     with pytest.raises(AttributeError, match="no_such_name"):
         soong_store.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+
+
+CREATE = """
+import asyncio, sys
+from soong_store import SessionStore
+
+async def main(home):
+    async with SessionStore(home=home) as store:
+        print((await store.create_session(cwd=home)).session_id)
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+WRITE_THEN_SEARCH = """
+import asyncio, sys
+from soong_store import SessionStore
+
+async def main(home, session_id):
+    async with SessionStore(home=home) as store:
+        content = [{"type": "text", "text": "find the fox"}]
+        await store.append_node(session_id, "user", "message", content)
+        print("after a write:", "soong_store.search.query" in sys.modules)
+        hits = await store.search("fox")
+        print("after a search:", "soong_store.search.query" in sys.modules, len(hits))
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def run_probe(code: str, *args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_new_process_writing_to_a_store_loads_no_query_parser(tmp_path):
+    (session_id,) = run_probe(CREATE, str(tmp_path))  # creating the schema loads it, once
+    got = run_probe(WRITE_THEN_SEARCH, str(tmp_path), session_id)
+    assert got == ["after a write: False", "after a search: True 1"]
