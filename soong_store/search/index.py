@@ -28,7 +28,6 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    bindparam,
     delete,
     select,
 )
@@ -138,10 +137,7 @@ _CHUNK = 200
 
 @lru_cache(maxsize=_CHUNK)
 def _insert(dialect: Dialect, count: int) -> Prepared:
-    rows: list[dict[str, Any]] = [
-        {name: bindparam(f"{name}_{i}") for name in _COLUMNS} for i in range(count)
-    ]
-    return Prepared.compile(search_text_table.insert().values(rows), dialect)
+    return Prepared.insert(search_text_table, dialect, _COLUMNS, count)
 
 
 def search_row(session_id: str, row: dict[str, Any]) -> dict[str, Any] | None:

@@ -13,13 +13,13 @@ driver as they are and rows come back as the driver returns them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table, text
+from sqlalchemy import Connection, Select, Table, bindparam, text
 from sqlalchemy.engine import Dialect
-from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.engine.interfaces import BindTyping, DBAPICursor
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ClauseElement
 
@@ -47,6 +47,12 @@ class Prepared:
         return cls(compiled.string, order, fixed, tuple(c.name for c in selected))
 
     @classmethod
+    def written(cls, sql: str, dialect: Dialect, columns: Sequence[str] = ()) -> Prepared:
+        """SQL text with ``:name`` parameters, for ``dialect``; ``columns`` names its result's."""
+        compiled = cls.compile(text(sql), dialect)
+        return cls(compiled.sql, compiled.order, compiled.fixed, tuple(columns))
+
+    @classmethod
     def lookup(cls, table: Table, key: str, dialect: Dialect) -> Prepared:
         """Every column of the ``table`` row whose ``key`` is ``:key``, written as SQL text.
 
@@ -58,8 +64,39 @@ class Prepared:
         listed = ", ".join(preparer.quote(name) for name in columns)
         where = f"{preparer.quote(key)} = :{key}"
         sql = f"SELECT {listed} FROM {preparer.format_table(table)} WHERE {where}"
-        compiled = cls.compile(text(sql), dialect)
-        return cls(compiled.sql, compiled.order, compiled.fixed, columns)
+        return cls.written(sql, dialect, columns)
+
+    @classmethod
+    def insert(
+        cls,
+        table: Table,
+        dialect: Dialect,
+        columns: Sequence[str] | None = None,
+        rows: int | None = None,
+    ) -> Prepared:
+        """An ``INSERT`` of ``columns`` (every column) into ``table``, as Core compiles it.
+
+        Each value is the parameter named after its column, or with ``rows``, that many rows
+        whose parameters are ``<column>_<row>``. Where the dialect sends a bare placeholder for
+        each value (SQLite) the statement is written as SQL text: compiling Core's insert cost
+        0.2–0.4 ms of a new process's first write, the text ~0.05 ms. A dialect that renders a
+        cast around each placeholder (PostgreSQL's drivers) gets Core's own.
+        """
+        names = tuple(c.name for c in table.c) if columns is None else tuple(columns)
+        groups = (
+            [names] if rows is None else [tuple(f"{n}_{i}" for n in names) for i in range(rows)]
+        )
+        if not bare_binds(dialect):
+            values: list[dict[str, Any]] = [
+                {n: bindparam(b) for n, b in zip(names, g, strict=True)} for g in groups
+            ]
+            statement = table.insert().values(values if rows is not None else values[0])
+            return cls.compile(statement, dialect)
+        preparer = dialect.identifier_preparer
+        listed = ", ".join(preparer.quote(name) for name in names)
+        placed = ", ".join("(" + ", ".join(f":{b}" for b in g) + ")" for g in groups)
+        sql = f"INSERT INTO {preparer.format_table(table)} ({listed}) VALUES {placed}"
+        return cls.written(sql, dialect)
 
     def args(self, params: Mapping[str, Any]) -> Any:
         """The parameters in the form the driver takes."""
@@ -68,6 +105,15 @@ class Prepared:
         if self.order is None:
             return params
         return tuple(params[name] for name in self.order)
+
+
+def bare_binds(dialect: Dialect) -> bool:
+    """Whether ``dialect`` renders a bound value as its placeholder alone (no cast around it).
+
+    Where it does, a statement written as text is what Core would compile; where it does not
+    (PostgreSQL's drivers cast each value), the writer's statements are Core's own.
+    """
+    return dialect.bind_typing is not BindTyping.RENDER_CASTS
 
 
 class Runner:

@@ -30,10 +30,11 @@ from soong_store.model.ids import utc_now
 from soong_store.ops import EventOp, NodeOp
 from soong_store.rules import tree
 from soong_store.schema import catalog
+from soong_store.schema.models import session_files_table, sessions_table
 from soong_store.search.index import index_rows, search_row
 from soong_store.sql import moves
 from soong_store.sql.first_event import created_event_row
-from soong_store.sql.prepared import Prepared, Runner
+from soong_store.sql.prepared import Prepared, Runner, bare_binds
 from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
 from soong_store.sql.statements import MAX_NODE_SEQ as _MAX_NODE_SEQ
 from soong_store.sql.statements import MAX_SEQ as _MAX_SEQ
@@ -43,7 +44,19 @@ from soong_store.sql.statements import session_statements as _statements
 
 @lru_cache(maxsize=8)
 def _pair_lookup(dialect: Dialect) -> Prepared:
-    return Prepared.compile(catalog.PAIR_LOOKUP, dialect)
+    """:data:`~soong_store.schema.catalog.PAIR_LOOKUP`, as text where binds are bare (SQLite)."""
+    if not bare_binds(dialect):
+        return Prepared.compile(catalog.PAIR_LOOKUP, dialect)
+    preparer = dialect.identifier_preparer
+    sessions = preparer.format_table(sessions_table)
+    files = preparer.format_table(session_files_table)
+    sid, file = preparer.quote("session_id"), preparer.quote("file")
+    sql = (
+        f"SELECT {sessions}.{sid}, {files}.{file} FROM {sessions}"
+        f" LEFT OUTER JOIN {files} ON {files}.{sid} = {sessions}.{sid}"
+        f" WHERE {sessions}.{sid} = :p_session"
+    )
+    return Prepared.written(sql, dialect, ("session_id", "file"))
 
 
 @dataclass(slots=True)

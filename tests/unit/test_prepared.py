@@ -16,7 +16,7 @@ from sqlalchemy import (
     func,
     select,
 )
-from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from soong_store.backends.sqlite import make_engine
@@ -75,6 +75,34 @@ def test_a_lookup_reads_the_row_of_its_key_as_the_core_select_does(engine, param
         for key in ("i0", "i2", "missing"):
             assert db.first(lookup, {"item_id": key}) == db.first(core, {"item_id": key})
         assert db.first(lookup, {"item_id": "i2"}) == {"item_id": "i2", "n": 2, "note": "note 2"}
+
+
+DIALECTS = {
+    "sqlite": sqlite.dialect(),
+    "sqlite-named": sqlite.dialect(paramstyle="named"),
+    "postgresql": postgresql.psycopg.dialect(),  # casts each value: Core's own statement
+}
+QUOTED = Table("Mixed Case", MetaData(schema="Other"), Column("Key", Text), Column("n", Integer))
+
+
+@pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
+@pytest.mark.parametrize("table", [items, QUOTED], ids=["plain", "quoted"])
+def test_an_insert_is_what_core_compiles(dialect, table: Table):
+    assert Prepared.insert(table, dialect) == Prepared.compile(table.insert(), dialect)
+    names = [column.name for column in table.c][:-1]  # a subset, the last column left out
+    for rows in (1, 3):
+        values = [{name: bindparam(f"{name}_{i}") for name in names} for i in range(rows)]
+        core = Prepared.compile(table.insert().values(values), dialect)
+        assert Prepared.insert(table, dialect, names, rows) == core
+
+
+def test_an_insert_of_several_rows_writes_each(engine):
+    insert = Prepared.insert(items, engine.dialect, ["item_id", "n"], 2)
+    with engine.begin() as connection:
+        Runner(connection).execute(insert, {"item_id_0": "a", "n_0": 1, "item_id_1": "b", "n_1": 2})
+    with engine.connect() as connection:
+        rows = connection.execute(select(items).order_by(items.c.n)).all()
+    assert [tuple(row) for row in rows] == [("a", 1, None), ("b", 2, None)]
 
 
 def test_driver_errors_come_out_as_sqlalchemy_errors(engine):
