@@ -1,11 +1,13 @@
 """Statements compiled once and run straight on the driver's cursor: the writer's hot path.
 
-SQLAlchemy Core builds every statement, so the table definitions stay the one source of names and
-columns. Running a compiled statement through ``Connection.execute`` still costs several times
-what SQLite itself spends on a small insert (cache lookup, parameter processing, result set-up,
-events); the statements the writer runs for every node and event therefore go to the DB-API
-cursor of the connection SQLAlchemy holds, inside the transaction SQLAlchemy began. Driver errors
-are raised as SQLAlchemy's own exception classes, so retries and error translation are unchanged.
+Every statement is built from the table definitions, by SQLAlchemy Core or as SQL text written
+from their names where compiling Core costs more than the statement (:meth:`Prepared.lookup`,
+:meth:`Prepared.insert`), so the definitions stay the one source of names and columns. Running a
+compiled statement through ``Connection.execute`` still costs several times what SQLite itself
+spends on a small insert (cache lookup, parameter processing, result set-up, events); the
+statements the writer runs for every node and event therefore go to the DB-API cursor of the
+connection SQLAlchemy holds, inside the transaction SQLAlchemy began. Driver errors are raised as
+SQLAlchemy's own exception classes, so retries and error translation are unchanged.
 
 Only columns without type processing (``Text``, ``Integer``) may pass this way: values go to the
 driver as they are and rows come back as the driver returns them.
