@@ -87,7 +87,9 @@ def use_newest_factory(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def with_flags(self: Prepared, params: Any) -> Any:
         named = self.order if self.order is not None else ()
-        if ("flags" in named or "(flags)" in self.sql) and "flags" not in params:
+        if ("flags" in named or ":flags" in self.sql or "(flags)" in self.sql) and (
+            "flags" not in params
+        ):
             params = {**params, "flags": None}
         return args(self, params)
 

@@ -2,17 +2,17 @@
 
 What :func:`~soong_store.sql.reads.climb` runs. The statement is written as SQL text around the
 table's name as the catalog renders it for the dialect (schema and quotes:
-:func:`~soong_store.schema.catalog.nodes_sql_name`) and the record columns' names, then
-compiled for the dialect's parameter style: compiling the same CTE built with Core took 2–3 ms
-of every new process's first read, compiling the text ~0.2 ms. The text uses only what SQLite
-and PostgreSQL share (``WITH RECURSIVE``, ``CAST``).
+:func:`~soong_store.schema.catalog.nodes_sql_name`) and the record columns' names
+(:meth:`~soong_store.sql.prepared.Prepared.written`: SQLite runs it as it is, other dialects
+compile it to their parameter style). Compiling the same CTE built with Core took 2–3 ms of
+every new process's first read. The text uses only what SQLite and PostgreSQL share
+(``WITH RECURSIVE``, ``CAST``).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from sqlalchemy import text
 from sqlalchemy.engine import Dialect
 
 from soong_store.model.enums import NodeType
@@ -46,8 +46,5 @@ def climb_statement(table: str, to_compaction: bool, dialect: Dialect) -> Prepar
         f" SELECT {', '.join(f'n.{quote(name)}' for name in NODE_COLUMNS)}"
         f" FROM {table} AS n JOIN path ON n.{node_id} = path.{node_id} ORDER BY path.depth"
     )
-    statement = text(sql)
-    if to_compaction:
-        statement = statement.bindparams(compaction=NodeType.COMPACTION.value)
-    prepared = Prepared.compile(statement, dialect)
-    return Prepared(prepared.sql, prepared.order, prepared.fixed, NODE_COLUMNS)
+    fixed = {"compaction": NodeType.COMPACTION.value} if to_compaction else None
+    return Prepared.written(sql, dialect, NODE_COLUMNS, fixed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, create_engine, select
+from sqlalchemy.dialects import sqlite
 
 from soong_store import SessionStore
 from soong_store.schema import catalog
@@ -100,7 +101,8 @@ async def test_moving_the_session_writes_what_core_writes(home: Path) -> None:
     engine = _engine(home)
     dialect = engine.dialect
     written = statements._move_session(dialect)
-    assert written == Prepared.compile(statements.move_session_update(), dialect)
+    core = Prepared.compile(statements.move_session_update(), sqlite.dialect(paramstyle="named"))
+    assert written == core  # the text keeps its names, which SQLite's driver reads
     params = {"p_session": chain, "p_active": None, "p_now": "2026-12-03T00:00:00.000000Z"}
     try:
         with engine.begin() as connection:

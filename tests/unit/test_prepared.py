@@ -17,10 +17,12 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.sql.elements import ClauseElement
 
 from soong_store.backends.sqlite import make_engine
-from soong_store.sql.prepared import Prepared, Runner
+from soong_store.sql.prepared import Prepared, Runner, takes_names
 
 metadata = MetaData()
 items = Table(
@@ -85,15 +87,46 @@ DIALECTS = {
 QUOTED = Table("Mixed Case", MetaData(schema="Other"), Column("Key", Text), Column("n", Integer))
 
 
+def _as_core(statement: ClauseElement, dialect: Dialect) -> Prepared:
+    """What Core compiles, in the parameter style the store's text takes for ``dialect``."""
+    if takes_names(dialect):  # the text keeps its names: SQLite's driver reads them
+        dialect = sqlite.dialect(paramstyle="named")
+    return Prepared.compile(statement, dialect)
+
+
 @pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
 @pytest.mark.parametrize("table", [items, QUOTED], ids=["plain", "quoted"])
 def test_an_insert_is_what_core_compiles(dialect, table: Table):
-    assert Prepared.insert(table, dialect) == Prepared.compile(table.insert(), dialect)
+    assert Prepared.insert(table, dialect) == _as_core(table.insert(), dialect)
     names = [column.name for column in table.c][:-1]  # a subset, the last column left out
     for rows in (1, 3):
         values = [{name: bindparam(f"{name}_{i}") for name in names} for i in range(rows)]
-        core = Prepared.compile(table.insert().values(values), dialect)
+        core = _as_core(table.insert().values(values), dialect)
         assert Prepared.insert(table, dialect, names, rows) == core
+
+
+def test_written_text_keeps_its_names_on_sqlite_only():
+    sql = "SELECT n FROM items WHERE item_id = :item_id AND n < :cap"
+    on_sqlite = Prepared.written(sql, sqlite.dialect(), ("n",), {"cap": 5})
+    assert on_sqlite == Prepared(sql, None, {"cap": 5}, ("n",))
+    on_postgres = Prepared.written(sql, postgresql.psycopg.dialect(), ("n",), {"cap": 5})
+    assert on_postgres.sql.count("%(") == 2 and on_postgres.fixed == {"cap": 5}
+
+
+def test_a_written_statement_runs_with_its_fixed_values(engine):
+    insert = Prepared.insert(items, engine.dialect)
+    query = Prepared.written(
+        "SELECT item_id FROM items WHERE n < :cap AND note IS :note ORDER BY n",
+        engine.dialect,
+        ("item_id",),
+        {"cap": 2},
+    )
+    with engine.begin() as connection:
+        db = Runner(connection)
+        for n in range(4):
+            db.execute(insert, {"item_id": f"i{n}", "n": n, "note": None})
+        assert [row[0] for row in db.execute(query, {"note": None})] == ["i0", "i1"]
+        assert db.scalar(query, {"note": None, "cap": 1}) == "i0"  # the caller's value wins
 
 
 def test_an_insert_of_several_rows_writes_each(engine):

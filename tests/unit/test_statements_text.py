@@ -43,15 +43,26 @@ def _fresh() -> None:
 
 @pytest.fixture
 def compiles(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """The statements compiled from now on."""
+    """The statements made from now on: compiled from Core, or written as text."""
     calls: list[object] = []
-    real = Prepared.compile.__func__  # type: ignore[attr-defined]
+    depth = [0]
 
-    def counted(cls: type[Prepared], statement: object, dialect: Dialect) -> Prepared:
-        calls.append(statement)
-        return real(cls, statement, dialect)  # type: ignore[no-any-return]
+    def counting(name: str) -> None:
+        real = getattr(Prepared, name).__func__
 
-    monkeypatch.setattr(Prepared, "compile", classmethod(counted))
+        def counted(cls: type[Prepared], statement: object, *args: object) -> Prepared:
+            if not depth[0]:  # a text compiled for its dialect is one statement, not two
+                calls.append(statement)
+            depth[0] += 1
+            try:
+                return real(cls, statement, *args)  # type: ignore[no-any-return]
+            finally:
+                depth[0] -= 1
+
+        monkeypatch.setattr(Prepared, name, classmethod(counted))
+
+    counting("compile")
+    counting("written")
     return calls
 
 
