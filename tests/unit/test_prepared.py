@@ -18,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.sql.elements import ClauseElement
 
 from soong_store.backends.sqlite import make_engine
@@ -154,6 +154,9 @@ def test_a_missing_parameter_is_an_error_not_a_null(engine):
     insert = Prepared.compile(items.insert(), engine.dialect)
     with engine.begin() as connection, pytest.raises(KeyError):
         Runner(connection).execute(insert, {"item_id": "a", "n": 1})
+    written = Prepared.written("SELECT :a + :b", engine.dialect, ("sum",))
+    with engine.connect() as connection, pytest.raises(ProgrammingError, match=":b"):
+        Runner(connection).scalar(written, {"a": 1})  # named on SQLite: the driver's own check
 
 
 def test_first_and_scalar_leave_no_statement_running(tmp_path: Path):
