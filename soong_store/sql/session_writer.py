@@ -15,48 +15,23 @@ decided by :mod:`soong_store.rules.tree`; the statements it runs are prepared on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection
-from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import OperationalError
 
-from soong_store.backends.base import dialect_of, lock_session
-from soong_store.errors import NotFound, SessionArchived
+from soong_store.errors import NotFound
 from soong_store.files.artifacts import ArtifactOp
-from soong_store.model.enums import SessionStatus
 from soong_store.model.ids import utc_now
 from soong_store.ops import EventOp, NodeOp
 from soong_store.rules import tree
-from soong_store.schema import catalog
-from soong_store.schema.models import session_files_table, sessions_table
 from soong_store.search.index import index_rows, search_row
-from soong_store.sql import moves
 from soong_store.sql.first_event import created_event_row
-from soong_store.sql.prepared import Prepared, Runner, bare_binds
+from soong_store.sql.prepared import Runner
+from soong_store.sql.session_open import load
 from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
 from soong_store.sql.statements import MAX_NODE_SEQ as _MAX_NODE_SEQ
 from soong_store.sql.statements import MAX_SEQ as _MAX_SEQ
 from soong_store.sql.statements import RUN_FIELDS, SessionStatements
-from soong_store.sql.statements import session_statements as _statements
-
-
-@lru_cache(maxsize=8)
-def _pair_lookup(dialect: Dialect) -> Prepared:
-    """:data:`~soong_store.schema.catalog.PAIR_LOOKUP`, as text where binds are bare (SQLite)."""
-    if not bare_binds(dialect):
-        return Prepared.compile(catalog.PAIR_LOOKUP, dialect)
-    preparer = dialect.identifier_preparer
-    sessions = preparer.format_table(sessions_table)
-    files = preparer.format_table(session_files_table)
-    sid, file = preparer.quote("session_id"), preparer.quote("file")
-    sql = (
-        f"SELECT {sessions}.{sid}, {files}.{file} FROM {sessions}"
-        f" LEFT OUTER JOIN {files} ON {files}.{sid} = {sessions}.{sid}"
-        f" WHERE {sessions}.{sid} = :p_session"
-    )
-    return Prepared.written(sql, dialect, ("session_id", "file"))
 
 
 @dataclass(slots=True)
@@ -100,42 +75,11 @@ class SessionWriter:
     ) -> SessionWriter:
         """Load the session (``NotFound``) and, when writing, refuse an archived one.
 
-        A session written for the first time gets its pair here, in this transaction, with its
-        ``session_created`` event as ``seq`` 1 (:mod:`soong_store.sql.first_event`).
+        Its pair is placed first (:mod:`soong_store.sql.session_open`); a session written for
+        the first time gets its ``session_created`` event as ``seq`` 1 here, in this
+        transaction (:mod:`soong_store.sql.first_event`).
         """
-        if lock_session(connection, session_id) is False:  # the lock found no row
-            raise NotFound(f"no session {session_id!r}", session_id=session_id)
-        sql = _statements(session_id, connection.dialect)
-        db = Runner(connection)
-        engine = connection.engine
-        row = None
-        if catalog.knows_pair(connection, session_id):
-            try:
-                row = db.first(sql.session, {"p_session": session_id})
-            except OperationalError as exc:
-                # Dropped by another process since: ask the catalog (below) what it is now.
-                if not dialect_of(connection).is_missing_table(exc):
-                    raise
-                catalog.forget_pair(engine, session_id)
-        created = False
-        if row is None:
-            found = db.first(_pair_lookup(connection.dialect), {"p_session": session_id})
-            if found is None:
-                raise NotFound(f"no session {session_id!r}", session_id=session_id)
-            if found["file"] is None:
-                catalog.create_pair(connection, session_id)
-                created = True
-            elif found["file"] == catalog.MAIN:
-                catalog.remember_pair(engine, session_id)
-            else:  # idle in a shard: back to the main file first, in this transaction
-                moves.bring_back(connection, session_id)
-            row = db.first(sql.session, {"p_session": session_id})
-            if row is None:
-                raise NotFound(f"no session {session_id!r}", session_id=session_id)
-        if writable and row["status"] == SessionStatus.ARCHIVED:
-            raise SessionArchived(
-                f"session {session_id!r} is archived and takes no writes", session_id=session_id
-            )
+        row, sql, db, created = load(connection, session_id, writable=writable)
         max_node_seq, max_seq = row.pop(_MAX_NODE_SEQ), row.pop(_MAX_SEQ)
         active_has_child = bool(row.pop(_ACTIVE_HAS_CHILD))
         writer = cls(connection, row, sql, db)

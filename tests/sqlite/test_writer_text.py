@@ -17,7 +17,7 @@ from soong_store.schema.catalog import session_tables
 from soong_store.schema.models import sessions_table
 from soong_store.sql import statements
 from soong_store.sql.prepared import Prepared, Runner
-from soong_store.sql.session_writer import _pair_lookup
+from soong_store.sql.session_open import _pair_lookup
 from soong_store.sql.statements import ACTIVE_HAS_CHILD, MAX_NODE_SEQ, MAX_SEQ
 from tests.conftest import db_path, text
 
