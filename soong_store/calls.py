@@ -226,7 +226,7 @@ def search_job(
 ) -> Job[list[SearchHit]]:
     """A page of search hits: the query parsed (never an operator), the filters checked."""
     from soong_store.search import run as search_run
-    from soong_store.search.index import Filters
+    from soong_store.search.dialect import Filters
     from soong_store.search.query import parse_query
 
     if not isinstance(query, str):

@@ -23,9 +23,10 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal, cast
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Engine, select
 
 from soong_store.backends import sqlite_files
 from soong_store.backends.base import dialect_of
@@ -100,11 +101,9 @@ def shard_file_names(connection: Connection, database: Path) -> list[str]:
 
 def _upgrade_shard(connection: Connection, path: Path, revision: str, change: PairChange) -> bool:
     """One shard's change and record in one transaction of it; whether it needed the change."""
-    from soong_store.backends.sqlite_alter import shard_engine
-
     if not path.is_file():
         raise StorageError(f"the shard file {path.name} is missing from {path.parent}")
-    engine = shard_engine(connection, path)
+    engine = _shard_engine(connection, path)
     try:
         with engine.connect() as shard, shard.begin():
             if not _behind(shard_revision(shard), revision):
@@ -114,6 +113,14 @@ def _upgrade_shard(connection: Connection, path: Path, revision: str, change: Pa
         return True
     finally:
         engine.dispose()
+
+
+def _shard_engine(connection: Connection, path: Path) -> Engine:
+    """An engine on the shard file ``path``, with the driver module of ``connection``."""
+    from soong_store.backends.sqlite import make_engine
+
+    module = cast(ModuleType, connection.dialect.loaded_dbapi)
+    return make_engine(f"sqlite:///{path}", "admin", sqlite_module=module)
 
 
 def _behind(marker: str | None, revision: str) -> bool:

@@ -44,7 +44,7 @@ from soong_store.backends.translation import ErrorKind, Translated
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 
 if TYPE_CHECKING:
-    from soong_store.search.index import SearchDialect
+    from soong_store.search.dialect import SearchDialect
 
 Role = Literal["write", "read", "admin"]
 Durability = Literal["normal", "full"]

@@ -43,7 +43,7 @@ from soong_store.backends.translation import ErrorKind
 from soong_store.errors import SoongStoreError, StorageError
 
 if TYPE_CHECKING:
-    from soong_store.search.index import SearchDialect
+    from soong_store.search.dialect import SearchDialect
 
 READ_POOL_SIZE = 4
 CONNECT_TIMEOUT_S = 10

@@ -61,7 +61,7 @@ tables are entries of their own, ~2 MB per 10, so a large cache fills with sessi
 the statements shared by every session stay in it."""
 
 if TYPE_CHECKING:
-    from soong_store.search.index import SearchDialect
+    from soong_store.search.dialect import SearchDialect
 
 MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""

@@ -1,4 +1,4 @@
-"""SQLite: a column added to many tables at once, and the engine a shard is upgraded on.
+"""SQLite: a column added to many tables at once.
 
 One ``ALTER TABLE ... ADD COLUMN`` re-reads the whole file's schema, so adding a column to each
 of a shard's 500 pairs that way takes tens of seconds; writing the new ``CREATE TABLE`` texts
@@ -7,19 +7,7 @@ takes well under one (``docs/scaling.md``, per-session upgrades).
 
 from __future__ import annotations
 
-from pathlib import Path
-from types import ModuleType
-from typing import cast
-
-from sqlalchemy import Connection, Engine
-
-from soong_store.backends.sqlite import make_engine
-
-
-def shard_engine(connection: Connection, path: Path) -> Engine:
-    """An engine on the shard file ``path``, with the driver module of ``connection``."""
-    module = cast(ModuleType, connection.dialect.loaded_dbapi)
-    return make_engine(f"sqlite:///{path}", "admin", sqlite_module=module)
+from sqlalchemy import Connection
 
 
 def rewrite_add_column(connection: Connection, tables: set[str], definition: str) -> None:

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from soong_store.backends.base import dialect_of
 from soong_store.errors import StorageError
 from soong_store.search import pending
-from soong_store.search.index import Filters
+from soong_store.search.dialect import Filters
 from soong_store.search.pending import LAST_ROW, MARK_TABLE
 
 if TYPE_CHECKING:  # a query is parsed only to search: the writer, which notes rows, needs none
@@ -187,7 +187,7 @@ _SNIPPETS = text(
 
 
 class FTS5Search:
-    """The SQLite side of search (:class:`~soong_store.search.index.SearchDialect`)."""
+    """The SQLite side of search (:class:`~soong_store.search.dialect.SearchDialect`)."""
 
     def check_ready(self, connection: Connection) -> None:
         """Refuse a library without FTS5, or a database upgraded by one (no index built)."""
@@ -216,7 +216,7 @@ class FTS5Search:
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        """The page of matches (see :class:`~soong_store.search.index.SearchDialect`)."""
+        """The page of matches (see :class:`~soong_store.search.dialect.SearchDialect`)."""
         match = match_expression(query)
         params: dict[str, Any] = {"match": match, "limit": limit, "offset": offset}
         where = filters.clause(params)

@@ -11,14 +11,14 @@ the transaction that deletes it (:func:`unindex_session`). A node without text g
 Its table is the backend's, not Alembic's models': revision 0004 creates it with what the
 backend adds over it (SQLite: an FTS5 index reading it as external content, kept by triggers),
 so autogenerate skips every table named ``search_*`` (:func:`is_search_table`). How a query runs
-is the backend's (:class:`SearchDialect`, from ``Backend.search_dialect()``).
+is the backend's (:class:`~soong_store.search.dialect.SearchDialect`, from
+``Backend.search_dialect()``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -36,9 +36,6 @@ from sqlalchemy.engine import Dialect
 from soong_store.backends.base import dialect_of
 from soong_store.search.text import node_text
 from soong_store.sql.prepared import Prepared, Runner
-
-if TYPE_CHECKING:  # the writer indexes rows without parsing a query
-    from soong_store.search.query import SearchQuery
 
 SEARCH_PREFIX = "search_"
 
@@ -64,71 +61,6 @@ _COLUMNS = [c.name for c in search_text_table.c if c.name != "doc_id"]
 def is_search_table(name: str) -> bool:
     """Whether a table belongs to the search index (so that Alembic's autogenerate skips it)."""
     return name.startswith(SEARCH_PREFIX)
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """What a search is narrowed to (``None``: anything)."""
-
-    session_id: str | None = None
-    role: str | None = None
-    node_type: str | None = None
-    agent_type: str | None = None
-
-    def clause(self, params: dict[str, Any]) -> str:
-        """`` AND column = :name`` for each filter given (``t``: search_text, ``a``: agents).
-
-        The values go into ``params``, so a dialect's query only appends the clause.
-        """
-        where = ""
-        for name, column in _FILTER_COLUMNS:
-            value = getattr(self, name)
-            if value is not None:
-                where += f" AND {column} = :{name}"
-                params[name] = str(value)
-        return where
-
-
-_FILTER_COLUMNS = (
-    ("session_id", "t.session_id"),
-    ("role", "t.role"),
-    ("node_type", "t.node_type"),
-    ("agent_type", "a.agent_type"),
-)
-
-
-class SearchDialect(Protocol):
-    """How one database answers a search over ``search_text`` (``Backend.search_dialect()``)."""
-
-    def check_ready(self, connection: Connection) -> None:
-        """Raise ``StorageError`` saying why this database cannot search, if it cannot."""
-
-    def hits(
-        self,
-        connection: Connection,
-        query: SearchQuery,
-        filters: Filters,
-        limit: int,
-        offset: int,
-    ) -> list[dict[str, Any]]:
-        """Matching rows best first, the newer ``created_at`` first on ties, with snippet and rank.
-
-        A row holds the columns of ``search_text`` but ``doc_id`` and ``body``, the agent's
-        ``agent_type``, a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank``
-        (higher is better). ``query`` is never empty.
-        """
-
-    def index_problems(self, connection: Connection) -> list[str]:
-        """The index's own check against ``search_text``: one line per problem."""
-
-    def noted(self, connection: Connection, count: int) -> None:
-        """``count`` rows were just inserted into ``search_text`` in this transaction."""
-
-    def behind(self, connection: Connection) -> bool:
-        """Whether rows of ``search_text`` wait to enter the index (a search must not run yet)."""
-
-    def catch_up(self, connection: Connection) -> None:
-        """Take every row still waiting into the index, in the caller's transaction."""
 
 
 _CHUNK = 200

@@ -19,7 +19,7 @@ commit then writes no row, page or trigger step of its own for the index. ``doc_
 the rows at the top were deleted after they were taken in, which is why the delete trigger of
 :data:`~soong_store.search.fts5.CREATE` lowers the mark to the largest row left. A row deleted
 while waiting leaves ``search_text`` only; one taken in leaves FTS5 too. PostgreSQL's GIN index
-is kept by the server: its side of :class:`~soong_store.search.index.SearchDialect` does
+is kept by the server: its side of :class:`~soong_store.search.dialect.SearchDialect` does
 nothing for these.
 """
 

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, text
 
-from soong_store.search.index import Filters
+from soong_store.search.dialect import Filters
 from soong_store.search.query import SearchQuery
 
 INDEXED: Final = "to_tsvector('simple', body)"
@@ -23,7 +23,7 @@ _HEADLINE = "StartSel=[, StopSel=], MaxWords=24, MinWords=8, ShortWord=1, Highli
 
 
 class PostgresSearch:
-    """Search on PostgreSQL (:class:`~soong_store.search.index.SearchDialect`)."""
+    """Search on PostgreSQL (:class:`~soong_store.search.dialect.SearchDialect`)."""
 
     def check_ready(self, connection: Connection) -> None:
         """Nothing to check: full-text search is built into every PostgreSQL."""

@@ -7,7 +7,7 @@ from sqlalchemy import Connection
 from soong_store.backends.base import dialect_of
 from soong_store.errors import SoongStoreError
 from soong_store.model.search import SearchHit
-from soong_store.search.index import Filters
+from soong_store.search.dialect import Filters
 from soong_store.search.query import SearchQuery
 
 
