@@ -16,9 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
@@ -28,12 +26,10 @@ from soong_store.backends.base import Backend, dialect_of, open_backend
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.migrate_pairs import MIGRATION_LOGGER, PairChange, add_column, upgrade_pairs
+from soong_store.migrate_scripts import alembic_config, script_location
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import events_table_name, nodes_table_name, paired_session_ids
 from soong_store.schema.models import sessions_table
-
-if TYPE_CHECKING:
-    from alembic.config import Config
 
 __all__ = [
     "HEAD_REVISION",
@@ -58,25 +54,6 @@ importing Alembic (a fifth of the package's import time); Alembic is loaded only
 """
 
 _ALEMBIC_LOCK = threading.Lock()  # Alembic keeps module-level state (alembic.context, alembic.op).
-
-
-def script_location() -> str:
-    """The folder holding ``env.py`` and ``versions/``, installed or in a source checkout."""
-    try:
-        return str(resources.files("soong_store._migrations"))
-    except ModuleNotFoundError:
-        return str(Path(__file__).resolve().parent.parent / "migrations")
-
-
-def alembic_config(connection: Connection | None = None) -> Config:
-    """An Alembic config that needs no ini file; ``connection`` is used by ``env.py`` if given."""
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", script_location())
-    if connection is not None:
-        config.attributes["connection"] = connection
-    return config
 
 
 def head_revision() -> str:

@@ -31,6 +31,7 @@ from sqlalchemy import Connection, Engine, select
 from soong_store.backends import sqlite_files
 from soong_store.backends.base import dialect_of
 from soong_store.errors import InvalidArgument, StorageError
+from soong_store.migrate_scripts import alembic_config
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import EVENTS_PREFIX, NODES_PREFIX, table_owner
 from soong_store.schema.models import shard_files_table
@@ -137,8 +138,6 @@ def _script() -> ScriptDirectory:
     """The revisions of the migration running (their folders), else of ``migrations/``."""
     from alembic import op
     from alembic.script import ScriptDirectory
-
-    from soong_store.migrate import alembic_config
 
     try:
         script = op.get_context().script
