@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Connection
 
-if TYPE_CHECKING:  # in annotations only: the writer's path loads no query parser
+if TYPE_CHECKING:  # in annotations only: the query parser is loaded by a search
     from soong_store.search.query import SearchQuery
 
 
