@@ -30,6 +30,7 @@ from sqlalchemy import Connection, Engine, select
 
 from soong_store.backends import sqlite_files
 from soong_store.backends.base import dialect_of
+from soong_store.backends.sqlite import make_engine
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.migrate_scripts import alembic_config
 from soong_store.model.ids import check_session_id
@@ -118,8 +119,6 @@ def _upgrade_shard(connection: Connection, path: Path, revision: str, change: Pa
 
 def _shard_engine(connection: Connection, path: Path) -> Engine:
     """An engine on the shard file ``path``, with the driver module of ``connection``."""
-    from soong_store.backends.sqlite import make_engine
-
     module = cast(ModuleType, connection.dialect.loaded_dbapi)
     return make_engine(f"sqlite:///{path}", "admin", sqlite_module=module)
 
