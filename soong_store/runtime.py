@@ -200,7 +200,12 @@ class StoreRuntime:
 
                 backend, engine = self.backend, self._engine_for_writer()
                 maintenance = Maintenance(backend) if backend.places_pairs else None
-                writer = Writer(engine, retry=backend.retry, maintenance=maintenance)
+                writer = Writer(
+                    engine,
+                    retry=backend.retry,
+                    maintenance=maintenance,
+                    on_loop=backend.commits_on_loop,
+                )
                 writer.start()
                 self._writer, self._maintenance = writer, maintenance
             return self._writer

@@ -190,6 +190,17 @@ def deliver(items: Iterable[Pending]) -> None:
             loop.call_soon_threadsafe(_settle, group)
 
 
+def settle_here(items: list[Pending]) -> None:
+    """Hand outcomes to callers on this thread, their loop's (the batch ran on it).
+
+    A job whose work did not commit has its ``on_abort`` run first, as :func:`abort` says.
+    """
+    for item in items:
+        if not item.outcome[0]:
+            abort(item)
+    _settle(items)
+
+
 def _settle(group: list[Pending]) -> None:
     for item in group:
         if item.future.done():

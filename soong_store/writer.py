@@ -4,6 +4,9 @@ Every write of a store is a *job*, a function of a SQLAlchemy ``Connection``. Jo
 order they were submitted, each inside a transaction that begins by taking the write lock (the
 backend's begin-write). Jobs that are already waiting when the writer picks up work are committed
 together (group commit), each isolated by a savepoint, so one failing job rolls back only itself.
+Where the backend allows it (:attr:`~soong_store.backends.base.Backend.commits_on_loop`), the
+jobs an event loop submits in one turn are committed together on that loop's own thread while
+the writer's thread is idle, with no hand-off between threads at all.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from soong_store.write_batch import (
     attempt,
     deliver,
     fail_all,
+    settle_here,
 )
 
 T = TypeVar("T")
@@ -39,12 +43,23 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _STOP = object()
+_CHECKPOINT = object()
+"""Wakes the writer's thread for the checkpoint a batch run on an event loop left owed."""
+_MAINTAIN = object()
+"""Wakes the writer's thread for the maintenance a batch run on an event loop left owed."""
 _PREPARES = 100
 """How many times one batch may stop to prepare its connection (attach a file) before the job
 that keeps asking fails: a session moved that often meanwhile is a bug, not contention."""
-Maintenance = Callable[[Connection], bool]
-"""Work the writer does between batches when no job waits (moving pairs between files); it
-returns whether more is left."""
+
+
+class Maintenance(Protocol):
+    """Work the writer does between batches when no job waits (moving pairs between files)."""
+
+    def __call__(self, connection: Connection) -> bool:
+        """One round of it; whether more is left."""
+
+    def owed(self, connection: Connection) -> bool:
+        """Whether the jobs that ran on ``connection`` left it work (a batch on a loop asks)."""
 
 
 class Prerequisite(Protocol):
@@ -62,8 +77,17 @@ class Writer:
 
     Contract:
 
-    - **Ownership.** The writer thread opens, uses and closes the only write connection; no
+    - **Ownership.** The writer thread opens and closes the only write connection. It uses it
+      under a lock, which a batch on an event loop (below) holds instead while it runs; no
       other thread touches it. Callers never see it.
+    - **Batches on the loop** (``on_loop``). The jobs one event loop submits in one turn of it
+      form a batch, run at the end of that turn: on the loop's own thread, when the writer's
+      thread is idle (no job queued or running, the connection made) and the write lock is free
+      at once; else queued for the thread like any job. A batch on a loop never waits: a lock
+      held elsewhere, a file to attach, any failure of the batch as a whole sends it to the
+      thread, which runs it again as the contract below says (jobs are re-runnable). What that
+      thread owes the connection between batches (a checkpoint, maintenance) it still does,
+      woken after the loop's batch.
     - **Submitting.** :meth:`submit` is a coroutine: it enqueues the job and awaits its outcome.
       Jobs run in FIFO order. A job's exception is raised in its own caller only (translated to
       a :class:`~soong_store.errors.SoongStoreError` as it leaves :meth:`submit`); other jobs of
@@ -92,7 +116,8 @@ class Writer:
     - **Event loops.** :meth:`submit` may be awaited from any event loop in any thread, from
       several at once: each job keeps its caller's loop, and the outcomes of a batch are handed
       to each loop by one ``call_soon_threadsafe``. If that loop has closed meanwhile, the job
-      still runs and nobody is told.
+      still runs and nobody is told. Jobs run in the order they reach the writer: a loop's batch
+      runs on the loop only while nothing queued before it waits for the thread.
     - **Processes.** The thread and its connection live in the process that started the
       writer; a forked child has neither, so the store refuses calls there.
     - **Preparing the connection.** A job that raises
@@ -115,8 +140,10 @@ class Writer:
         retry: RetryPolicy | None = None,
         max_batch: int = 64,
         maintenance: Maintenance | None = None,
+        on_loop: bool = False,
     ) -> None:
         self._engine = engine
+        self._on_loop = on_loop
         self._maintenance = maintenance
         self._maintenance_due = maintenance is not None
         self._dialect = dialect_of(engine)
@@ -126,6 +153,13 @@ class Writer:
         self._closed = False
         self._thread = threading.Thread(target=self._main, name="soong-store-writer", daemon=True)
         self._connection: Connection | None = None
+        self._checkpointer: Connection | None = None
+        self._checkpoint_owed = False
+        self._waits_for_locks = True
+        self._held = threading.Lock()  # the connection's user: the thread, or a loop's batch
+        self._counting = threading.Lock()
+        self._queued = 0  # jobs queued for the thread and not yet answered by it
+        self._batches: dict[asyncio.AbstractEventLoop, list[Pending]] = {}
         self._waiting = 0
         self._waiting_done = threading.Condition()
 
@@ -161,8 +195,21 @@ class Writer:
         pending = Pending(job, loop.create_future(), loop, on_abort)
         if after:
             self._queue_after(pending, after)
+        elif self._on_loop:
+            batch = self._batches.get(loop)
+            if batch is None:
+                batch = self._batches[loop] = []
+                loop.call_soon(self._run_on_loop, loop)
+            batch.append(pending)
+            with self._dialect.translated():
+                # The turn ends; its batch runs first (scheduled before this task's next step),
+                # so a batch run on the loop is answered in one turn, not two.
+                await asyncio.sleep(0)
+                if pending.future.done():
+                    done: T = pending.future.result()
+                    return done
         else:
-            self._queue.put(pending)
+            self._put([pending])
         with self._dialect.translated():
             result: T = await pending.future
         return result
@@ -181,7 +228,7 @@ class Writer:
                     return
             failed = next((e for p in after if (e := p.error()) is not None), None)
             if failed is None:
-                self._queue.put(pending)
+                self._put([pending])
             else:
                 pending.outcome = (False, failed)
                 abort(pending)
@@ -193,6 +240,58 @@ class Writer:
         for prerequisite in after:
             prerequisite.when_done(one_over)
 
+    def _put(self, items: list[Pending]) -> None:
+        """Queue jobs for the thread (counted until it has answered them)."""
+        with self._counting:
+            self._queued += len(items)
+        for item in items:
+            self._queue.put(item)
+
+    def _run_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The end of a loop's turn: its batch runs here if it can, the rest goes to the thread."""
+        batch = self._batches.pop(loop)
+        if not self._thread.is_alive() and self._closed:  # submitted on a loop as it closed
+            fail_all(batch, StoreClosed("the store closed before this write ran"))
+            settle_here(batch)
+            return
+        done = self._run_here(batch)
+        if done:
+            settle_here(batch[:done])
+        if done < len(batch):
+            self._put(batch[done:])
+
+    def _run_here(self, batch: list[Pending]) -> int:
+        """Run ``batch`` on this thread if the writer is idle; how many jobs it answered.
+
+        0 when the thread owes jobs queued before these, holds the connection or has not made
+        it yet, or when the batch failed as a whole: those go to the thread.
+        """
+        if not self._held.acquire(blocking=False):
+            return 0
+        try:
+            connection = self._connection
+            if self._queued or connection is None or connection.closed or connection.invalidated:
+                return 0
+            if self._waits_for_locks:
+                self._dialect.wait_for_locks(connection, False)
+                self._waits_for_locks = False
+            try:
+                done = attempt(connection, self._dialect, batch)
+            except CommitUnknown as unknown:  # such a backend keeps no commit token: the
+                self._recover()  # thread too takes the jobs' results as standing then
+                done = unknown.done
+            except Exception:
+                self._recover()
+                return 0
+            if self._dialect.claim_checkpoint(connection):
+                self._checkpoint_owed = True
+                self._queue.put(_CHECKPOINT)
+            if self._maintenance is not None and self._maintenance.owed(connection):
+                self._queue.put(_MAINTAIN)
+            return done
+        finally:
+            self._held.release()
+
     def _wait_for_waiting(self) -> None:
         with self._waiting_done:
             self._waiting_done.wait_for(lambda: self._waiting == 0)
@@ -202,6 +301,8 @@ class Writer:
         if self._closed:
             return
         self._closed = True
+        while self._batches:  # a loop's batch of this turn or another loop's: it runs first
+            await asyncio.sleep(0.0005)
         await asyncio.to_thread(self._wait_for_waiting)
         self._queue.put(_STOP)
         if self._thread.is_alive():
@@ -214,7 +315,7 @@ class Writer:
                 first = self._next_job()
                 if first is _STOP:
                     return
-                batch = [first]
+                batch = [] if first is _CHECKPOINT or first is _MAINTAIN else [first]
                 stop = False
                 while len(batch) < self._max_batch:
                     try:
@@ -224,13 +325,27 @@ class Writer:
                     if item is _STOP:
                         stop = True
                         break
-                    batch.append(item)
-                self._run_batch(batch)
+                    if item is not _CHECKPOINT and item is not _MAINTAIN:
+                        batch.append(item)
+                if batch:
+                    with self._held:
+                        self._run_batch(batch)
+                        with self._counting:
+                            self._queued -= len(batch)
+                        connection = self._connection
+                        if connection is not None and self._dialect.claim_checkpoint(connection):
+                            self._checkpoint_owed = True
+                    deliver(batch)  # the connection is free: the callers' next batch may run
+                if self._checkpoint_owed:
+                    self._checkpoint()
                 if stop:
                     return
         finally:
-            if self._connection is not None:
-                self._connection.close()
+            with self._held:
+                if self._connection is not None:
+                    self._connection.close()
+            if self._checkpointer is not None:
+                self._checkpointer.close()
             self._fail_leftovers()
 
     def _next_job(self) -> Any:
@@ -241,19 +356,35 @@ class Writer:
             except queue.Empty:
                 self._maintain()
         item = self._queue.get()
-        self._maintenance_due = self._maintenance is not None
+        self._maintenance_due = self._maintenance is not None and item is not _CHECKPOINT
         return item
 
     def _maintain(self) -> None:
         """One round of the maintenance's work (it runs again after the next batch if it fails)."""
         if self._maintenance is None:
             return
+        with self._held:
+            try:
+                self._maintenance_due = self._maintenance(self._conn())
+            except Exception:
+                log.warning("writer maintenance failed", exc_info=True)
+                self._recover()
+                self._maintenance_due = False
+
+    def _checkpoint(self) -> None:
+        """The checkpoint the commits owe, on the thread's own connection: no write waits."""
+        self._checkpoint_owed = False
         try:
-            self._maintenance_due = self._maintenance(self._conn())
-        except Exception:
-            log.warning("writer maintenance failed", exc_info=True)
-            self._recover()
-            self._maintenance_due = False
+            held = self._checkpointer
+            if held is None or held.closed or held.invalidated:
+                held = self._checkpointer = self._engine.connect()
+            self._dialect.checkpoint(held)
+        except Exception:  # the next commits' checkpoint tries again
+            log.warning("WAL checkpoint failed", exc_info=True)
+            checkpointer, self._checkpointer = self._checkpointer, None
+            if checkpointer is not None:
+                with contextlib.suppress(Exception):
+                    checkpointer.close()
 
     def _fail_leftovers(self) -> None:
         left: list[Pending] = []
@@ -262,7 +393,7 @@ class Writer:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if item is not _STOP:
+            if item is not _STOP and item is not _CHECKPOINT and item is not _MAINTAIN:
                 left.append(item)
         fail_all(left, StoreClosed("the store closed before this write ran"))
         deliver(left)
@@ -273,6 +404,10 @@ class Writer:
                 old, self._connection = self._connection, None
                 old.close()
             self._connection = self._engine.connect()  # may fail: the server is not back yet
+            self._waits_for_locks = True
+        elif not self._waits_for_locks:  # a batch on a loop ran last: the thread waits
+            self._dialect.wait_for_locks(self._connection, True)
+            self._waits_for_locks = True
         return self._connection
 
     def _recover(self) -> None:
@@ -308,6 +443,7 @@ class Writer:
                 connection.close()
 
     def _run_batch(self, batch: list[Pending]) -> None:
+        """Run ``batch`` to an outcome for every job (its callers are told after)."""
         retry = self._retry.start()
         pending = list(batch)
         in_doubt = False  # asking whether a COMMIT whose answer was lost took effect
@@ -380,7 +516,6 @@ class Writer:
         for item in batch:
             if not item.outcome[0] and id(item) not in kept:
                 abort(item)
-        deliver(batch)
 
     def _gave_up(self, exc: BaseException) -> StorageError:
         waited = self._retry.deadline

@@ -171,6 +171,17 @@ class Backend(ABC):
         """
         return None
 
+    @property
+    def commits_on_loop(self) -> bool:
+        """Whether the writer may run a batch on its callers' event loop thread while idle.
+
+        Only where a commit waits for neither the disk nor a server, the write connection
+        leaves its housekeeping (:meth:`checkpoint`) to the writer's thread, and no
+        :meth:`commit_token` is kept (a lost answer to a commit is then taken as done, on the
+        loop as on the thread). No by default.
+        """
+        return False
+
     # -- what the dialect does on any connection ------------------------------------------
 
     @classmethod
@@ -255,6 +266,31 @@ class Backend(ABC):
     @classmethod
     def commit_outcome(cls, connection: Connection, token: str) -> bool | None:
         """Whether the transaction ``token`` names committed; ``None`` while that is not known."""
+        return None
+
+    @classmethod
+    def wait_for_locks(cls, connection: Connection, wait: bool) -> None:
+        """Whether taking the write lock waits for another holder (else it fails as busy).
+
+        A batch run on an event loop must not wait there; the writer's thread waits as usual.
+        Only a backend whose :attr:`commits_on_loop` is true is asked.
+        """
+        return None
+
+    @classmethod
+    def claim_checkpoint(cls, connection: Connection) -> bool:
+        """Whether the write connection's commits now owe a :meth:`checkpoint`.
+
+        Asked after each batch; a yes is counted as paid.
+        """
+        return False
+
+    @classmethod
+    def checkpoint(cls, connection: Connection) -> None:
+        """What commits on an event loop leave undone, on a connection no write waits for.
+
+        The writer's thread runs it on a connection of its own, not the write connection.
+        """
         return None
 
     @classmethod

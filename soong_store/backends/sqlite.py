@@ -49,7 +49,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from soong_store.backends import sqlite_files
+from soong_store.backends import sqlite_files, sqlite_wal
 from soong_store.backends.base import Backend, DataVersion, Durability, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
@@ -155,8 +155,8 @@ class SQLiteBackend(Backend):
         kwargs = self._engine_kwargs()
         if role == "read":
             kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
-        elif role == "write":
-            kwargs.update(pool_size=1, max_overflow=0)
+        elif role == "write":  # a second for the checkpoints of a writer committing on loops
+            kwargs.update(pool_size=2 if self.commits_on_loop else 1, max_overflow=0)
         else:
             kwargs["poolclass"] = NullPool
         engine = create_engine(self.url, **kwargs)
@@ -284,6 +284,26 @@ class SQLiteBackend(Backend):
     def lock_files(cls, connection: Connection) -> None:
         """Nothing to take: the database's write lock already covers the artifact files."""
 
+    @property
+    def commits_on_loop(self) -> bool:
+        """At durability ``normal`` a commit waits for no disk (see :mod:`.sqlite_wal`)."""
+        return self.durability == "normal"
+
+    @classmethod
+    def wait_for_locks(cls, connection: Connection, wait: bool) -> None:
+        """``busy_timeout``: the store's wait, or none (:mod:`.sqlite_wal`)."""
+        sqlite_wal.wait_for_locks(connection, BUSY_TIMEOUT_MS if wait else 0)
+
+    @classmethod
+    def claim_checkpoint(cls, connection: Connection) -> bool:
+        """Enough rows changed since the last checkpoint owed (:mod:`.sqlite_wal`)."""
+        return sqlite_wal.claim_checkpoint(connection)
+
+    @classmethod
+    def checkpoint(cls, connection: Connection) -> None:
+        """A ``PASSIVE`` WAL checkpoint (:mod:`.sqlite_wal`)."""
+        sqlite_wal.checkpoint(connection)
+
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:
         """The driver's ``in_transaction`` (SQLite rolls back by itself on a full disk, for one)."""
@@ -349,15 +369,18 @@ def _install_hooks(engine: Engine, role: Role, durability: Durability, retry: Re
             f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",
             "PRAGMA foreign_keys = ON",
         ]
+    by_hand = role == "write" and durability == "normal"  # the writer's thread checkpoints
     begin = "BEGIN" if role == "read" else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
             for pragma in pragmas:
                 cursor.execute(pragma)
+            if by_hand:
+                sqlite_wal.checkpoint_by_hand(cursor, record.info)
             if role == "write" or (role == "read" and not _UNTOUCHED.get()):
                 _ensure_wal(cursor, retry)
         finally:

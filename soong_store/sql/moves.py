@@ -362,6 +362,12 @@ class Maintenance:
         hot = _read_all(driver, "SELECT count(*) FROM session_files WHERE file = ?", MAIN)
         return bool(journal), int(hot[0][0])
 
+    def owed(self, connection: Connection) -> bool:
+        """Whether the writer owes a round: a journal row to settle, pairs to count, a retry."""
+        info = connection.info
+        owed = info.get(pair_files.JOURNALED) or info.get(pair_files.HOT_GREW)
+        return self._failed or bool(owed)
+
     def __call__(self, connection: Connection) -> bool:
         """One round; whether more is left (the writer calls again while no job waits)."""
         try:
