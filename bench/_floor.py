@@ -1,13 +1,17 @@
-"""The floor of the store's write design: raw's statements run by one writer thread, awaited.
+"""The floors of the store's write design: raw's statements run the way the store runs a write.
 
-The store's specification has every write go through one FIFO queue into a write connection
-owned by a thread of its own, callers awaiting futures, queued jobs committed together.
-:class:`ThreadedRaw` is the least that design can be: :class:`_raw.RawWriter`'s statements (no
-validation, no records, no search row, no Python bookkeeping), a ``SimpleQueue`` into one
-thread, the jobs waiting when it wakes run in one ``BEGIN IMMEDIATE`` transaction with a
-savepoint each, and their futures set by one ``call_soon_threadsafe`` per batch. Whatever the
-store costs over this figure is its own; what this figure costs over raw is the design's (the
-thread hand-offs both ways), on this machine.
+Every write goes through one FIFO queue into one write connection, queued jobs committed
+together. Two ways run it, and each has a floor here: :class:`_raw.RawWriter`'s statements (no
+validation, no records, no Python bookkeeping) run that way and nothing else. Whatever the store
+costs over a floor is its own; what the floor costs over raw is the design's, on this machine.
+
+- :class:`ThreadedRaw`: a writer thread of its own (the store at ``durability="full"``): a
+  ``SimpleQueue`` into one thread, the jobs waiting when it wakes run in one ``BEGIN
+  IMMEDIATE`` transaction with a savepoint each, their futures set by one
+  ``call_soon_threadsafe`` per batch (the thread hand-offs both ways).
+- :class:`LoopRaw`: the batch of one event loop's turn committed at the end of that turn on the
+  loop's own thread (the store at ``durability="normal"`` while its writer's thread is idle),
+  each caller answered in the next turn: the loop's turns, no hand-off.
 """
 
 from __future__ import annotations
@@ -83,3 +87,40 @@ def _settle(futures: list[asyncio.Future[None]]) -> None:
     for future in futures:
         if not future.done():
             future.set_result(None)
+
+
+class LoopRaw:
+    """``RawWriter``'s appends of one loop turn, committed together at its end on its thread."""
+
+    def __init__(self, raw: RawWriter) -> None:
+        self._raw = raw
+        self._batch: list[tuple[str, str, str, asyncio.Future[None]]] | None = None
+
+    async def append(self, sid: str, role: str, content_json: str) -> None:
+        """One append in this turn's batch (run at the turn's end, answered in the next)."""
+        loop = asyncio.get_running_loop()
+        if self._batch is None:
+            self._batch = []
+            loop.call_soon(self._run)
+        future = loop.create_future()
+        self._batch.append((sid, role, content_json, future))
+        await asyncio.sleep(0)
+        if not future.done():
+            await future
+
+    def close(self) -> None:
+        """Nothing is left behind: every batch ran at the end of its turn."""
+
+    def _run(self) -> None:
+        batch, self._batch = self._batch or [], None
+        connection = self._raw.connection
+        connection.execute("BEGIN IMMEDIATE")
+        single = len(batch) == 1
+        for sid, role, content_json, _future in batch:
+            if not single:
+                connection.execute("SAVEPOINT job")
+            self._raw.statements(sid, role, content_json)
+            if not single:
+                connection.execute("RELEASE job")
+        connection.execute("COMMIT")
+        _settle([future for *_, future in batch])

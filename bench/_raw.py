@@ -7,8 +7,11 @@ is the statements, as the store runs them today:
 
 - an append (:meth:`RawWriter.append`): ``BEGIN IMMEDIATE``; the session row with
   ``max(node_seq)``, ``max(seq)`` and whether the active node has a child; the node insert; the
-  ``node_created`` event insert; the session's active node and ``updated_at``; ``COMMIT``. WAL,
-  ``foreign_keys=ON``, ``synchronous`` NORMAL or FULL like the store's two durabilities;
+  ``node_created`` event insert; the node's ``search_text`` row (its text found with the store's
+  :func:`~soong_store.search.text.node_text`), and every 64 of those the store's own statements
+  that take the waiting rows into the FTS5 index (:mod:`soong_store.search.pending`); the
+  session's active node and ``updated_at``; ``COMMIT``. WAL, ``foreign_keys=ON``,
+  ``synchronous`` NORMAL or FULL like the store's two durabilities;
 - the active path (:func:`active_path`): the session row, then the recursive CTE of the read
   path, every column, then each row decoded (``orjson.loads`` of its JSON columns) into a dict;
 - a timeline page (:func:`timeline_page`): the session row, ``seq > ? ORDER BY seq LIMIT ?``,
@@ -30,7 +33,16 @@ from typing import Any
 
 import orjson
 
+from soong_store.search.pending import CATCH_UP, CATCH_UP_AT
+from soong_store.search.text import node_text
+
 JSON_COLUMNS = ("content_json", "metadata_json", "payload_json")
+_FTS = "search_fts"
+"""The store's full-text index (a virtual table: its DDL makes its shadow tables)."""
+_SEARCH_ROW = (
+    "INSERT INTO search_text (session_id, node_id, node_seq, agent_id, role, node_type, "
+    "created_at, body) VALUES (?, ?, ?, ?, ?, 'message', ?, ?)"
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +89,7 @@ def _ddl(connection: sqlite3.Connection, tables: set[str] | None) -> list[str]:
     )
     out = []
     for _kind, table, sql in rows:
-        if table.startswith("sqlite_") or sql.upper().startswith("CREATE VIRTUAL"):
+        if table.startswith(("sqlite_", f"{_FTS}_")):  # FTS5's own tables come with its index
             continue
         is_session = table.startswith(("nodes_", "events_"))
         if (tables is None and not is_session) or (tables is not None and table in tables):
@@ -132,6 +144,8 @@ class RawWriter:
             self.connection.execute(pragma)
         self.sessions: dict[str, _Session] = {}
         self.counter = 0
+        self.waiting = 0
+        """``search_text`` rows this connection wrote that FTS5's index has not taken in."""
 
     @classmethod
     def clone(cls, home: Path, session_ids: list[str], path: Path, synchronous: str) -> RawWriter:
@@ -143,6 +157,8 @@ class RawWriter:
         con.execute("BEGIN")
         for sql in _ddl(main, None):
             con.execute(sql)
+        for (mark,) in main.execute("SELECT indexed_upto FROM search_mark"):
+            con.execute("INSERT INTO search_mark (indexed_upto) VALUES (?)", (mark,))
         for sid in session_ids:
             where = locate(home, sid)
             source = main if where.path == home / "sessions.sqlite" else connect_ro(where.path)
@@ -185,7 +201,8 @@ class RawWriter:
         self.connection.execute("COMMIT")
 
     def statements(self, sid: str, role: str, content_json: str) -> None:
-        """The four statements of an append, inside a transaction the caller began."""
+        """The five statements of an append (six when the index catches up), in a transaction
+        the caller began."""
         s = self.sessions[sid]
         con = self.connection
         self.counter += 1
@@ -218,6 +235,14 @@ class RawWriter:
             created_at=now,
         )
         con.execute(s.event_sql, event)
+        body = node_text(content_json)
+        search = (sid, node_id, node["node_seq"], node["agent_id"], role, now, body)
+        con.execute(_SEARCH_ROW, search)
+        self.waiting += 1
+        if self.waiting >= CATCH_UP_AT:
+            for statement in CATCH_UP:
+                con.execute(statement)
+            self.waiting = 0
         con.execute(self.UPDATE, (node_id, now, sid))
 
     def close(self) -> None:

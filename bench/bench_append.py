@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _floor import ThreadedRaw
+from _floor import LoopRaw
 from _raw import RawWriter
 
 from soong_store import SessionStore
@@ -37,7 +37,8 @@ class Result:
     store: list[float]
     raw: list[float]
     floor: list[float]
-    """Raw's statements through a writer thread (``_floor.py``); empty unless asked for."""
+    """Raw's statements committed at the end of the loop's turn, as the store commits at
+    durability normal (``_floor.py``); empty unless asked for."""
 
     def report(self) -> str:
         store, raw = statistics.median(self.store), statistics.median(self.raw)
@@ -62,8 +63,8 @@ async def run(
 ) -> Result:
     """Interleaved rounds of ``batch`` awaited appends and ``batch`` raw transactions.
 
-    With ``floor``, a third side awaits ``batch`` appends of raw's statements run by a writer
-    thread (:class:`_floor.ThreadedRaw`, on a file of its own).
+    With ``floor``, a third side awaits ``batch`` appends of raw's statements committed at the
+    end of the loop's turn (:class:`_floor.LoopRaw`, on a file of its own).
     """
     content = content if content is not None else CONTENT
     content_json = orjson.dumps(content).decode()
@@ -80,7 +81,7 @@ async def run(
             sides = ["raw", "store"]
             if floor:
                 floor_raw = RawWriter.clone(home, [sid], Path(tmp) / "floor.sqlite", "NORMAL")
-                threaded = ThreadedRaw(floor_raw)
+                threaded = LoopRaw(floor_raw)
                 sides.append("floor")
             for _ in range(batch if warmup is None else warmup):
                 await store.append_node(sid, "user", "message", content)
