@@ -372,13 +372,21 @@ class Writer:
                 self._maintenance_due = False
 
     def _checkpoint(self) -> None:
-        """The checkpoint the commits owe, on the thread's own connection: no write waits."""
+        """The checkpoint the commits owe, on the thread's own connection.
+
+        Twice: once while writes go on (it copies what was committed when it began), then once
+        more with this store's writes held (it copies the little committed meanwhile). A log
+        copied whole is started again from its beginning by the next write; one never copied
+        whole while writes go on would only grow.
+        """
         self._checkpoint_owed = False
         try:
             held = self._checkpointer
             if held is None or held.closed or held.invalidated:
                 held = self._checkpointer = self._engine.connect()
             self._dialect.checkpoint(held)
+            with self._held:
+                self._dialect.checkpoint(held)
         except Exception:  # the next commits' checkpoint tries again
             log.warning("WAL checkpoint failed", exc_info=True)
             checkpointer, self._checkpointer = self._checkpointer, None

@@ -287,9 +287,10 @@ class Backend(ABC):
 
     @classmethod
     def checkpoint(cls, connection: Connection) -> None:
-        """What commits on an event loop leave undone, on a connection no write waits for.
+        """What commits on an event loop leave undone, on a connection of the writer's thread.
 
-        The writer's thread runs it on a connection of its own, not the write connection.
+        The writer runs it twice: while writes go on, then with its own writes held for the
+        little committed meanwhile (see :meth:`~soong_store.writer.Writer._checkpoint`).
         """
         return None
 

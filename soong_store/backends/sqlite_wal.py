@@ -10,10 +10,12 @@ could still make that loop wait, and both are moved off it here:
 - **Checkpoints.** SQLite checkpoints from the connection that commits, inside its ``COMMIT``,
   once the log passes ``wal_autocheckpoint`` pages, and a checkpoint syncs both files (3–4 ms
   here). The write connection turns that off; once it has changed :data:`CHECKPOINT_CHANGES`
-  rows since the last checkpoint it owes, the writer's thread runs a ``PASSIVE`` checkpoint on a
-  connection of its own, which blocks no write meanwhile. SQLite tells a connection neither its
-  log's length nor when it passes a mark, and row changes stand in for pages (an append changes
-  four rows and writes about fifteen pages).
+  rows since the last checkpoint it owes, the writer's thread runs ``PASSIVE`` checkpoints on a
+  connection of its own: one while writes go on, one more with the store's writes held, so that
+  the log is copied whole and the next write starts it again (copied only while writes go on, it
+  would grow for ever). SQLite tells a connection neither its log's length nor when it passes a
+  mark, and row changes stand in for pages (an append changes four rows and writes about fifteen
+  pages).
 """
 
 from __future__ import annotations
