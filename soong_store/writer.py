@@ -302,6 +302,8 @@ class Writer:
             return
         self._closed = True
         while self._batches:  # a loop's batch of this turn or another loop's: it runs first
+            for loop in [loop for loop in list(self._batches) if loop.is_closed()]:
+                self._put(self._batches.pop(loop))  # its turn never ends: the thread runs them
             await asyncio.sleep(0.0005)
         await asyncio.to_thread(self._wait_for_waiting)
         self._queue.put(_STOP)

@@ -215,6 +215,27 @@ async def test_close_runs_the_batch_of_the_turn_first(engine: Engine) -> None:
     assert logged(engine)[-1][0] == 1
 
 
+async def test_close_runs_the_batch_of_a_loop_closed_before_its_turn_ended(
+    engine: Engine,
+) -> None:
+    writer = await started(engine)
+
+    def other_loop() -> None:
+        async def submit_then_stop() -> None:
+            pending = writer.submit(insert(7))
+            pending.send(None)  # joined this turn's batch, whose run is queued on the loop
+            asyncio.get_running_loop().stop()  # the turn never ends
+            pending.close()
+
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(submit_then_stop())
+        loop.close()
+
+    await asyncio.to_thread(other_loop)
+    await asyncio.wait_for(writer.close(), 10)  # it does not wait for that turn for ever
+    assert logged(engine)[-1] == (7, WRITER_THREAD)  # the job still ran; nobody was told
+
+
 async def test_only_normal_durability_commits_on_a_loop(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.sqlite'}"
     assert SQLiteBackend(url).commits_on_loop
