@@ -1,8 +1,9 @@
 """One transaction of the writer: a batch of jobs, a savepoint each, their outcomes handed back.
 
-:class:`~soong_store.writer.Writer` decides when a batch runs and what happens when it fails as a
-whole (busy, lost connection, a failed ``COMMIT``); this module is one attempt at it
-(:func:`attempt`) and the way its outcomes reach the callers (:func:`deliver`).
+:class:`~soong_store.writer.Writer` decides when a batch runs and where (its thread, or the
+callers' event loop), :mod:`~soong_store.write_retry` what happens when it fails as a whole
+(busy, lost connection, a failed ``COMMIT``); this module is one attempt at it (:func:`attempt`)
+and the way its outcomes reach the callers (:func:`deliver`, :func:`settle_here`).
 
 Two costs are cut here, both paid once per job before:
 

@@ -12,7 +12,6 @@ the writer's thread is idle, with no hand-off between threads at all.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import queue
 import threading
@@ -20,16 +19,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import OperationalError
 
-from soong_store.backends.base import BeforeBegin, dialect_of
-from soong_store.backends.retry import Attempts, RetryPolicy
-from soong_store.errors import StorageError, StoreClosed
+from soong_store.backends.base import dialect_of
+from soong_store.backends.retry import RetryPolicy
+from soong_store.errors import StoreClosed
 from soong_store.write_batch import (
-    BatchBusy,
     CommitUnknown,
     Job,
-    JobAborted,
     Pending,
     abort,
     attempt,
@@ -37,6 +33,8 @@ from soong_store.write_batch import (
     fail_all,
     settle_here,
 )
+from soong_store.write_connection import WriteConnection
+from soong_store.write_retry import run_to_outcome
 
 T = TypeVar("T")
 
@@ -47,9 +45,6 @@ _CHECKPOINT = object()
 """Wakes the writer's thread for the checkpoint a batch run on an event loop left owed."""
 _MAINTAIN = object()
 """Wakes the writer's thread for the maintenance a batch run on an event loop left owed."""
-_PREPARES = 100
-"""How many times one batch may stop to prepare its connection (attach a file) before the job
-that keeps asking fails: a session moved that often meanwhile is a bug, not contention."""
 
 
 class Maintenance(Protocol):
@@ -152,11 +147,7 @@ class Writer:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
         self._thread = threading.Thread(target=self._main, name="soong-store-writer", daemon=True)
-        self._connection: Connection | None = None
-        self._checkpointer: Connection | None = None
-        self._checkpoint_owed = False
-        self._waits_for_locks = True
-        self._held = threading.Lock()  # the connection's user: the thread, or a loop's batch
+        self._link = WriteConnection(engine)
         self._counting = threading.Lock()
         self._queued = 0  # jobs queued for the thread and not yet answered by it
         self._batches: dict[asyncio.AbstractEventLoop, list[Pending]] = {}
@@ -266,31 +257,32 @@ class Writer:
         0 when the thread owes jobs queued before these, holds the connection or has not made
         it yet, or when the batch failed as a whole: those go to the thread.
         """
-        if not self._held.acquire(blocking=False):
+        link = self._link
+        if not link.held.acquire(blocking=False):
             return 0
         try:
-            connection = self._connection
-            if self._queued or connection is None or connection.closed or connection.invalidated:
+            connection = None if self._queued else link.for_loop()
+            if connection is None:
                 return 0
-            if self._waits_for_locks:
-                self._dialect.wait_for_locks(connection, False)
-                self._waits_for_locks = False
             try:
                 done = attempt(connection, self._dialect, batch)
             except CommitUnknown as unknown:  # such a backend keeps no commit token: the
-                self._recover()  # thread too takes the jobs' results as standing then
+                link.recover()  # thread too takes the jobs' results as standing then
                 done = unknown.done
             except Exception:
-                self._recover()
+                link.recover()
                 return 0
-            if self._dialect.claim_checkpoint(connection):
-                self._checkpoint_owed = True
+            if link.claim_checkpoint():
                 self._queue.put(_CHECKPOINT)
             if self._maintenance is not None and self._maintenance.owed(connection):
                 self._queue.put(_MAINTAIN)
             return done
+        except Exception:  # the recovery itself failed: the thread starts on a new connection
+            log.warning("a batch on the loop could not be reset", exc_info=True)
+            link.drop()
+            return 0
         finally:
-            self._held.release()
+            link.held.release()
 
     def _wait_for_waiting(self) -> None:
         with self._waiting_done:
@@ -330,24 +322,18 @@ class Writer:
                     if item is not _CHECKPOINT and item is not _MAINTAIN:
                         batch.append(item)
                 if batch:
-                    with self._held:
-                        self._run_batch(batch)
+                    with self._link.held:
+                        run_to_outcome(self._link, self._dialect, self._retry, batch)
                         with self._counting:
                             self._queued -= len(batch)
-                        connection = self._connection
-                        if connection is not None and self._dialect.claim_checkpoint(connection):
-                            self._checkpoint_owed = True
+                        self._link.claim_checkpoint()
                     deliver(batch)  # the connection is free: the callers' next batch may run
-                if self._checkpoint_owed:
-                    self._checkpoint()
+                if self._link.checkpoint_owed:
+                    self._link.checkpoint()
                 if stop:
                     return
         finally:
-            with self._held:
-                if self._connection is not None:
-                    self._connection.close()
-            if self._checkpointer is not None:
-                self._checkpointer.close()
+            self._link.close()
             self._fail_leftovers()
 
     def _next_job(self) -> Any:
@@ -365,36 +351,13 @@ class Writer:
         """One round of the maintenance's work (it runs again after the next batch if it fails)."""
         if self._maintenance is None:
             return
-        with self._held:
+        with self._link.held:
             try:
-                self._maintenance_due = self._maintenance(self._conn())
+                self._maintenance_due = self._maintenance(self._link.for_thread())
             except Exception:
                 log.warning("writer maintenance failed", exc_info=True)
-                self._recover()
+                self._link.recover()
                 self._maintenance_due = False
-
-    def _checkpoint(self) -> None:
-        """The checkpoint the commits owe, on the thread's own connection.
-
-        Twice: once while writes go on (it copies what was committed when it began), then once
-        more with this store's writes held (it copies the little committed meanwhile). A log
-        copied whole is started again from its beginning by the next write; one never copied
-        whole while writes go on would only grow.
-        """
-        self._checkpoint_owed = False
-        try:
-            held = self._checkpointer
-            if held is None or held.closed or held.invalidated:
-                held = self._checkpointer = self._engine.connect()
-            self._dialect.checkpoint(held)
-            with self._held:
-                self._dialect.checkpoint(held)
-        except Exception:  # the next commits' checkpoint tries again
-            log.warning("WAL checkpoint failed", exc_info=True)
-            checkpointer, self._checkpointer = self._checkpointer, None
-            if checkpointer is not None:
-                with contextlib.suppress(Exception):
-                    checkpointer.close()
 
     def _fail_leftovers(self) -> None:
         left: list[Pending] = []
@@ -407,153 +370,3 @@ class Writer:
                 left.append(item)
         fail_all(left, StoreClosed("the store closed before this write ran"))
         deliver(left)
-
-    def _conn(self) -> Connection:
-        if self._connection is None or self._connection.invalidated or self._connection.closed:
-            if self._connection is not None:
-                old, self._connection = self._connection, None
-                old.close()
-            self._connection = self._engine.connect()  # may fail: the server is not back yet
-            self._waits_for_locks = True
-        elif not self._waits_for_locks:  # a batch on a loop ran last: the thread waits
-            self._dialect.wait_for_locks(self._connection, True)
-            self._waits_for_locks = True
-        return self._connection
-
-    def _recover(self) -> None:
-        """Leave no transaction open after a failed attempt, whatever state the failure left.
-
-        A failure raised around COMMIT can leave the driver inside its transaction while
-        SQLAlchemy believes it ended; the next begin-write would then fail forever.
-        """
-        connection = self._connection
-        if connection is None or connection.closed:
-            return
-        if connection.invalidated:  # lost: the next attempt connects anew (not this thread now)
-            self._connection = None
-            with contextlib.suppress(Exception):
-                connection.close()
-            return
-        try:
-            if connection.in_transaction():
-                connection.rollback()
-            raw = connection.connection.dbapi_connection
-            if raw is not None and self._dialect.driver_in_transaction(connection):
-                raw.rollback()
-        except Exception:
-            log.warning("write connection could not be reset; reconnecting", exc_info=True)
-            self._drop_connection()
-
-    def _drop_connection(self) -> None:
-        """Let go of the write connection whatever its state: the next attempt connects anew."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                connection.invalidate()
-                connection.close()
-
-    def _run_batch(self, batch: list[Pending]) -> None:
-        """Run ``batch`` to an outcome for every job (its callers are told after)."""
-        retry = self._retry.start()
-        pending = list(batch)
-        in_doubt = False  # asking whether a COMMIT whose answer was lost took effect
-        doubtful: list[Pending] = []  # failed, but their rows may have committed
-        prepares = 0
-        try:
-            while pending:
-                try:
-                    done = attempt(self._conn(), self._dialect, pending)
-                    # A later job met a lock another transaction holds (or needs its connection
-                    # prepared): the jobs before it have committed, the rest run in a new one.
-                    pending = pending[done:]
-                except BeforeBegin as needed:  # the first job needs a file attached, say
-                    self._recover()
-                    prepares += 1
-                    try:
-                        if prepares > _PREPARES:
-                            raise StorageError(f"the write could not be prepared: {needed}")
-                        needed.prepare(self._conn())
-                    except Exception as exc:
-                        self._recover()
-                        pending[0].outcome = (False, exc)
-                        del pending[0]
-                except JobAborted as aborted:
-                    # The failing job took the others' work down with it: fail it alone and run
-                    # the rest again in a fresh transaction.
-                    self._recover()
-                    pending[aborted.index].outcome = (False, aborted.cause)
-                    del pending[aborted.index]
-                except CommitUnknown as unknown:
-                    self._recover()
-                    in_doubt = True
-                    committed = self._commit_outcome(unknown.token, retry)
-                    in_doubt = False
-                    if committed:
-                        pending = pending[unknown.done :]
-                        continue
-                    if committed is None:
-                        fail_all(
-                            pending,
-                            StorageError(
-                                "the connection was lost at COMMIT and the database could not say "
-                                f"within {self._retry.deadline:g} s whether the write took effect"
-                            ),
-                        )
-                        doubtful = pending
-                        break
-                    retry.wait()  # nothing of it committed: the same jobs run again
-                except (BatchBusy, OperationalError) as exc:
-                    if isinstance(exc, OperationalError) and not self._dialect.is_transient(exc):
-                        self._recover()
-                        fail_all(pending, exc)
-                        break
-                    if retry.expired:
-                        fail_all(pending, self._gave_up(exc))
-                        break
-                    self._recover()
-                    retry.wait()
-                except Exception as exc:  # commit failed: disk full, I/O error, damaged file
-                    self._recover()
-                    fail_all(pending, exc)
-                    break
-        except Exception as exc:  # a bug in the handling itself: what did not commit fails
-            log.exception("write batch failed unexpectedly")
-            fail_all(pending, StorageError(f"unexpected {type(exc).__name__}: {exc}"))
-            self._drop_connection()
-            if in_doubt:
-                doubtful = pending
-        kept = {id(item) for item in doubtful}  # files that rows may name stay (gc decides)
-        for item in batch:
-            if not item.outcome[0] and id(item) not in kept:
-                abort(item)
-
-    def _gave_up(self, exc: BaseException) -> StorageError:
-        waited = self._retry.deadline
-        cause = exc.__cause__ if isinstance(exc, BatchBusy) else exc
-        if cause is not None and self._dialect.is_lost(cause):
-            return StorageError(f"the database could not be reached for {waited:g} s")
-        return StorageError(f"the database stayed locked for {waited:g} s")
-
-    def _commit_outcome(self, token: str | None, retry: Attempts) -> bool | None:
-        """Whether the transaction whose COMMIT lost its answer took effect (``None``: unknown).
-
-        Asked on a new connection, waiting (under the batch's retry deadline) while the
-        database cannot be reached or the transaction is still finishing.
-        """
-        if token is None:  # it wrote nothing: its jobs' results stand either way
-            return True
-        while True:
-            try:
-                connection = self._conn()
-                with connection.begin():
-                    outcome = self._dialect.commit_outcome(connection, token)
-                if outcome is not None:
-                    return outcome
-            except Exception as exc:
-                if not self._dialect.is_transient(exc):
-                    log.warning("could not ask whether a commit took effect", exc_info=True)
-                    return None
-                self._recover()
-            if retry.expired:
-                return None
-            retry.wait()

@@ -20,7 +20,7 @@ import pytest
 from soong_store import SessionStore, StorageError
 from soong_store.check import check_store
 from soong_store.store import run_write, runtime_of
-from soong_store.writer import Writer
+from soong_store.write_connection import WriteConnection
 from tests.conftest import text
 from tests.helpers import side_door
 
@@ -77,16 +77,16 @@ def break_recovery_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     Returns the list that records the failure once it has happened.
     """
-    recover = Writer._recover
+    recover = WriteConnection.recover
     failures: list[int] = []
 
-    def recover_fails_once(writer: Writer) -> None:
+    def recover_fails_once(link: WriteConnection) -> None:
         if not failures:
             failures.append(1)
             raise RuntimeError("recovery broke")
-        recover(writer)
+        recover(link)
 
-    monkeypatch.setattr(Writer, "_recover", recover_fails_once)
+    monkeypatch.setattr(WriteConnection, "recover", recover_fails_once)
     return failures
 
 

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from soong_store import SessionStore, StorageError
-from soong_store import writer as writer_module
+from soong_store import SessionStore, StorageError, write_retry
 from soong_store.store import runtime_of
 from soong_store.write_batch import CommitUnknown
-from soong_store.writer import Writer
+from soong_store.write_connection import WriteConnection
 from tests.conftest import text
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]
@@ -37,11 +36,11 @@ async def test_a_failure_of_the_recovery_fails_the_batch_and_takes_its_files_awa
         def refused(*args: object) -> int:
             raise RuntimeError("the disk said no")
 
-        def recovery_breaks(self: Writer) -> None:
+        def recovery_breaks(self: WriteConnection) -> None:
             raise RuntimeError("recovery broke")
 
-        monkeypatch.setattr(writer_module, "attempt", refused)
-        monkeypatch.setattr(Writer, "_recover", recovery_breaks)
+        monkeypatch.setattr(write_retry, "attempt", refused)
+        monkeypatch.setattr(WriteConnection, "recover", recovery_breaks)
         with pytest.raises(StorageError, match="unexpected RuntimeError: recovery broke"):
             # Bounded: a writer that died of it would leave the caller waiting for ever.
             await asyncio.wait_for(
@@ -66,8 +65,8 @@ async def test_files_of_a_batch_whose_commit_cannot_be_told_stay_for_gc(
         def answer_lost(*args: object) -> int:
             raise CommitUnknown(None, 1)
 
-        monkeypatch.setattr(writer_module, "attempt", answer_lost)
-        monkeypatch.setattr(Writer, "_commit_outcome", lambda self, token, retry: None)
+        monkeypatch.setattr(write_retry, "attempt", answer_lost)
+        monkeypatch.setattr(write_retry, "_commit_outcome", lambda *args: None)
         with pytest.raises(StorageError, match="could not say"):
             await asyncio.wait_for(
                 store.put_artifact(sid, b"maybe stored", filename="maybe.txt"), 30
