@@ -18,10 +18,12 @@ import pytest
 from sqlalchemy import Connection, Engine, event, text
 
 from soong_store import SessionStore
+from soong_store import writer as writer_module
 from soong_store.backends.sqlite import SQLiteBackend, make_engine
 from soong_store.errors import InvalidArgument
 from soong_store.migrate import upgrade
 from soong_store.store import runtime_of
+from soong_store.write_connection import WriteConnection
 from soong_store.writer import Writer
 from tests.conftest import connect_raw
 
@@ -194,6 +196,26 @@ async def test_checkpoints_run_on_the_writers_thread_and_never_in_a_commit(
     # Each checkpoint copied the whole log, so the next write started it again: the file holds
     # the frames of about 256 commits, not of all 2,000 (two or more frames each).
     assert (wal - 32) // (24 + 4096) < 1500
+
+
+async def test_a_batch_whose_reset_fails_on_the_loop_goes_to_the_thread_on_a_new_connection(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = await started(engine)
+
+    def refused(*args: object) -> int:
+        raise RuntimeError("the loop's attempt broke")
+
+    def recovery_breaks(self: WriteConnection) -> None:
+        raise RuntimeError("recovery broke")
+
+    monkeypatch.setattr(writer_module, "attempt", refused)  # the loop's attempt only
+    monkeypatch.setattr(WriteConnection, "recover", recovery_breaks)
+    assert await asyncio.wait_for(writer.submit(insert(1)), 10) == WRITER_THREAD
+    monkeypatch.undo()
+    assert await writer.submit(insert(2)) == threading.current_thread().name
+    await writer.close()
+    assert [n for n, _ in logged(engine)] == [0, 1, 2]
 
 
 async def test_a_cancelled_caller_of_a_batch_on_the_loop_still_commits(engine: Engine) -> None:
