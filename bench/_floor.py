@@ -49,7 +49,6 @@ class ThreadedRaw:
         self._thread.join()
 
     def _main(self) -> None:
-        connection = self._raw.connection
         while True:
             first = self._queue.get()
             if first is _STOP:
@@ -65,15 +64,7 @@ class ThreadedRaw:
                     stop = True
                     break
                 batch.append(item)
-            connection.execute("BEGIN IMMEDIATE")
-            single = len(batch) == 1
-            for sid, role, content_json, _future, _loop in batch:
-                if not single:
-                    connection.execute("SAVEPOINT job")
-                self._raw.statements(sid, role, content_json)
-                if not single:
-                    connection.execute("RELEASE job")
-            connection.execute("COMMIT")
+            _commit(self._raw, [(sid, role, text) for sid, role, text, *_ in batch])
             by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
             for *_, future, loop in batch:
                 by_loop.setdefault(loop, []).append(future)
@@ -81,6 +72,20 @@ class ThreadedRaw:
                 loop.call_soon_threadsafe(_settle, futures)
             if stop:
                 return
+
+
+def _commit(raw: RawWriter, appends: list[tuple[str, str, str]]) -> None:
+    """Raw's appends in one ``BEGIN IMMEDIATE`` transaction, a savepoint each when several."""
+    connection = raw.connection
+    connection.execute("BEGIN IMMEDIATE")
+    single = len(appends) == 1
+    for sid, role, content_json in appends:
+        if not single:
+            connection.execute("SAVEPOINT job")
+        raw.statements(sid, role, content_json)
+        if not single:
+            connection.execute("RELEASE job")
+    connection.execute("COMMIT")
 
 
 def _settle(futures: list[asyncio.Future[None]]) -> None:
@@ -113,14 +118,5 @@ class LoopRaw:
 
     def _run(self) -> None:
         batch, self._batch = self._batch or [], None
-        connection = self._raw.connection
-        connection.execute("BEGIN IMMEDIATE")
-        single = len(batch) == 1
-        for sid, role, content_json, _future in batch:
-            if not single:
-                connection.execute("SAVEPOINT job")
-            self._raw.statements(sid, role, content_json)
-            if not single:
-                connection.execute("RELEASE job")
-        connection.execute("COMMIT")
+        _commit(self._raw, [(sid, role, text) for sid, role, text, _ in batch])
         _settle([future for *_, future in batch])
