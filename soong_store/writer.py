@@ -137,7 +137,6 @@ class Writer:
         maintenance: Maintenance | None = None,
         on_loop: bool = False,
     ) -> None:
-        self._engine = engine
         self._on_loop = on_loop
         self._maintenance = maintenance
         self._maintenance_due = maintenance is not None
