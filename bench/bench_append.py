@@ -1,13 +1,13 @@
 """``append_node`` of a short text node, against the same statements in raw ``sqlite3``.
 
 Run: ``python bench/bench_append.py [--rounds N] [--batch N]``. Each round awaits ``batch``
-appends of a one-block text node (the store validates it, queues it, and its writer reads the
-session row, inserts the node and its ``node_created`` event and moves the session's active node
-in one transaction), and, in turn, runs ``batch`` raw transactions of those four statements on a
-file with the store's own table shapes (copied from the store's database: see ``_raw.py``), WAL,
-``synchronous=NORMAL``. Which side goes first alternates per round; the report gives the median
-time per append of each side and their ratio. ``bench/run.py`` runs this as its "sequential
-append" row.
+appends of a one-block text node (the store validates it and, in one transaction, reads the
+session row, inserts the node, its ``node_created`` event and its search row, and moves the
+session's active node), and, in turn, runs ``batch`` raw transactions of those five statements
+on a file with the store's own table shapes (copied from the store's database: see
+``_raw.py``), WAL, ``synchronous=NORMAL``. Which side goes first alternates per round; the
+report gives the median time per append of each side and their ratio. ``bench/run.py`` runs
+this as its "sequential append" row.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Result:
         return "\n".join(
             [
                 f"append_node, {len(self.store)} rounds (medians per append)",
-                f"  raw sqlite3 (4 statements) : {raw * 1e6:8.1f} us",
+                f"  raw sqlite3 (5 statements) : {raw * 1e6:8.1f} us",
                 f"  store.append_node          : {store * 1e6:8.1f} us "
                 f"({1 / store:,.0f} per second)",
                 f"  ratio                      : {store / raw:8.2f}x",
