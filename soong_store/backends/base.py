@@ -290,7 +290,7 @@ class Backend(ABC):
         """What commits on an event loop leave undone, on a connection of the writer's thread.
 
         The writer runs it twice: while writes go on, then with its own writes held for the
-        little committed meanwhile (see :meth:`~soong_store.writer.Writer._checkpoint`).
+        little committed meanwhile (:mod:`soong_store.write_connection` says why).
         """
         return None
 
