@@ -201,8 +201,7 @@ class RawWriter:
         self.connection.execute("COMMIT")
 
     def statements(self, sid: str, role: str, content_json: str) -> None:
-        """The five statements of an append (six when the index catches up), in a transaction
-        the caller began."""
+        """An append's five statements (the index's two more every 64), in the caller's BEGIN."""
         s = self.sessions[sid]
         con = self.connection
         self.counter += 1

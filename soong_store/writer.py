@@ -240,7 +240,7 @@ class Writer:
     def _run_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """The end of a loop's turn: its batch runs here if it can, the rest goes to the thread."""
         batch = self._batches.pop(loop)
-        if not self._thread.is_alive() and self._closed:  # submitted on a loop as it closed
+        if self._closed and not self._thread.is_alive():  # submitted on a loop as it closed
             fail_all(batch, StoreClosed("the store closed before this write ran"))
             settle_here(batch)
             return

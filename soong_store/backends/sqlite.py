@@ -160,7 +160,8 @@ class SQLiteBackend(Backend):
         else:
             kwargs["poolclass"] = NullPool
         engine = create_engine(self.url, **kwargs)
-        _install_hooks(engine, role, self.durability, self.retry)
+        by_hand = role == "write" and self.commits_on_loop  # the writer's thread checkpoints
+        _install_hooks(engine, role, self.durability, self.retry, checkpoints_by_hand=by_hand)
         return engine
 
     def _engine_kwargs(self) -> dict[str, Any]:
@@ -362,14 +363,20 @@ def make_engine(
     return SQLiteBackend(url, durability=durability, module=sqlite_module, retry=retry).engine(role)
 
 
-def _install_hooks(engine: Engine, role: Role, durability: Durability, retry: RetryPolicy) -> None:
+def _install_hooks(
+    engine: Engine,
+    role: Role,
+    durability: Durability,
+    retry: RetryPolicy,
+    *,
+    checkpoints_by_hand: bool = False,
+) -> None:
     pragmas = [f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}"]
     if role != "admin":
         pragmas += [
             f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",
             "PRAGMA foreign_keys = ON",
         ]
-    by_hand = role == "write" and durability == "normal"  # the writer's thread checkpoints
     begin = "BEGIN" if role == "read" else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine, "connect")
@@ -379,7 +386,7 @@ def _install_hooks(engine: Engine, role: Role, durability: Durability, retry: Re
         try:
             for pragma in pragmas:
                 cursor.execute(pragma)
-            if by_hand:
+            if checkpoints_by_hand:
                 sqlite_wal.checkpoint_by_hand(cursor, record.info)
             if role == "write" or (role == "read" and not _UNTOUCHED.get()):
                 _ensure_wal(cursor, retry)
