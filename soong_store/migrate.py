@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Final, Literal
+from typing import Literal
 
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from soong_store.backends.base import Backend, dialect_of, open_backend
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
+from soong_store.home import HEAD_REVISION
 from soong_store.migrate_pairs import MIGRATION_LOGGER, PairChange, add_column, upgrade_pairs
 from soong_store.migrate_scripts import alembic_config, script_location
 from soong_store.model.ids import check_session_id
@@ -45,13 +46,6 @@ __all__ = [
     "upgrade",
     "upgrade_pairs",
 ]
-
-HEAD_REVISION: Final = "0006"
-"""The newest revision in ``migrations/`` (a test keeps the two equal).
-
-Knowing it without Alembic lets a store open a database that is already at head without
-importing Alembic (a fifth of the package's import time); Alembic is loaded only to upgrade.
-"""
 
 _ALEMBIC_LOCK = threading.Lock()  # Alembic keeps module-level state (alembic.context, alembic.op).
 

@@ -54,6 +54,7 @@ from soong_store.backends.base import Backend, DataVersion, Durability, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
+from soong_store.home import DATABASE_FILE
 
 STATEMENT_CACHE_SIZE = 16
 """Each engine's compiled-statement cache (SQLAlchemy's default is 500). Reads over one session's
@@ -90,7 +91,7 @@ _UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", defaul
 
 def database_url(home: Path) -> URL:
     """The URL of the default database file inside a home folder."""
-    return URL.create("sqlite+pysqlite", database=str(home / "sessions.sqlite"))
+    return URL.create("sqlite+pysqlite", database=str(home / DATABASE_FILE))
 
 
 def load_sqlite_module(name_or_module: str | ModuleType | None) -> ModuleType | None:

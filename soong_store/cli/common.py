@@ -12,9 +12,10 @@ from typing import Any
 from sqlalchemy import make_url
 
 from soong_store.errors import NotFound
+from soong_store.home import default_home
 from soong_store.model import codec
 from soong_store.model.ids import check_id
-from soong_store.store import SessionStore, backend_of, default_home
+from soong_store.store import SessionStore, backend_of
 
 _SEQ = re.compile(r"#?(\d{1,18})")
 

@@ -16,7 +16,6 @@ of work, and the internal surface), ``sessions`` (sessions, agents, runs), ``con
 from soong_store.store.core import (
     artifact_files,
     backend_of,
-    default_home,
     run_read,
     run_write,
     runtime_of,
@@ -27,7 +26,6 @@ __all__ = [
     "SessionStore",
     "artifact_files",
     "backend_of",
-    "default_home",
     "run_read",
     "run_write",
     "runtime_of",

@@ -35,6 +35,7 @@ from soong_store.files.artifacts import (
     SpillPolicy,
 )
 from soong_store.files.store import ArtifactFiles
+from soong_store.home import default_home
 from soong_store.model.ids import check_session_id
 from soong_store.ops import check_bound
 from soong_store.runtime import StoreRuntime
@@ -46,12 +47,6 @@ if TYPE_CHECKING:  # imported by the first unit of work and the first task DAG
     from soong_store.writer import Prerequisite
 
 T = TypeVar("T")
-
-
-def default_home() -> Path:
-    """``$SOONG_AGENT_HOME``, else ``~/.soong-agent``."""
-    env = os.environ.get("SOONG_AGENT_HOME")
-    return Path(env) if env else Path.home() / ".soong-agent"
 
 
 class StoreCore:

@@ -1,0 +1,28 @@
+"""Where a home is, the database file in it, and the schema revision this code writes.
+
+Kept apart from the store and the migrations, which import SQLAlchemy, so that what must know
+these facts without it (the CLI's quick look at a home, :mod:`soong_store.cli.glance`) reads them
+from the same place as the store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+DATABASE_FILE: Final = "sessions.sqlite"
+"""The SQLite database of a home (the default backend), inside the home folder."""
+
+HEAD_REVISION: Final = "0006"
+"""The newest revision in ``migrations/`` (a test keeps the two equal).
+
+Knowing it without Alembic lets a store open a database that is already at head without
+importing Alembic (a fifth of the package's import time); Alembic is loaded only to upgrade.
+"""
+
+
+def default_home() -> Path:
+    """``$SOONG_AGENT_HOME``, else ``~/.soong-agent``."""
+    env = os.environ.get("SOONG_AGENT_HOME")
+    return Path(env) if env else Path.home() / ".soong-agent"
