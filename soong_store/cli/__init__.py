@@ -8,7 +8,8 @@ line on stderr: exit 2 for bad input (a malformed or unknown id, bad arguments, 
 for damage (``check`` found problems, the database or a task log is damaged), else 0.
 
 This module parses the command line and runs a command, importing its module only to run it:
-those that look at sessions are in :mod:`~soong_store.cli.browse`, ``tasks`` in
+``sessions`` is in :mod:`~soong_store.cli.listing`, the others that look at sessions in
+:mod:`~soong_store.cli.browse`, ``tasks`` in
 :mod:`~soong_store.cli.tasks`, ``export`` and ``import`` in :mod:`~soong_store.cli.transfer`, the
 rest in :mod:`~soong_store.cli.maintain`. A line that names its command plainly (after nothing
 but ``--home``, ``--url`` and ``--sqlite-module``) is parsed by a parser of that command alone,
@@ -41,7 +42,8 @@ from soong_store.model.enums import EventLevel, Role, SessionStatus
 PROG = "soong-store"
 LEVELS = [level.value for level in EventLevel]
 HANDLERS = {
-    "browse": ("sessions", "show", "tree", "path", "timeline", "switch"),
+    "listing": ("sessions",),
+    "browse": ("show", "tree", "path", "timeline", "switch"),
     "tasks": ("tasks",),
     "transfer": ("export", "import"),
     "maintain": ("upgrade", "check", "gc", "demo"),
@@ -277,9 +279,13 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
             return 0
         module, function = args.handler.split(":")
         handler = getattr(_command_module(module, whole_process), function)
-        import asyncio
+        outcome = handler(args)
+        if isinstance(outcome, int):  # answered without a store (``sessions`` may be)
+            code = outcome
+        else:
+            import asyncio
 
-        code: int = asyncio.run(handler(args))
+            code = asyncio.run(outcome)
         sys.stdout.flush()
         return code
     except KeyboardInterrupt:

@@ -1,6 +1,7 @@
 """The commands that look at sessions, and ``switch``, which moves a session's active node.
 
-Looking: ``sessions``, ``show``, ``tree``, ``path`` and ``timeline``.
+Looking: ``show``, ``tree``, ``path`` and ``timeline`` (``sessions`` is in
+:mod:`soong_store.cli.listing`).
 
 Each returns the exit status; what they print is drawn by :mod:`soong_store.cli.render`, and
 the nodes of ``tree`` and ``path`` by :mod:`soong_store.cli.render_nodes`, imported only by those
@@ -31,20 +32,6 @@ from soong_store.errors import InvalidArgument, NotFound
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import tables_of
 from soong_store.store import SessionStore, run_read
-
-
-async def cmd_sessions(args: argparse.Namespace) -> int:
-    """List sessions, most recently updated first."""
-    async with open_existing(args) as store:
-        found = await store.list_sessions(status=args.status, limit=args.offset + args.limit + 1)
-    page = found[args.offset : args.offset + args.limit]
-    more = len(found) > args.offset + args.limit
-    next_offset = args.offset + args.limit if more else None
-    if args.json:
-        emit(render.sessions_document(page, args.offset, args.limit, next_offset))
-    else:
-        out_lines(render.sessions_lines(page, next_offset))
-    return 0
 
 
 async def cmd_show(args: argparse.Namespace) -> int:

@@ -7,15 +7,15 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import make_url
+from typing import TYPE_CHECKING, Any
 
 from soong_store.errors import NotFound
 from soong_store.home import default_home
 from soong_store.model import codec
 from soong_store.model.ids import check_id
-from soong_store.store import SessionStore, backend_of
+
+if TYPE_CHECKING:  # imported by the commands that open a store (``sessions`` may not)
+    from soong_store.store import SessionStore
 
 _SEQ = re.compile(r"#?(\d{1,18})")
 
@@ -67,12 +67,16 @@ class Progress:
 
 def open_store(args: argparse.Namespace, home: Path | None = None) -> SessionStore:
     """The store the command line names (opening it creates the database if there is none)."""
+    from soong_store.store import SessionStore
+
     return SessionStore(home=home or args.home, url=args.url, sqlite_module=args.sqlite_module)
 
 
 def where(args: argparse.Namespace) -> str:
     """Where the command looks: ``home DIR``, or the database URL given with ``--url``."""
     if args.url is not None:
+        from sqlalchemy import make_url
+
         return make_url(args.url).render_as_string(hide_password=True)
     return f"home {args.home or default_home()}"
 
@@ -83,6 +87,8 @@ def open_existing(args: argparse.Namespace) -> SessionStore:
     Opening a store creates its home and database; a command that only looks must not leave an
     empty one behind (nor its folder), so a database the backend cannot find is refused first.
     """
+    from soong_store.store import backend_of
+
     store = open_store(args)
     backend = backend_of(store)
     if not backend.database_exists():

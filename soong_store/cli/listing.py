@@ -1,0 +1,47 @@
+"""``soong-store sessions``: a page of sessions, most recently updated first.
+
+Apart from :mod:`soong_store.cli.browse` because it is the command run most and its page can
+usually be read without opening a store (:mod:`soong_store.cli.glance`): then neither SQLAlchemy
+nor an event loop is loaded. The handler returns the exit status when the look answered, else
+the coroutine that lists through the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+from soong_store.cli import glance, render
+from soong_store.cli.common import emit, open_existing, out_lines
+from soong_store.home import default_home
+
+if TYPE_CHECKING:
+    from soong_store.model.global_records import SessionRecord
+
+
+def cmd_sessions(args: argparse.Namespace) -> int | Coroutine[Any, Any, int]:
+    """List sessions, most recently updated first."""
+    wanted = args.offset + args.limit + 1
+    if args.url is None and args.sqlite_module is None:
+        found = glance.sessions_page(args.home or default_home(), args.status, wanted)
+        if found is not None:
+            return _print(args, found)
+    return _through_store(args, wanted)
+
+
+async def _through_store(args: argparse.Namespace, wanted: int) -> int:
+    async with open_existing(args) as store:
+        found = await store.list_sessions(status=args.status, limit=wanted)
+    return _print(args, found)
+
+
+def _print(args: argparse.Namespace, found: Sequence[SessionRecord]) -> int:
+    page = found[args.offset : args.offset + args.limit]
+    more = len(found) > args.offset + args.limit
+    next_offset = args.offset + args.limit if more else None
+    if args.json:
+        emit(render.sessions_document(page, args.offset, args.limit, next_offset))
+    else:
+        out_lines(render.sessions_lines(page, next_offset))
+    return 0
