@@ -84,8 +84,10 @@ class Writer:
       thread owes the connection between batches (a checkpoint, maintenance) it still does,
       woken after the loop's batch.
     - **Submitting.** :meth:`submit` is a coroutine: it enqueues the job and awaits its outcome.
-      Jobs run in FIFO order. A job's exception is raised in its own caller only (translated to
-      a :class:`~soong_store.errors.SoongStoreError` as it leaves :meth:`submit`); other jobs of
+      Jobs run in FIFO order. Without ``on_loop`` too, the jobs of a loop's turn are queued at
+      its end, together, so that the thread takes them as one batch. A job's exception is
+      raised in its own caller only (translated to a
+      :class:`~soong_store.errors.SoongStoreError` as it leaves :meth:`submit`); other jobs of
       the same batch still commit.
     - **Prerequisites.** A job may wait for others' work (artifact files being written) before
       it is queued: the thread that finishes the last one queues it, with no round trip through
@@ -185,21 +187,20 @@ class Writer:
         pending = Pending(job, loop.create_future(), loop, on_abort)
         if after:
             self._queue_after(pending, after)
-        elif self._on_loop:
+        else:
             batch = self._batches.get(loop)
             if batch is None:
                 batch = self._batches[loop] = []
-                loop.call_soon(self._run_on_loop, loop)
+                loop.call_soon(self._end_turn, loop)
             batch.append(pending)
-            with self._dialect.translated():
-                # The turn ends; its batch runs first (scheduled before this task's next step),
-                # so a batch run on the loop is answered in one turn, not two.
-                await asyncio.sleep(0)
-                if pending.future.done():
-                    done: T = pending.future.result()
-                    return done
-        else:
-            self._put([pending])
+            if self._on_loop:
+                with self._dialect.translated():
+                    # The turn ends; its batch runs first (scheduled before this task's next
+                    # step), so a batch run on the loop is answered in one turn, not two.
+                    await asyncio.sleep(0)
+                    if pending.future.done():
+                        done: T = pending.future.result()
+                        return done
         with self._dialect.translated():
             result: T = await pending.future
         return result
@@ -231,20 +232,26 @@ class Writer:
             prerequisite.when_done(one_over)
 
     def _put(self, items: list[Pending]) -> None:
-        """Queue jobs for the thread (counted until it has answered them)."""
+        """Queue jobs for the thread as one item (counted until it has answered them).
+
+        One item, so that the thread, which may be awake already, takes them together.
+        """
         with self._counting:
             self._queued += len(items)
-        for item in items:
-            self._queue.put(item)
+        self._queue.put(items)
 
-    def _run_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The end of a loop's turn: its batch runs here if it can, the rest goes to the thread."""
+    def _end_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The end of a loop's turn: its batch runs here if it can, the rest goes to the thread.
+
+        Not on the loop (``on_loop`` off), the turn's jobs still reach the thread together: it
+        takes them as one batch, one commit and one sync, instead of waking for the first.
+        """
         batch = self._batches.pop(loop)
         if self._closed and not self._thread.is_alive():  # submitted on a loop as it closed
             fail_all(batch, StoreClosed("the store closed before this write ran"))
             settle_here(batch)
             return
-        done = self._run_here(batch)
+        done = self._run_here(batch) if self._on_loop else 0
         if done:
             settle_here(batch[:done])
         if done < len(batch):
@@ -308,9 +315,9 @@ class Writer:
                 first = self._next_job()
                 if first is _STOP:
                     return
-                batch = [] if first is _CHECKPOINT or first is _MAINTAIN else [first]
+                jobs: list[Pending] = [] if first is _CHECKPOINT or first is _MAINTAIN else first
                 stop = False
-                while len(batch) < self._max_batch:
+                while len(jobs) < self._max_batch:
                     try:
                         item = self._queue.get_nowait()
                     except queue.Empty:
@@ -319,14 +326,9 @@ class Writer:
                         stop = True
                         break
                     if item is not _CHECKPOINT and item is not _MAINTAIN:
-                        batch.append(item)
-                if batch:
-                    with self._link.held:
-                        run_to_outcome(self._link, self._dialect, self._retry, batch)
-                        with self._counting:
-                            self._queued -= len(batch)
-                        self._link.claim_checkpoint()
-                    deliver(batch)  # the connection is free: the callers' next batch may run
+                        jobs = jobs + item
+                for start in range(0, len(jobs), self._max_batch):
+                    self._run_batch(jobs[start : start + self._max_batch])
                 if self._link.checkpoint_owed:
                     self._link.checkpoint()
                 if stop:
@@ -334,6 +336,14 @@ class Writer:
         finally:
             self._link.close()
             self._fail_leftovers()
+
+    def _run_batch(self, batch: list[Pending]) -> None:
+        with self._link.held:
+            run_to_outcome(self._link, self._dialect, self._retry, batch)
+            with self._counting:
+                self._queued -= len(batch)
+            self._link.claim_checkpoint()
+        deliver(batch)  # the connection is free: the callers' next batch may run
 
     def _next_job(self) -> Any:
         """The next queued item; while none waits, the maintenance's work runs first."""
@@ -366,6 +376,6 @@ class Writer:
             except queue.Empty:
                 break
             if item is not _STOP and item is not _CHECKPOINT and item is not _MAINTAIN:
-                left.append(item)
+                left.extend(item)
         fail_all(left, StoreClosed("the store closed before this write ran"))
         deliver(left)

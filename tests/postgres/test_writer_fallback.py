@@ -50,11 +50,11 @@ async def in_one_batch(store: SessionStore, calls: list[Awaitable[Any]]) -> list
     writer = runtime_of(store)._writer  # started by the holding job
     assert writer is not None
     tasks = [asyncio.ensure_future(call) for call in calls]
-    for _ in range(3000):
-        if writer._queue.qsize() == len(calls):
+    for _ in range(3000):  # queued for the thread: the calls, and the held job till it ends
+        if writer._queued == len(calls) + 1:
             break
         await asyncio.sleep(0.01)
-    assert writer._queue.qsize() == len(calls), "the calls did not all reach the writer"
+    assert writer._queued == len(calls) + 1, "the calls did not all reach the writer"
     gate.set()
     await held
     return await asyncio.gather(*tasks, return_exceptions=True)

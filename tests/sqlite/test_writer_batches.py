@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,32 @@ async def test_one_batch_from_two_event_loops_answers_each_in_its_own(engine: An
     assert await other == [10, 11]
     await writer.close()
     assert sorted(logged(engine)) == [10, 11, 20, 21]
+
+
+async def test_the_jobs_of_one_turn_reach_the_thread_as_one_batch(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import soong_store.writer as writer_module
+
+    sizes: list[int] = []
+    run = writer_module.run_to_outcome
+
+    def counted(link: Any, dialect: Any, retry: Any, batch: list[Any]) -> None:
+        sizes.append(len(batch))
+        run(link, dialect, retry, batch)
+
+    async def stall() -> None:
+        time.sleep(0.05)  # the turn goes on; a thread woken by the first job alone takes it now
+
+    monkeypatch.setattr(writer_module, "run_to_outcome", counted)
+    writer = Writer(engine, max_batch=5)  # not on the loop: every job runs on the thread
+    writer.start()
+    for turn in range(3):
+        jobs = [writer.submit(insert(turn * 8 + i)) for i in range(8)]
+        steps = [asyncio.ensure_future(jobs[0]), asyncio.ensure_future(stall())]
+        steps += [asyncio.ensure_future(job) for job in jobs[1:]]
+        done = await asyncio.gather(*steps)
+        assert [n for n in done if n is not None] == [turn * 8 + i for i in range(8)]
+    await writer.close()
+    assert sizes == [5, 3] * 3  # one hand-over a turn, cut at max_batch
+    assert logged(engine) == list(range(24))
