@@ -110,19 +110,20 @@ class WriteConnection:
     def checkpoint(self) -> None:
         """The checkpoint owed, on the thread's own second connection (``held`` not held).
 
-        Twice: once while writes go on (it copies what was committed when it began), then once
-        more holding ``held`` (it copies the little committed meanwhile). A log copied whole is
-        started again from its beginning by the next write; one never copied whole while
-        writes go on would only grow.
+        Once while writes go on (it copies what was committed when it began); when the backend
+        says the log has grown long, once more holding ``held`` (it copies the little committed
+        meanwhile). A log copied whole is started again from its beginning by the next write;
+        one never copied whole while writes go on would only grow. The second step keeps every
+        writer of the store waiting for its syncs, hence only now and then.
         """
         self.checkpoint_owed = False
         try:
             checkpointer = self._checkpointer
             if checkpointer is None or checkpointer.closed or checkpointer.invalidated:
                 checkpointer = self._checkpointer = self._engine.connect()
-            self._dialect.checkpoint(checkpointer)
-            with self.held:
-                self._dialect.checkpoint(checkpointer)
+            if self._dialect.checkpoint(checkpointer):
+                with self.held:
+                    self._dialect.checkpoint(checkpointer)
         except Exception:  # the next commits' checkpoint tries again
             log.warning("WAL checkpoint failed", exc_info=True)
             checkpointer, self._checkpointer = self._checkpointer, None

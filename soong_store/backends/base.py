@@ -286,13 +286,13 @@ class Backend(ABC):
         return False
 
     @classmethod
-    def checkpoint(cls, connection: Connection) -> None:
+    def checkpoint(cls, connection: Connection) -> bool:
         """What commits on an event loop leave undone, on a connection of the writer's thread.
 
-        The writer runs it twice: while writes go on, then with its own writes held for the
-        little committed meanwhile (:mod:`soong_store.write_connection` says why).
+        The writer runs it while writes go on; when it answers true, once more with its own
+        writes held, for what was committed meanwhile (:mod:`soong_store.write_connection`).
         """
-        return None
+        return False
 
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:

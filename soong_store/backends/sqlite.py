@@ -302,9 +302,9 @@ class SQLiteBackend(Backend):
         return sqlite_wal.claim_checkpoint(connection)
 
     @classmethod
-    def checkpoint(cls, connection: Connection) -> None:
-        """A ``PASSIVE`` WAL checkpoint (:mod:`.sqlite_wal`)."""
-        sqlite_wal.checkpoint(connection)
+    def checkpoint(cls, connection: Connection) -> bool:
+        """A ``PASSIVE`` WAL checkpoint; true once the log is long (:mod:`.sqlite_wal`)."""
+        return sqlite_wal.checkpoint(connection)
 
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:

@@ -10,12 +10,13 @@ could still make that loop wait, and both are moved off it here:
 - **Checkpoints.** SQLite checkpoints from the connection that commits, inside its ``COMMIT``,
   once the log passes ``wal_autocheckpoint`` pages, and a checkpoint syncs both files (3–4 ms
   here). The write connection turns that off; once it has changed :data:`CHECKPOINT_CHANGES`
-  rows since the last checkpoint it owes, the writer's thread runs ``PASSIVE`` checkpoints on a
-  connection of its own: one while writes go on, one more with the store's writes held, so that
-  the log is copied whole and the next write starts it again (copied only while writes go on, it
-  would grow for ever). SQLite tells a connection neither its log's length nor when it passes a
-  mark, and row changes stand in for pages (an append changes four rows and writes about fifteen
-  pages).
+  rows since the last checkpoint it owes, the writer's thread runs a ``PASSIVE`` checkpoint on a
+  connection of its own while writes go on. Once the log holds :data:`RESTART_FRAMES` frames,
+  one more runs with the store's writes held, so that the log is copied whole and the next write
+  starts it again (copied only while writes go on, it would grow for ever). That step syncs
+  both files while every writer of the store waits (~3 ms here), so it is not taken at every
+  checkpoint: SQLite tells a connection neither its log's length nor when it passes a mark, and
+  row changes stand in for pages (an append changes four rows and writes about fifteen pages).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from sqlalchemy import Connection
 CHECKPOINT_CHANGES = 256
 """Rows changed on the write connection between two checkpoints (~1,000 WAL pages of appends:
 SQLite's own automatic interval)."""
+RESTART_FRAMES = 4000
+"""Frames in the log (~16 MB of 4 KiB pages) from which a checkpoint ends with writes held."""
 _CHECKPOINTED_AT = "soong_store.checkpointed_at"
 """The driver connection's ``total_changes`` at its last checkpoint, kept in its pool record's
 ``info`` (present only where checkpoints are by hand)."""
@@ -55,9 +58,13 @@ def claim_checkpoint(connection: Connection) -> bool:
     return True
 
 
-def checkpoint(connection: Connection) -> None:
-    """A ``PASSIVE`` checkpoint: what no reader still needs is copied back; nobody waits."""
-    _driver(connection).execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+def checkpoint(connection: Connection) -> bool:
+    """A ``PASSIVE`` checkpoint: what no reader still needs is copied back; nobody waits.
+
+    True when the log has grown to :data:`RESTART_FRAMES`: time to copy it whole.
+    """
+    row = _driver(connection).execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return row is not None and int(row[1]) >= RESTART_FRAMES
 
 
 def _driver(connection: Connection) -> Any:

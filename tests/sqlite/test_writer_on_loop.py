@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, event, text
 
 from soong_store import SessionStore
 from soong_store import writer as writer_module
+from soong_store.backends import sqlite_wal
 from soong_store.backends.sqlite import SQLiteBackend, make_engine
 from soong_store.errors import InvalidArgument
 from soong_store.migrate import upgrade
@@ -169,33 +170,75 @@ async def test_a_batch_waits_behind_jobs_queued_for_the_thread_before_it(engine:
     await writer.close()
 
 
-async def test_checkpoints_run_on_the_writers_thread_and_never_in_a_commit(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    checkpoints: list[str] = []
+async def checkpointed(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, commits: int
+) -> tuple[list[tuple[str, bool]], int, int]:
+    """``commits`` one-row commits; each checkpoint's thread and answer, the -wal's frames and
+    ``wal_autocheckpoint`` on the write connection."""
+    checkpoints: list[tuple[str, bool]] = []
     original = SQLiteBackend.checkpoint.__func__  # type: ignore[attr-defined]
 
-    def spy(cls: type[SQLiteBackend], connection: Connection) -> None:
-        checkpoints.append(threading.current_thread().name)
-        original(cls, connection)
+    def spy(cls: type[SQLiteBackend], connection: Connection) -> bool:
+        answer: bool = original(cls, connection)
+        checkpoints.append((threading.current_thread().name, answer))
+        return answer
 
     monkeypatch.setattr(SQLiteBackend, "checkpoint", classmethod(spy))
     writer = await started(engine)
     pragma = await writer.submit(
         lambda conn: conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
     )
-    for n in range(1, 2001):
+    for n in range(1, commits + 1):
         await writer.submit(insert(n))
     assert engine.url.database is not None
     wal = Path(engine.url.database + "-wal").stat().st_size
     await writer.close()
+    assert len(logged(engine)) == commits + 1
+    return checkpoints, (wal - 32) // (24 + 4096), pragma
+
+
+async def test_checkpoints_run_on_the_writers_thread_and_never_in_a_commit(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_wal, "RESTART_FRAMES", 600)
+    checkpoints, frames, pragma = await checkpointed(engine, monkeypatch, 2000)
     assert pragma == 0  # SQLite's own checkpoint, inside a COMMIT, is off
-    assert len(checkpoints) >= 2 * 7  # 2,000 rows changed: one per 256, each in two steps
-    assert set(checkpoints) == {WRITER_THREAD}
-    assert len(logged(engine)) == 2001
-    # Each checkpoint copied the whole log, so the next write started it again: the file holds
-    # the frames of about 256 commits, not of all 2,000 (two or more frames each).
-    assert (wal - 32) // (24 + 4096) < 1500
+    assert {thread for thread, _ in checkpoints} == {WRITER_THREAD}
+    first_steps = restarted(checkpoints)
+    assert len(first_steps) >= 7  # 2,000 rows changed: one per 256
+    assert sum(first_steps) >= 2  # the log passed 600 frames: copied whole with writes held
+    # Each whole copy let the next write start the log again: the file holds the frames of
+    # about 600 to 1,100 commits' worth, not of all 2,000 (two or more frames each).
+    assert frames < 1500
+
+
+async def test_writes_are_held_for_a_checkpoint_only_once_the_log_is_long(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owed: list[int] = []
+    run = WriteConnection.checkpoint
+
+    def counted(self: WriteConnection) -> None:
+        owed.append(1)
+        run(self)
+
+    monkeypatch.setattr(WriteConnection, "checkpoint", counted)
+    checkpoints, frames, _ = await checkpointed(engine, monkeypatch, 1500)
+    assert len(owed) >= 5  # one per 256 rows changed
+    assert len(checkpoints) == len(owed)  # ~3,000 frames, below RESTART_FRAMES: no second step
+    assert not any(answer for _, answer in checkpoints)
+    assert 2000 < frames < sqlite_wal.RESTART_FRAMES
+
+
+def restarted(checkpoints: list[tuple[str, bool]]) -> list[bool]:
+    """The answers of the checkpoints run while writes went on (a true one is followed by the
+    step that holds them, whose own answer is not asked)."""
+    answers = [answer for _, answer in checkpoints]
+    firsts, index = [], 0
+    while index < len(answers):
+        firsts.append(answers[index])
+        index += 2 if answers[index] else 1
+    return firsts
 
 
 async def test_a_batch_whose_reset_fails_on_the_loop_goes_to_the_thread_on_a_new_connection(
