@@ -1,4 +1,4 @@
-"""Where a home is, the database file in it, and the schema revision this code writes.
+"""Where a home is, the database file in it, its driver's setting and the schema's revision.
 
 Kept apart from the store and the migrations, which import SQLAlchemy, so that what must know
 these facts without it (the CLI's quick look at a home, :mod:`soong_store.cli.glance`) reads them
@@ -13,6 +13,9 @@ from typing import Final
 
 DATABASE_FILE: Final = "sessions.sqlite"
 """The SQLite database of a home (the default backend), inside the home folder."""
+
+SQLITE_MODULE_ENV: Final = "SOONG_STORE_SQLITE_MODULE"
+"""The variable naming the DB-API module a process's stores open SQLite with (else ``sqlite3``)."""
 
 HEAD_REVISION: Final = "0006"
 """The newest revision in ``migrations/`` (a test keeps the two equal).

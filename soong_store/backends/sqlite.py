@@ -54,7 +54,7 @@ from soong_store.backends.base import Backend, DataVersion, Durability, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
-from soong_store.home import DATABASE_FILE
+from soong_store.home import DATABASE_FILE, SQLITE_MODULE_ENV
 
 STATEMENT_CACHE_SIZE = 16
 """Each engine's compiled-statement cache (SQLAlchemy's default is 500). Reads over one session's
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""
 
-SQLITE_MODULE_ENV = "SOONG_STORE_SQLITE_MODULE"
 BUSY_TIMEOUT_MS = 5_000
 READ_POOL_SIZE = 4
 

@@ -2,19 +2,22 @@
 
 Apart from :mod:`soong_store.cli.browse` because it is the command run most and its page can
 usually be read without opening a store (:mod:`soong_store.cli.glance`): then neither SQLAlchemy
-nor an event loop is loaded. The handler returns the exit status when the look answered, else
-the coroutine that lists through the store.
+nor an event loop is loaded. Not when a database URL or a SQLite driver is named (``--url``,
+``--sqlite-module``, ``$SOONG_STORE_SQLITE_MODULE``): the look reads with the standard library's
+``sqlite3`` only. The handler returns the exit status when the look answered, else the
+coroutine that lists through the store.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from soong_store.cli import glance, render
 from soong_store.cli.common import emit, open_existing, out_lines
-from soong_store.home import default_home
+from soong_store.home import SQLITE_MODULE_ENV, default_home
 
 if TYPE_CHECKING:
     from soong_store.model.global_records import SessionRecord
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
 def cmd_sessions(args: argparse.Namespace) -> int | Coroutine[Any, Any, int]:
     """List sessions, most recently updated first."""
     wanted = args.offset + args.limit + 1
-    if args.url is None and args.sqlite_module is None:
+    if args.url is None and args.sqlite_module is None and not os.environ.get(SQLITE_MODULE_ENV):
         found = glance.sessions_page(args.home or default_home(), args.status, wanted)
         if found is not None:
             return _print(args, found)

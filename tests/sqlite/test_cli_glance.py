@@ -19,6 +19,7 @@ import pytest
 
 from soong_store import SessionStore, StorageError
 from soong_store.cli import glance, main
+from soong_store.home import SQLITE_MODULE_ENV
 from soong_store.model.enums import SessionStatus
 from tests.conftest import db_path, text
 
@@ -45,6 +46,13 @@ async def made(home: Path) -> list[str]:
         )
     con.close()
     return ids
+
+
+@pytest.fixture(autouse=True)
+def no_driver_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look reads with the standard library only: a driver named by the environment (the
+    SQLite matrix names one) sends every listing to the store (tested below)."""
+    monkeypatch.delenv(SQLITE_MODULE_ENV, raising=False)
 
 
 def digest(path: Path) -> str:
@@ -172,7 +180,7 @@ def test_a_file_sqlite_cannot_read_goes_to_the_store(
         assert out == "(no sessions)\n"
 
 
-def test_a_url_or_a_driver_module_always_goes_to_the_store(
+def test_a_url_or_a_driver_named_always_goes_to_the_store(
     home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asyncio.run(made(home))
@@ -182,4 +190,7 @@ def test_a_url_or_a_driver_module_always_goes_to_the_store(
     for options in (["--url", url], ["--home", str(home), "--sqlite-module", "sqlite3"]):
         assert main([*options, "sessions", "--limit", "1"]) == 0
         assert capsys.readouterr().out.count("\n") == 2
+    monkeypatch.setenv(SQLITE_MODULE_ENV, "sqlite3")
+    assert main(["--home", str(home), "sessions", "--limit", "1"]) == 0
+    assert capsys.readouterr().out.count("\n") == 2
     assert looked == []

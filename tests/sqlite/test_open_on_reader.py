@@ -24,7 +24,8 @@ from sqlalchemy import Engine, event
 
 from soong_store import SchemaVersionError, SessionStore, upgrade
 from soong_store.backends.base import Role
-from soong_store.backends.sqlite import SQLITE_MODULE_ENV, SQLiteBackend
+from soong_store.backends.sqlite import SQLiteBackend
+from soong_store.home import SQLITE_MODULE_ENV
 from soong_store.migrate import HEAD_REVISION
 from soong_store.store import runtime_of
 from tests.conftest import connect_raw, db_path, text
