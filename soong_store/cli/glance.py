@@ -7,8 +7,11 @@ already in WAL mode), the page is read here by one ``SELECT`` on a driver connec
 :func:`soong_store.sql.reads.list_sessions` orders it, and built into records by the function
 the store's listing uses. Anything else (no file, another revision or journal mode, a driver
 error, a row the records refuse) answers ``None``: the caller opens the store, which upgrades,
-switches or reports as it always does. The connection is made with ``mode=rw`` (a missing file
-is never created) and ``query_only``: nothing is written here.
+switches or reports as it always does. The connection is made with ``mode=rw`` (a missing
+file is never created) and ``query_only`` (no statement writes); as any last connection to a
+WAL database does, its close copies back a log that another process left (a store's close
+would). ``mode=ro`` would not, but leaves empty ``-wal`` and ``-shm`` files where there were
+none.
 """
 
 from __future__ import annotations

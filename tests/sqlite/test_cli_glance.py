@@ -1,7 +1,8 @@
 """``soong-store sessions`` read without a store (:mod:`soong_store.cli.glance`), and when not.
 
 The quick look must print exactly what the store's listing prints, load neither SQLAlchemy nor
-an event loop, write nothing, and hand every home it cannot read as it is to the store.
+an event loop, write nothing to a home its store closed, see what is committed to the log, and
+hand every home it cannot read as it is to the store.
 """
 
 from __future__ import annotations
@@ -118,6 +119,22 @@ def test_the_look_writes_nothing(home: Path) -> None:
     assert glance.sessions_page(home, None, 10) is not None
     assert digest(db_path(home)) == before
     assert sorted(p.name for p in home.iterdir()) == names
+
+
+def test_the_look_reads_what_another_connection_committed_to_the_log(home: Path) -> None:
+    ids = asyncio.run(made(home))
+    other = sqlite3.connect(db_path(home), isolation_level=None)
+    try:
+        other.execute("PRAGMA wal_autocheckpoint = 0")  # the commit stays in the -wal file
+        other.execute(
+            "UPDATE sessions SET updated_at = '2099-01-01T00:00:00.000000+00:00', cwd = 'moved'"
+            " WHERE session_id = ?",
+            (ids[2],),
+        )
+        looked = glance.sessions_page(home, None, 1)
+    finally:
+        other.close()
+    assert looked is not None and [(s.session_id, s.cwd) for s in looked] == [(ids[2], "moved")]
 
 
 def test_sessions_in_a_new_process_loads_neither_sqlalchemy_nor_asyncio(home: Path) -> None:
