@@ -35,7 +35,7 @@ print("exit", code, "loaded:", *[n for n in ("sqlalchemy", "asyncio") if n in sy
 async def made(home: Path) -> list[str]:
     """Seven sessions: two archived, three sharing one ``updated_at`` (the tie is by id)."""
     async with SessionStore(home=home) as store:
-        ids = [(await store.create_session(cwd=f"/work/{i}")).session_id for i in range(7)]
+        ids = [(await store.create_session(cwd=f"project-{i}")).session_id for i in range(7)]
         await store.append_node(ids[3], "user", "message", text("hello"))
         for sid in ids[:2]:
             await store.archive_session(sid)
