@@ -326,7 +326,7 @@ class Writer:
                         stop = True
                         break
                     if item is not _CHECKPOINT and item is not _MAINTAIN:
-                        jobs = jobs + item
+                        jobs.extend(item)
                 for start in range(0, len(jobs), self._max_batch):
                     self._run_batch(jobs[start : start + self._max_batch])
                 if self._link.checkpoint_owed:
