@@ -1,4 +1,4 @@
-"""The SQLite backend: every SQLite-only statement, setting and message of the store lives here.
+"""The SQLite backend: its SQLite-only statements, settings and messages (here and beside it).
 
 Three kinds of engine share one database file:
 
@@ -19,6 +19,8 @@ pysqlite's own transaction handling is switched off (``isolation_level = None``)
 issues ``BEGIN`` itself; that is also what lets ``PRAGMA journal_mode=WAL`` work on every driver
 (old pysqlite3 builds refuse it inside their implicit transaction). SQLite's busy handler waits
 ``BUSY_TIMEOUT_MS`` for a lock; past that, the store's retry policy tries the work again.
+What each new connection is given is :mod:`.sqlite_connect`; the write connection's lock wait
+and checkpoints :mod:`.sqlite_wal`; shard files :mod:`.sqlite_files`.
 """
 
 from __future__ import annotations
@@ -27,9 +29,7 @@ import importlib
 import itertools
 import os
 import sqlite3  # the default driver, loaded with the backend rather than in a store's open
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,6 @@ from sqlalchemy import (
     Engine,
     Select,
     create_engine,
-    event,
     literal_column,
     select,
     table,
@@ -49,7 +48,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from soong_store.backends import sqlite_files, sqlite_wal
+from soong_store.backends import sqlite_connect, sqlite_files, sqlite_wal
 from soong_store.backends.base import Backend, DataVersion, Durability, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
@@ -84,8 +83,6 @@ _VERSIONS = (
 _SOURCE = "soong_store.data_version_source"
 _SOURCES = itertools.count(1)
 """Numbers each DB-API connection once (kept in its pool record's ``info``, which lives as long)."""
-_UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", default=False)
-"""Set while read connections made in this context must not switch the file to WAL."""
 
 
 def database_url(home: Path) -> URL:
@@ -161,8 +158,22 @@ class SQLiteBackend(Backend):
             kwargs["poolclass"] = NullPool
         engine = create_engine(self.url, **kwargs)
         by_hand = role == "write" and self.commits_on_loop  # the writer's thread checkpoints
-        _install_hooks(engine, role, self.durability, self.retry, checkpoints_by_hand=by_hand)
+        self._install_hooks(engine, role, checkpoints_by_hand=by_hand)
         return engine
+
+    def _install_hooks(
+        self, engine: Engine, role: Role, *, checkpoints_by_hand: bool = False
+    ) -> None:
+        """Each new connection's setup (:mod:`.sqlite_connect`), at today's busy timeout."""
+        sqlite_connect.install_hooks(
+            engine,
+            role,
+            self.durability,
+            self.retry,
+            self.is_busy,
+            busy_timeout_ms=BUSY_TIMEOUT_MS,
+            checkpoints_by_hand=checkpoints_by_hand,
+        )
 
     def _engine_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -177,7 +188,7 @@ class SQLiteBackend(Backend):
         """An engine on a shard file beside the database (see :mod:`.sqlite_files`)."""
 
         def install(engine: Engine) -> None:
-            _install_hooks(engine, "read", self.durability, self.retry)
+            self._install_hooks(engine, "read")
 
         return sqlite_files.file_engine(self._file(), file, main_as, self._engine_kwargs(), install)
 
@@ -214,17 +225,12 @@ class SQLiteBackend(Backend):
         """Whether the database file is there."""
         return self._file().exists()
 
-    @contextmanager
-    def connecting_untouched(self) -> Iterator[None]:
+    def connecting_untouched(self) -> AbstractContextManager[None]:
         """Read connections made in the block (in this thread) keep the file's journal mode.
 
         Switching to WAL rewrites the file's header: it waits until the revision is known.
         """
-        token = _UNTOUCHED.set(True)
-        try:
-            yield
-        finally:
-            _UNTOUCHED.reset(token)
+        return sqlite_connect.untouched()
 
     def settle_reader(self, engine: Engine) -> None:
         """Switch the file to WAL on a read connection, if it is not in WAL yet."""
@@ -233,7 +239,7 @@ class SQLiteBackend(Backend):
             try:
                 cursor = raw.cursor()
                 try:
-                    _ensure_wal(cursor, self.retry)
+                    sqlite_connect.ensure_wal(cursor, self.retry, self.is_busy)
                 finally:
                     cursor.close()
             finally:
@@ -361,68 +367,3 @@ def make_engine(
 ) -> Engine:
     """An engine of one role on a SQLite URL (a shortcut for tests and tools)."""
     return SQLiteBackend(url, durability=durability, module=sqlite_module, retry=retry).engine(role)
-
-
-def _install_hooks(
-    engine: Engine,
-    role: Role,
-    durability: Durability,
-    retry: RetryPolicy,
-    *,
-    checkpoints_by_hand: bool = False,
-) -> None:
-    pragmas = [f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}"]
-    if role != "admin":
-        pragmas += [
-            f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",
-            "PRAGMA foreign_keys = ON",
-        ]
-    begin = "BEGIN" if role == "read" else "BEGIN IMMEDIATE"
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            for pragma in pragmas:
-                cursor.execute(pragma)
-            if checkpoints_by_hand:
-                sqlite_wal.checkpoint_by_hand(cursor, record.info)
-            if role == "write" or (role == "read" and not _UNTOUCHED.get()):
-                _ensure_wal(cursor, retry)
-        finally:
-            cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Connection) -> None:
-        # Straight to the driver: a statement through SQLAlchemy costs several times SQLite's
-        # own work for a BEGIN. Its error still reaches callers as SQLAlchemy's class.
-        driver = connection.connection.driver_connection
-        error: type[Exception] = connection.dialect.loaded_dbapi.Error
-        try:
-            driver.execute(begin)  # type: ignore[union-attr]
-        except error as exc:
-            raise DBAPIError.instance(begin, (), exc, error, dialect=connection.dialect) from exc
-
-
-def _ensure_wal(cursor: Any, retry: RetryPolicy) -> None:
-    """Switch the file to WAL once (the mode is persistent), waiting out other processes.
-
-    Changing the journal mode needs the file to itself; SQLite answers "database is locked" at
-    once, without calling the busy handler, while another process holds a lock, so this retries
-    under the store's policy.
-    """
-    attempts = retry.start()
-    while True:
-        try:
-            if cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
-                return
-            if cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal":
-                return
-        except Exception as exc:
-            if not SQLiteBackend.is_busy(exc) or attempts.expired:
-                raise
-        else:
-            if attempts.expired:
-                raise StorageError("could not switch the database to WAL mode")
-        attempts.wait()

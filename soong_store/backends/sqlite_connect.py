@@ -1,0 +1,104 @@
+"""What every connection the SQLite backend opens is given: pragmas, WAL, the driver's ``BEGIN``.
+
+:func:`install_hooks` sets an engine's connections up as their role needs (see
+:mod:`.sqlite`): the busy timeout; for reads and writes, the durability's ``synchronous`` and
+foreign keys; the switch to WAL, except for a read connection made inside :func:`untouched`
+(the file keeps its journal mode until the revision it holds is known); and ``BEGIN`` (reads)
+or ``BEGIN IMMEDIATE`` (writes, schema work) sent straight to the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.exc import DBAPIError
+
+from soong_store.backends import sqlite_wal
+from soong_store.backends.base import Durability, Role
+from soong_store.backends.retry import RetryPolicy
+from soong_store.errors import StorageError
+
+_UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", default=False)
+"""Set while read connections made in this context must not switch the file to WAL."""
+
+
+@contextmanager
+def untouched() -> Iterator[None]:
+    """Read connections made in the block (in this thread) keep the file's journal mode."""
+    token = _UNTOUCHED.set(True)
+    try:
+        yield
+    finally:
+        _UNTOUCHED.reset(token)
+
+
+def install_hooks(
+    engine: Engine,
+    role: Role,
+    durability: Durability,
+    retry: RetryPolicy,
+    is_busy: Callable[[BaseException], bool],
+    *,
+    busy_timeout_ms: int,
+    checkpoints_by_hand: bool = False,
+) -> None:
+    """Set up each new connection of ``engine`` for ``role``, and its transactions' ``BEGIN``."""
+    pragmas = [f"PRAGMA busy_timeout = {busy_timeout_ms}"]
+    if role != "admin":
+        pragmas += [
+            f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",
+            "PRAGMA foreign_keys = ON",
+        ]
+    begin = "BEGIN" if role == "read" else "BEGIN IMMEDIATE"
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            for pragma in pragmas:
+                cursor.execute(pragma)
+            if checkpoints_by_hand:
+                sqlite_wal.checkpoint_by_hand(cursor, record.info)
+            if role == "write" or (role == "read" and not _UNTOUCHED.get()):
+                ensure_wal(cursor, retry, is_busy)
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        # Straight to the driver: a statement through SQLAlchemy costs several times SQLite's
+        # own work for a BEGIN. Its error still reaches callers as SQLAlchemy's class.
+        driver = connection.connection.driver_connection
+        error: type[Exception] = connection.dialect.loaded_dbapi.Error
+        try:
+            driver.execute(begin)  # type: ignore[union-attr]
+        except error as exc:
+            raise DBAPIError.instance(begin, (), exc, error, dialect=connection.dialect) from exc
+
+
+def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException], bool]) -> None:
+    """Switch the file to WAL once (the mode is persistent), waiting out other processes.
+
+    Changing the journal mode needs the file to itself; SQLite answers "database is locked" at
+    once, without calling the busy handler, while another process holds a lock, so this retries
+    under the store's policy.
+    """
+    attempts = retry.start()
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            if cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal":
+                return
+        except Exception as exc:
+            if not is_busy(exc) or attempts.expired:
+                raise
+        else:
+            if attempts.expired:
+                raise StorageError("could not switch the database to WAL mode")
+        attempts.wait()
