@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from soong_store.errors import InvalidArgument
@@ -30,11 +31,22 @@ _MAX_EVENT_TYPE = 128
 
 def enum_value(enum: type[E], value: object, what: str) -> E:
     """Convert ``value`` to a member of ``enum`` or raise :class:`InvalidArgument` naming it."""
+    if type(value) is str or type(value) is enum:  # a member, or its value as a plain string
+        members: dict[str, E] = _members(enum)
+        found = members.get(value)
+        if found is not None:
+            return found
     try:
         return enum(value)  # type: ignore[arg-type]  # anything else is refused below
     except ValueError:
         allowed = ", ".join(member.value for member in enum)
         raise InvalidArgument(f"invalid {what} {value!r}: expected one of {allowed}") from None
+
+
+@cache
+def _members(enum: type[E]) -> dict[str, E]:
+    """``enum``'s members by value (a member is its own key: it equals its value)."""
+    return {member.value: member for member in enum}
 
 
 def check_event_type(event_type: object) -> str:

@@ -36,7 +36,8 @@ class ConversationCalls(StoreCore):
         event: str | Mapping[str, Any] | None = None,
     ) -> NodeRecord:
         """Append one node with its event (``node_created`` unless ``event`` says otherwise)."""
-        async with self.transaction(session_id) as tx:
+        tx = self._unit(session_id)
+        try:
             tx.add_node(
                 role,
                 node_type,
@@ -48,6 +49,10 @@ class ConversationCalls(StoreCore):
                 token_count=token_count,
                 event=event,
             )
+        except BaseException:
+            tx.discard()
+            raise
+        await tx.commit()
         return tx.nodes[0]
 
     async def append_event(
@@ -62,7 +67,8 @@ class ConversationCalls(StoreCore):
         payload: Any = None,
     ) -> EventRecord:
         """Append one event to a session's timeline."""
-        async with self.transaction(session_id) as tx:
+        tx = self._unit(session_id)
+        try:
             tx.add_event(
                 event_type,
                 level=level,
@@ -72,6 +78,10 @@ class ConversationCalls(StoreCore):
                 tool_call_id=tool_call_id,
                 payload=payload,
             )
+        except BaseException:
+            tx.discard()
+            raise
+        await tx.commit()
         return tx.events[0]
 
     async def switch_node(self, session_id: str, node_id: str | None) -> SessionRecord:

@@ -146,25 +146,33 @@ class StoreCore:
     @asynccontextmanager
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
         """A unit of work: the nodes and events added in the block commit together or not at all."""
-        from soong_store.uow import UnitOfWork
-
-        sid = check_session_id(session_id)
-        self._runtime.check_process()
-        if not self._runtime.is_open:
-            raise StoreClosed("the store is not open")
-        tx = UnitOfWork(
-            sid,
-            partial(calls.submit_ops, self._runtime, sid),
-            self._policy,
-            self._runtime.start_file,
-            on_commit=lambda done: self._paths.written(sid, done.nodes),
-        )
+        tx = self._unit(session_id)
         try:
             yield tx
         except BaseException:
             tx.discard()
             raise
         await tx.commit()
+
+    def _unit(self, session_id: str) -> UnitOfWork:
+        """A new unit of work on the session (what :meth:`transaction` hands out).
+
+        The one-item calls use it without the context manager, whose machinery cost as much as
+        the rest of the unit's bookkeeping.
+        """
+        from soong_store.uow import UnitOfWork
+
+        sid = check_session_id(session_id)
+        self._runtime.check_process()
+        if not self._runtime.is_open:
+            raise StoreClosed("the store is not open")
+        return UnitOfWork(
+            sid,
+            partial(calls.submit_ops, self._runtime, sid),
+            self._policy,
+            self._runtime.start_file,
+            on_commit=lambda done: self._paths.written(sid, done.nodes),
+        )
 
 
 # -- the internal surface -------------------------------------------------------------------
