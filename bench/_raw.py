@@ -11,7 +11,8 @@ is the statements, as the store runs them today:
   :func:`~soong_store.search.text.node_text`), and every 64 of those the store's own statements
   that take the waiting rows into the FTS5 index (:mod:`soong_store.search.pending`); the
   session's active node and ``updated_at``; ``COMMIT``. WAL, ``foreign_keys=ON``,
-  ``synchronous`` NORMAL or FULL like the store's two durabilities;
+  ``temp_store=MEMORY`` like the store's write connection, ``synchronous`` NORMAL or FULL like
+  the store's two durabilities;
 - the active path (:func:`active_path`): the session row, then the recursive CTE of the read
   path, every column, then each row decoded (``orjson.loads`` of its JSON columns) into a dict;
 - a timeline page (:func:`timeline_page`): the session row, ``seq > ? ORDER BY seq LIMIT ?``,
@@ -139,6 +140,7 @@ class RawWriter:
             "PRAGMA busy_timeout = 5000",
             f"PRAGMA synchronous = {synchronous}",
             "PRAGMA foreign_keys = ON",
+            "PRAGMA temp_store = MEMORY",
             "PRAGMA journal_mode = WAL",
         ):
             self.connection.execute(pragma)

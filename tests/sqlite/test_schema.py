@@ -298,9 +298,15 @@ async def test_durability_sets_synchronous_on_the_write_connection(
             lambda c: (
                 c.exec_driver_sql("PRAGMA synchronous").scalar(),
                 c.exec_driver_sql("PRAGMA foreign_keys").scalar(),
+                c.exec_driver_sql("PRAGMA temp_store").scalar(),
             )
         )
-    assert pragmas == (synchronous, 1)
+        read_temp_store = await opened._read(
+            lambda c: c.exec_driver_sql("PRAGMA temp_store").scalar()
+        )
+    # The writer's savepoints keep their journals in memory (2); reads keep SQLite's default.
+    assert pragmas == (synchronous, 1, 2)
+    assert read_temp_store == 0
 
 
 @pytest.mark.parametrize("durability", ["off", "fsync", "", None])
