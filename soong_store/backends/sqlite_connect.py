@@ -10,10 +10,9 @@ straight to the driver.
 Temporary data in memory (``temp_store = MEMORY``) because of the writer's savepoints: each job
 of a batch runs in one, and SQLite keeps the pages a job changes, as they were, in a statement
 journal, in memory up to 64 KiB and in a temporary file beyond. An append changes ~15 pages
-(60 KiB), so with the default most jobs of a batch wrote and read a temporary file: raw's
-statements in batches of eight took 10–25% longer with savepoints than without, and 0–10% with
-the journal kept in memory. It is as large as what one job changes. Reads keep the default
-(their sorts may be large).
+(60 KiB), so with the default most jobs of a batch created, wrote and unlinked a file in the
+temporary folder (``docs/performance.md`` has the counts). In memory, the journal is as large
+as what one job changes. Reads keep the default: their sorts may be large.
 """
 
 from __future__ import annotations
