@@ -34,7 +34,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 
-from soong_store.backends.base import Integrity
+from soong_store.backends.values import Integrity
 from soong_store.check_reads import (
     BATCH,
     Batch,

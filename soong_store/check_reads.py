@@ -19,7 +19,7 @@ from sqlalchemy import Column, Connection, MetaData, Select, Table, Text, bindpa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import SQLAlchemyError
 
-from soong_store.backends.base import BeforeBegin
+from soong_store.backends.values import BeforeBegin
 from soong_store.errors import SoongStoreError
 from soong_store.rules.session import Problem, SessionRows
 from soong_store.schema import catalog, pair_files

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from soong_store.backends.base import Backend, BeforeBegin
+from soong_store.backends.base import Backend
+from soong_store.backends.values import BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.store import ArtifactFiles
 from soong_store.migrate import HEAD_REVISION, current_revision

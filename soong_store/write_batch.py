@@ -30,7 +30,8 @@ from sqlalchemy import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from soong_store.backends.base import Backend, BeforeBegin
+from soong_store.backends.base import Backend
+from soong_store.backends.values import BeforeBegin
 
 T = TypeVar("T")
 Job = Callable[[Connection], T]

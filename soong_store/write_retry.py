@@ -22,8 +22,9 @@ import logging
 
 from sqlalchemy.exc import OperationalError
 
-from soong_store.backends.base import Backend, BeforeBegin
+from soong_store.backends.base import Backend
 from soong_store.backends.retry import Attempts, RetryPolicy
+from soong_store.backends.values import BeforeBegin
 from soong_store.errors import StorageError
 from soong_store.write_batch import (
     BatchBusy,

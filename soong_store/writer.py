@@ -118,7 +118,7 @@ class Writer:
     - **Processes.** The thread and its connection live in the process that started the
       writer; a forked child has neither, so the store refuses calls there.
     - **Preparing the connection.** A job that raises
-      :class:`~soong_store.backends.base.BeforeBegin` (its session's pair is in a shard not
+      :class:`~soong_store.backends.values.BeforeBegin` (its session's pair is in a shard not
       attached yet) is run again after the writer has ended the transaction (the jobs before it
       commit) and called the exception's ``prepare`` on the connection.
     - **Maintenance.** While no job waits, the writer calls its ``maintenance`` (moving pairs

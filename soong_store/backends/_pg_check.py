@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, literal_column, select, table
 from sqlalchemy.exc import DBAPIError
 
-from soong_store.backends.base import Integrity
+from soong_store.backends.values import Integrity
 
 _EXTENSION = "SELECT extversion FROM pg_extension WHERE extname = 'amcheck'"
 _SCHEMA_RELATIONS = """

@@ -37,9 +37,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from soong_store.backends.base import Backend, Durability, Integrity, Role
+from soong_store.backends.base import Backend, Durability, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
+from soong_store.backends.values import Integrity
 from soong_store.errors import SoongStoreError, StorageError
 
 if TYPE_CHECKING:

@@ -49,9 +49,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from soong_store.backends import sqlite_connect, sqlite_files, sqlite_wal
-from soong_store.backends.base import Backend, DataVersion, Durability, Role
+from soong_store.backends.base import Backend, Durability, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
+from soong_store.backends.values import DataVersion
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 from soong_store.home import DATABASE_FILE, SQLITE_MODULE_ENV
 

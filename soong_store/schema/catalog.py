@@ -47,7 +47,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from soong_store.backends.base import BeforeBegin, dialect_of
+from soong_store.backends.base import dialect_of
+from soong_store.backends.values import BeforeBegin
 from soong_store.model.ids import check_session_id
 from soong_store.schema.models import (
     INTEGER,
@@ -164,7 +165,7 @@ def stored_tables(connection: Connection, file: str = MAIN) -> StoredTables:
     """Which session tables a file holds: the main database, or a shard (attached first).
 
     For a shard not attached to ``connection`` this raises
-    :class:`~soong_store.backends.base.BeforeBegin` (attach it, then read again).
+    :class:`~soong_store.backends.values.BeforeBegin` (attach it, then read again).
     """
     dialect = dialect_of(connection)
     schema = None if file == MAIN else attached_alias(connection, file)
@@ -192,7 +193,7 @@ _known: WeakKeyDictionary[Engine, OrderedDict[str, None]] = WeakKeyDictionary()
 def shard_tables(connection: Connection, session_id: str, file: str, epoch: int) -> SessionTables:
     """The tables of a pair in shard ``file`` as attached to ``connection``, at ``epoch``.
 
-    Raises :class:`~soong_store.backends.base.BeforeBegin` when the shard is not attached yet
+    Raises :class:`~soong_store.backends.values.BeforeBegin` when the shard is not attached yet
     (attach it, then start again) or holds no copy of that epoch (it moved meanwhile).
     """
     return session_tables(session_id, _shard_alias(connection, session_id, file, epoch))

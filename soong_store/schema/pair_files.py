@@ -6,7 +6,7 @@ a session's tables): ``session_files`` names the file of each pair and the epoch
 holds, with their epochs, and its ``shard_revision`` the schema revision its pairs are at
 (:mod:`soong_store.migrate_pairs` upgrades a shard and its record in one transaction).
 A shard is reached under the alias it is attached as on a connection; asking for one
-that is not attached raises :class:`~soong_store.backends.base.BeforeBegin`, whose
+that is not attached raises :class:`~soong_store.backends.values.BeforeBegin`, whose
 ``prepare`` attaches it. The two ``info`` keys are how units of work tell the writer's
 maintenance what they left to do.
 """
@@ -29,7 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from soong_store.backends.base import BeforeBegin, dialect_of
+from soong_store.backends.base import dialect_of
+from soong_store.backends.values import BeforeBegin
 from soong_store.schema.models import INTEGER, session_files_table, session_moves_table
 from soong_store.sql.prepared import Prepared, Runner
 

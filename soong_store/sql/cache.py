@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from soong_store.backends.base import DataVersion, dialect_of
+from soong_store.backends.base import dialect_of
+from soong_store.backends.values import DataVersion
 from soong_store.errors import NotFound
 from soong_store.model.enums import NodeType
 from soong_store.sql import reads

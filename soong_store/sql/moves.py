@@ -27,7 +27,8 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, inspect, select, update
 
-from soong_store.backends.base import Backend, BeforeBegin, dialect_of
+from soong_store.backends.base import Backend, dialect_of
+from soong_store.backends.values import BeforeBegin
 from soong_store.errors import StorageError
 from soong_store.schema import catalog, pair_files
 from soong_store.schema.catalog import MAIN
@@ -87,7 +88,7 @@ def bring_back(connection: Connection, session_id: str) -> None:
     """Bring a session's pair from its shard into the main database, in this transaction.
 
     The unit of work that needs it writes right after, in the same commit of the main file.
-    Raises :class:`~soong_store.backends.base.BeforeBegin` while the shard is not attached to
+    Raises :class:`~soong_store.backends.values.BeforeBegin` while the shard is not attached to
     the writer's connection, or while an earlier move of the session is still journaled.
     """
     place = pair_files.placement(connection, session_id)
