@@ -36,9 +36,9 @@ class ConversationCalls(StoreCore):
         event: str | Mapping[str, Any] | None = None,
     ) -> NodeRecord:
         """Append one node with its event (``node_created`` unless ``event`` says otherwise)."""
-        tx = self._unit(session_id)
-        try:
-            tx.add_node(
+        tx = await self._one(
+            session_id,
+            lambda unit: unit.add_node(
                 role,
                 node_type,
                 content,
@@ -48,11 +48,8 @@ class ConversationCalls(StoreCore):
                 metadata=metadata,
                 token_count=token_count,
                 event=event,
-            )
-        except BaseException:
-            tx.discard()
-            raise
-        await tx.commit()
+            ),
+        )
         return tx.nodes[0]
 
     async def append_event(
@@ -67,9 +64,9 @@ class ConversationCalls(StoreCore):
         payload: Any = None,
     ) -> EventRecord:
         """Append one event to a session's timeline."""
-        tx = self._unit(session_id)
-        try:
-            tx.add_event(
+        tx = await self._one(
+            session_id,
+            lambda unit: unit.add_event(
                 event_type,
                 level=level,
                 agent_id=agent_id,
@@ -77,11 +74,8 @@ class ConversationCalls(StoreCore):
                 node_id=node_id,
                 tool_call_id=tool_call_id,
                 payload=payload,
-            )
-        except BaseException:
-            tx.discard()
-            raise
-        await tx.commit()
+            ),
+        )
         return tx.events[0]
 
     async def switch_node(self, session_id: str, node_id: str | None) -> SessionRecord:
