@@ -88,6 +88,12 @@ class ReaderThreads:
             held = self._local.connection = engine.connect()
         return held
 
+    def hand_over(self, take: Callable[[Connection], bool]) -> None:
+        """Offer the calling thread's connection to ``take`` (the next read checks out another)."""
+        held: Connection | None = getattr(self._local, "connection", None)
+        if held is not None and not held.closed and not held.invalidated and take(held):
+            self._local.connection = None
+
     def release(self) -> None:
         """Give the calling thread's connection back to the pool (reset there); after a failure."""
         held: Connection | None = getattr(self._local, "connection", None)

@@ -34,6 +34,7 @@ from soong_store.backends.base import Backend
 from soong_store.backends.values import BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.store import ArtifactFiles
+from soong_store.loop_reads import MISSED, LoopReads
 from soong_store.migrate import HEAD_REVISION, current_revision
 from soong_store.readers import ReaderThreads
 
@@ -70,6 +71,7 @@ class StoreRuntime:
         self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
         self._readers: ReaderThreads | None = None
+        self._loop_reads: LoopReads | None = None
         self._pid = os.getpid()
         self._opening = threading.Lock()  # held in a worker thread while opening, never a loop's
         self._claim = threading.Lock()  # held only to start the writer or take what closing ends
@@ -187,6 +189,7 @@ class StoreRuntime:
         self._read_engine = read_engine
         readers.bind(read_engine)
         self._readers = readers
+        self._loop_reads = LoopReads(backend.wait_for_locks) if backend.reads_on_loop else None
         self.generation += 1
         self._open = True
 
@@ -222,7 +225,8 @@ class StoreRuntime:
             self._open = False
             writer, self._writer = self._writer, None
             file_pool, self._file_pool = self._file_pool, None
-            readers = self._readers
+            readers, loop_reads = self._readers, self._loop_reads
+            self._loop_reads = None
             engines = (self._write_engine, self._read_engine)
             self._write_engine = None
             maintenance, self._maintenance = self._maintenance, None
@@ -232,6 +236,8 @@ class StoreRuntime:
             maintenance.close()
         if file_pool is not None:  # after the writer: its waiting jobs need their files
             await asyncio.to_thread(file_pool.close)
+        if loop_reads is not None:
+            loop_reads.close()
         if readers is not None:
             readers.shutdown()
         for engine in engines:
@@ -241,8 +247,9 @@ class StoreRuntime:
     def _let_go_in_child(self) -> None:
         """Forget the parent's store without closing its connections or joining its threads."""
         held = (self._writer, self._file_pool, self._readers, self._write_engine)
-        _INHERITED.append((*held, self._read_engine, self._maintenance))
+        _INHERITED.append((*held, self._read_engine, self._maintenance, self._loop_reads))
         self._writer = self._file_pool = self._readers = self._maintenance = None
+        self._loop_reads = None
         self._write_engine = self._read_engine = None
         self._open = False
 
@@ -256,15 +263,29 @@ class StoreRuntime:
         self.check_process()
         return await self._started_writer().submit(job, on_abort=on_abort, after=after)
 
-    async def read(self, query: Callable[[Connection], T]) -> T:
-        """Run ``query`` on a reader thread in one snapshot, retried while the database is busy."""
+    async def read(self, query: Callable[[Connection], T], small: bool = False) -> T:
+        """Run ``query`` on a reader thread in one snapshot, retried while the database is busy.
+
+        ``small``: a read of bounded size (a row, a page), which may run on the caller's loop
+        instead (:mod:`soong_store.loop_reads`).
+        """
         self.check_process()
         readers = self._readers
         if readers is None or not self._open:
             raise StoreClosed("the store is not open")
-        return await readers.submit(partial(self._read_sync, readers, query))
+        loop_reads = self._loop_reads if small else None
+        if loop_reads is not None:
+            got = loop_reads.run(query)
+            if got is not MISSED:
+                return got
+        return await readers.submit(partial(self._read_sync, readers, query, loop_reads))
 
-    def _read_sync(self, readers: ReaderThreads, query: Callable[[Connection], T]) -> T:
+    def _read_sync(
+        self,
+        readers: ReaderThreads,
+        query: Callable[[Connection], T],
+        loop_reads: LoopReads | None = None,
+    ) -> T:
         def attempt() -> T:
             connection = readers.connection()  # the reader thread's own, kept between reads
             try:
@@ -282,7 +303,10 @@ class StoreRuntime:
 
         backend = self.backend
         with backend.translated():
-            return backend.retry.run(attempt, backend.is_transient)
+            result = backend.retry.run(attempt, backend.is_transient)
+        if loop_reads is not None and loop_reads.wanted:  # small reads recur: the loop takes them
+            readers.hand_over(loop_reads.adopt)
+        return result
 
     def start_file(self, path: str, data: bytes) -> FileWrite:
         """Begin writing an artifact file in the file pool (a unit of work adds it)."""

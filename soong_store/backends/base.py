@@ -62,7 +62,11 @@ class Backend(ABC):
     fold_case: ClassVar[bool] = False
     """Whether the database treats table names that differ only in case as one name."""
     read_connections: ClassVar[int] = 4
-    """The size of the read pool, and so of the store's reader threads."""
+    """How many reader threads a store runs (each keeps a connection of the read pool)."""
+    reads_on_loop: ClassVar[bool] = False
+    """Whether a small read may run on its caller's event loop (:mod:`soong_store.loop_reads`), on
+    one more connection of the read pool: only where a read waits for no server and
+    :meth:`wait_for_locks` can stop it waiting for a lock."""
     alters_by_rebuild: ClassVar[bool] = False
     """Whether changing a table means rebuilding it (Alembic's batch mode in revisions)."""
     opens_on_reader: ClassVar[bool] = False
@@ -229,10 +233,10 @@ class Backend(ABC):
 
     @classmethod
     def wait_for_locks(cls, connection: Connection, wait: bool) -> None:
-        """Whether taking the write lock waits for another holder (else it fails as busy).
+        """Whether taking a lock waits for another holder (else it fails as busy).
 
-        A batch run on an event loop must not wait there; the writer's thread waits as usual.
-        Only a backend whose :attr:`commits_on_loop` is true is asked.
+        A batch or a read run on an event loop must not wait there; the threads wait as usual.
+        Only a backend whose :attr:`commits_on_loop` or :attr:`reads_on_loop` is true is asked.
         """
         return None
 

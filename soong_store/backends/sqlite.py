@@ -124,6 +124,7 @@ class SQLiteBackend(Backend):
     title = "SQLite"
     fold_case = True
     read_connections = READ_POOL_SIZE
+    reads_on_loop = True
     alters_by_rebuild = True
     opens_on_reader = True
     places_pairs = True
@@ -152,7 +153,7 @@ class SQLiteBackend(Backend):
         self._file()
         kwargs = self._engine_kwargs()
         if role == "read":
-            kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
+            kwargs.update(pool_size=READ_POOL_SIZE + 1, max_overflow=0)  # + the loop's
         elif role == "write":  # a second for the checkpoints of a writer committing on loops
             kwargs.update(pool_size=2 if self.commits_on_loop else 1, max_overflow=0)
         else:

@@ -140,8 +140,9 @@ class StoreCore:
     ) -> Awaitable[T]:
         return self._runtime.write(job, on_abort=on_abort, after=after)
 
-    def _read(self, query: Callable[[Connection], T]) -> Awaitable[T]:
-        return self._runtime.read(query)
+    def _read(self, query: Callable[[Connection], T], small: bool = False) -> Awaitable[T]:
+        """``small``: a read of bounded size, which may run on the caller's loop (see runtime)."""
+        return self._runtime.read(query, small)
 
     @asynccontextmanager
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:

@@ -1,0 +1,167 @@
+"""Small reads on the caller's event loop: taken there only when nothing can make the loop wait.
+
+A read the store marks small (a row, a page, a path's tail) runs on the loop's thread on one read
+connection that never waits for a lock; the first such read goes to a reader thread, which then
+hands its connection over. Anything the loop cannot do (a busy database, a driver error, a shard
+to attach, the connection taken by another loop) sends the read to a reader thread, whose answer
+is the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy.exc import OperationalError
+
+from soong_store import NotFound, SessionStore
+from soong_store.backends import sqlite as sqlite_backend
+from soong_store.schema import catalog
+from soong_store.store import runtime_of
+from tests.conftest import text as text_blocks
+from tests.shard_support import limited, settle
+
+pytestmark = pytest.mark.sqlite
+
+
+def read_engine(store: SessionStore) -> Engine:
+    engine = runtime_of(store).read_engine
+    assert engine is not None
+    return engine
+
+
+def where(_connection: Connection) -> int:
+    return threading.get_ident()
+
+
+def busy_timeout(connection: Connection) -> int:
+    return int(connection.execute(text("PRAGMA busy_timeout")).scalar_one())
+
+
+async def test_a_small_read_runs_on_the_loop_once_a_thread_handed_its_connection_over(
+    store: SessionStore,
+) -> None:
+    runtime, here = runtime_of(store), threading.get_ident()
+    assert await runtime.read(where, small=True) != here  # no loop connection yet
+    assert await runtime.read(where, small=True) == here
+    assert await runtime.read(where) != here  # not small: a reader thread
+    assert await runtime.read(busy_timeout, small=True) == 0
+    assert await runtime.read(busy_timeout) == sqlite_backend.BUSY_TIMEOUT_MS
+
+
+async def test_small_reads_through_the_api_answer_as_the_threads_do(store: SessionStore) -> None:
+    sid = (await store.create_session(cwd=".")).session_id
+    for n in range(12):
+        await store.append_node(sid, "user", "message", text_blocks(f"q{n}"), token_count=n)
+        await store.append_event(sid, "mark", payload={"n": n})
+    runtime, here = runtime_of(store), threading.get_ident()
+    await store.timeline(sid, limit=1)  # the thread that serves it hands its connection over
+    assert await runtime.read(where, small=True) == here
+    whole = await store.timeline(sid)
+    assert await store.timeline(sid, after_seq=whole[3].seq, limit=5) == whole[4:9]
+    path = await store.active_path(sid)
+    assert await store.active_path(sid, limit=3) == path[-3:]
+    tail = await store.context(sid, limit=4)
+    assert tail.nodes == path[-4:]
+    assert tail.token_count == sum(n.token_count or 0 for n in path[-4:])
+    assert await store.get_node(sid, path[5].node_id) == path[5]
+    assert (await store.get_session(sid)).active_node_id == path[-1].node_id
+    with pytest.raises(NotFound):
+        await store.get_session("0" * 26)
+
+
+async def test_a_store_error_on_the_loop_keeps_the_connection(store: SessionStore) -> None:
+    runtime, here = runtime_of(store), threading.get_ident()
+    await runtime.read(where, small=True)
+    checkins: list[Any] = []
+    event.listen(read_engine(store), "checkin", lambda *args: checkins.append(args))
+    for _ in range(3):
+        with pytest.raises(NotFound):
+            await store.get_session("0" * 26)
+    assert checkins == []
+    assert await runtime.read(where, small=True) == here
+
+
+async def test_a_driver_error_on_the_loop_sends_the_read_to_a_thread(store: SessionStore) -> None:
+    runtime, here = runtime_of(store), threading.get_ident()
+    await runtime.read(where, small=True)
+    dropped: list[Any] = []
+    on_thread: list[tuple[Any, int]] = []
+
+    def busy_on_the_loop(connection: Connection) -> str:
+        driver = connection.connection.driver_connection
+        if threading.get_ident() == here:
+            dropped.append(driver)
+            raise OperationalError("SELECT 1", {}, Exception("database is locked"))
+        on_thread.append((driver, busy_timeout(connection)))
+        return "from a thread"
+
+    checkins: list[Any] = []
+    event.listen(read_engine(store), "checkin", lambda *args: checkins.append(args))
+    assert await runtime.read(busy_on_the_loop, small=True) == "from a thread"
+    assert len(dropped) == 1 and len(checkins) == 1  # back in the pool, where the thread took it
+    assert on_thread == [(dropped[0], sqlite_backend.BUSY_TIMEOUT_MS)]  # waiting for locks again
+    assert await runtime.read(where, small=True) == here  # and handed over again
+    assert await runtime.read(busy_timeout, small=True) == 0
+
+
+async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(home: Path) -> None:
+    with limited():
+        async with SessionStore(home=home) as store:
+            sids = []
+            for i in range(6):
+                sid = (await store.create_session(cwd=".")).session_id
+                for n in range(3):
+                    await store.append_node(sid, "user", "message", text_blocks(f"{i}.{n}"))
+                sids.append(sid)
+            placed = await settle(store)
+            runtime, here = runtime_of(store), threading.get_ident()
+            await runtime.read(where, small=True)
+            assert await runtime.read(where, small=True) == here
+            away = [sid for sid in sids if placed[sid][0] != catalog.MAIN]
+            assert away
+            for sid in away:  # the small reads first: nothing of the session cached yet
+                page = await store.timeline(sid, limit=2)
+                leaf = await store.active_path(sid, limit=1)
+                assert page == (await store.timeline(sid))[:2]
+                assert leaf == (await store.active_path(sid))[-1:]
+
+            def files(connection: Connection) -> list[str]:
+                return [row[1] for row in connection.execute(text("PRAGMA database_list"))]
+
+            assert await runtime.read(files, small=True) == ["main"]  # nothing attached on it
+
+
+async def test_small_reads_from_two_loops_at_once(store: SessionStore) -> None:
+    sid = (await store.create_session(cwd=".")).session_id
+    for n in range(30):
+        await store.append_event(sid, "mark", payload={"n": n})
+    whole = await store.timeline(sid)
+
+    async def pages() -> list[bool]:
+        got = await asyncio.gather(
+            *(store.timeline(sid, after_seq=whole[i].seq, limit=3) for i in range(25))
+        )
+        return [page == whole[i + 1 : i + 4] for i, page in enumerate(got)]
+
+    other = asyncio.to_thread(lambda: asyncio.run(pages()))
+    results = await asyncio.gather(other, *(pages() for _ in range(4)))
+    assert all(all(ok) for ok in results)
+
+
+async def test_close_gives_the_loop_connection_back(home: Path) -> None:
+    store = SessionStore(home=home)
+    await store.open()
+    runtime = runtime_of(store)
+    await runtime.read(where, small=True)
+    assert await runtime.read(where, small=True) == threading.get_ident()
+    engine = read_engine(store)
+    held = engine.pool.checkedout()  # type: ignore[attr-defined]
+    checkins: list[Any] = []
+    event.listen(engine, "checkin", lambda *args: checkins.append(args))
+    await store.close()
+    assert len(checkins) == held >= 1
