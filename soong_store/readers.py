@@ -1,15 +1,18 @@
-"""The reader threads: each runs reads on a connection of its own, kept while the thread lives.
+"""The reader threads, and the read connections they keep checked out between reads.
 
 A read is small (a timeline page, a path's tail), so what it costs around its statements
 matters: a ``ThreadPoolExecutor`` hand-off builds and chains two futures per call, and a pool
 checkout per read builds a ``Connection`` and resets it on return. Here a read is queued with
 its caller's loop and future, a waiting reader thread takes it, and the result goes back by one
-``call_soon_threadsafe``. Each thread checks one connection out of the read engine's pool at
-its first read and keeps it (the pool is as large as the thread count); a read that fails lets
-its thread's connection go back to the pool, which resets it, so the next read starts on a clean
-one. A store's open runs as the first job of its reader threads, before their engine is
-bound, so that the thread it starts serves the first read too. Closing ends every thread, each
-returning its connection before it exits.
+``call_soon_threadsafe``. The connections stay checked out of the read engine's pool between
+reads (the pool is as large as the thread count): a read takes an idle one, or checks one out
+when none is idle, and leaves it idle again when it ends; a read that fails lets its connection
+go back to the pool, which resets it, so the next read starts on a clean one. An event loop may
+borrow an idle one for a read of its own (:meth:`ReaderThreads.lend`, :mod:`.loop_reads`); no
+connection is ever made for it. A store's open runs as the first job of its reader threads,
+before their engine is bound, so that the thread it starts serves the first read too, and it
+leaves its connection idle for that read. Closing ends every thread and returns every
+connection.
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ class ReaderThreads:
     """Up to ``size`` threads serving reads FIFO, started as reads need them.
 
     Threading contract: :meth:`submit` is called on an event loop's thread and returns a future
-    of that loop; the work runs on a reader thread, where :meth:`connection` is that thread's
-    connection. :meth:`shutdown` (not on a reader thread) lets queued reads finish, then ends
+    of that loop; the work runs on a reader thread, where :meth:`connection` is the connection
+    of its read. :meth:`shutdown` (not on a reader thread) lets queued reads finish, then ends
     the threads. A read whose caller's loop is gone by the time it ends is dropped. Made
     without an engine, the threads run only work that needs no connection until
-    :meth:`bind` gives them one.
+    :meth:`bind` gives them one. :meth:`lend`, :meth:`keep` and :meth:`discard` may be called
+    on any thread.
     """
 
     def __init__(self, engine: Engine | None, size: int, name: str) -> None:
@@ -50,6 +54,7 @@ class ReaderThreads:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._connections = _Connections(size)
         self._closed = False
 
     def submit(self, work: Callable[[], T]) -> asyncio.Future[T]:
@@ -74,32 +79,54 @@ class ReaderThreads:
             thread.start()
             self._threads.append(thread)
 
-    def bind(self, engine: Engine) -> None:
-        """Give the threads the engine they connect on (once, before any read is queued)."""
+    def bind(self, engine: Engine, first: Connection) -> None:
+        """Give the threads the engine they connect on and its first connection, left idle.
+
+        Once, before any read is queued.
+        """
         self._engine = engine
+        self._connections.add(first)
 
     def connection(self) -> Connection:
-        """The calling reader thread's connection, checked out at its first read."""
+        """The connection of the calling thread's read: an idle one, else checked out now.
+
+        With every connection of the pool taken, it waits for one to be kept again: only an
+        event loop's read can hold one while every thread has its own, and that never waits.
+        """
         held: Connection | None = getattr(self._local, "connection", None)
         if held is None or held.closed or held.invalidated:
             engine = self._engine
             if engine is None:
                 raise StoreClosed("the store is not open")
-            held = self._local.connection = engine.connect()
+            held = self._local.connection = self._connections.take(engine)
         return held
 
-    def hand_over(self, take: Callable[[Connection], bool]) -> None:
-        """Offer the calling thread's connection to ``take`` (the next read checks out another)."""
+    def lend(self) -> Connection | None:
+        """An idle connection, until :meth:`keep` or :meth:`discard` (``None``: none is idle)."""
+        return self._connections.lend()
+
+    def keep(self, connection: Connection) -> None:
+        """Leave ``connection`` idle for the next read (back to the pool once closed)."""
+        self._connections.keep(connection)
+
+    def discard(self, connection: Connection) -> None:
+        """Close ``connection`` for good (the pool makes another when one is needed)."""
+        connection.invalidate()
+        self._connections.drop(connection)
+
+    def _done(self) -> None:
+        """The calling thread's read is over: its connection idle again."""
         held: Connection | None = getattr(self._local, "connection", None)
-        if held is not None and not held.closed and not held.invalidated and take(held):
+        if held is not None:
             self._local.connection = None
+            self._connections.keep(held)
 
     def release(self) -> None:
         """Give the calling thread's connection back to the pool (reset there); after a failure."""
         held: Connection | None = getattr(self._local, "connection", None)
         self._local.connection = None
         if held is not None:
-            held.close()
+            self._connections.drop(held)
 
     def _serve(self) -> None:
         try:
@@ -115,12 +142,14 @@ class ReaderThreads:
                 try:
                     result = work()
                 except BaseException as exc:
+                    self._done()
                     self._idle.release()
                     _hand_back(loop, _fail, future, exc)
                     del exc
                 else:
                     # Idle before the caller hears of it: its next read must find this thread
-                    # free, not start another.
+                    # and its connection free, not start another.
+                    self._done()
                     self._idle.release()
                     _hand_back(loop, _succeed, future, result)
                     del result
@@ -129,7 +158,7 @@ class ReaderThreads:
             self.release()
 
     def shutdown(self, wait: bool = True) -> None:
-        """Run what is queued, then end the threads (each returns its connection).
+        """Run what is queued, end the threads, then return every read connection to the pool.
 
         ``wait=False`` does not join them (what a reader thread itself may call).
         """
@@ -141,6 +170,81 @@ class ReaderThreads:
         if wait:
             for thread in threads:
                 thread.join()
+        self._connections.close()
+
+
+class _Connections:
+    """The read connections kept checked out between reads: at most the pool's size.
+
+    Each is idle, or taken by one read (on a reader thread, or lent to an event loop). A thread
+    that needs one takes an idle one, checks a new one out while fewer than ``size`` are kept,
+    or waits for one to be kept again; a loop is lent an idle one or none.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._changed = threading.Condition()
+        self._idle: list[Connection] = []
+        self._kept = 0
+        self._closed = False
+
+    def add(self, connection: Connection) -> None:
+        with self._changed:
+            self._kept += 1
+        self.keep(connection)
+
+    def lend(self) -> Connection | None:
+        with self._changed:
+            return self._idle_one()
+
+    def take(self, engine: Engine) -> Connection:
+        with self._changed:
+            while (found := self._idle_one()) is None:
+                if self._kept < self._size:
+                    self._kept += 1
+                    break
+                self._changed.wait()
+        if found is not None:
+            return found
+        try:
+            return engine.connect()
+        except BaseException:
+            self._forget()
+            raise
+
+    def keep(self, connection: Connection) -> None:
+        with self._changed:
+            if not self._closed:
+                self._idle.append(connection)
+                self._changed.notify()
+                return
+        self.drop(connection)
+
+    def drop(self, connection: Connection) -> None:
+        connection.close()
+        self._forget()
+
+    def close(self) -> None:
+        """Return the idle ones to the pool, and each one taken as it is kept again."""
+        with self._changed:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._changed.notify_all()
+        for connection in idle:
+            self.drop(connection)
+
+    def _idle_one(self) -> Connection | None:
+        while self._idle:
+            connection = self._idle.pop()
+            if not (connection.closed or connection.invalidated):
+                return connection
+            self._kept -= 1
+        return None
+
+    def _forget(self) -> None:
+        with self._changed:
+            self._kept -= 1
+            self._changed.notify()
 
 
 def _hand_back(

@@ -179,17 +179,18 @@ class StoreRuntime:
             # the file is in WAL from the open on, as it must be before another process writes.
             if read_engine is None:
                 read_engine = backend.engine("read")
-                read_engine.connect().close()
             else:
                 backend.settle_reader(read_engine)
+            first = read_engine.connect()  # idle among the readers' for the first read
         except BaseException:
             if read_engine is not None:
                 read_engine.dispose()
             raise
         self._read_engine = read_engine
-        readers.bind(read_engine)
+        readers.bind(read_engine, first)
         self._readers = readers
-        self._loop_reads = LoopReads(backend.wait_for_locks) if backend.reads_on_loop else None
+        if backend.reads_on_loop:
+            self._loop_reads = LoopReads(readers, backend.wait_for_locks)
         self.generation += 1
         self._open = True
 
@@ -225,8 +226,7 @@ class StoreRuntime:
             self._open = False
             writer, self._writer = self._writer, None
             file_pool, self._file_pool = self._file_pool, None
-            readers, loop_reads = self._readers, self._loop_reads
-            self._loop_reads = None
+            readers, self._loop_reads = self._readers, None
             engines = (self._write_engine, self._read_engine)
             self._write_engine = None
             maintenance, self._maintenance = self._maintenance, None
@@ -236,8 +236,6 @@ class StoreRuntime:
             maintenance.close()
         if file_pool is not None:  # after the writer: its waiting jobs need their files
             await asyncio.to_thread(file_pool.close)
-        if loop_reads is not None:
-            loop_reads.close()
         if readers is not None:
             readers.shutdown()
         for engine in engines:
@@ -247,7 +245,7 @@ class StoreRuntime:
     def _let_go_in_child(self) -> None:
         """Forget the parent's store without closing its connections or joining its threads."""
         held = (self._writer, self._file_pool, self._readers, self._write_engine)
-        _INHERITED.append((*held, self._read_engine, self._maintenance, self._loop_reads))
+        _INHERITED.append((*held, self._read_engine, self._maintenance))
         self._writer = self._file_pool = self._readers = self._maintenance = None
         self._loop_reads = None
         self._write_engine = self._read_engine = None
@@ -278,14 +276,9 @@ class StoreRuntime:
             got = loop_reads.run(query)
             if got is not MISSED:
                 return got
-        return await readers.submit(partial(self._read_sync, readers, query, loop_reads))
+        return await readers.submit(partial(self._read_sync, readers, query))
 
-    def _read_sync(
-        self,
-        readers: ReaderThreads,
-        query: Callable[[Connection], T],
-        loop_reads: LoopReads | None = None,
-    ) -> T:
+    def _read_sync(self, readers: ReaderThreads, query: Callable[[Connection], T]) -> T:
         def attempt() -> T:
             connection = readers.connection()  # the reader thread's own, kept between reads
             try:
@@ -303,10 +296,7 @@ class StoreRuntime:
 
         backend = self.backend
         with backend.translated():
-            result = backend.retry.run(attempt, backend.is_transient)
-        if loop_reads is not None and loop_reads.wanted:  # small reads recur: the loop takes them
-            readers.hand_over(loop_reads.adopt)
-        return result
+            return backend.retry.run(attempt, backend.is_transient)
 
     def start_file(self, path: str, data: bytes) -> FileWrite:
         """Begin writing an artifact file in the file pool (a unit of work adds it)."""

@@ -62,10 +62,10 @@ class Backend(ABC):
     fold_case: ClassVar[bool] = False
     """Whether the database treats table names that differ only in case as one name."""
     read_connections: ClassVar[int] = 4
-    """How many reader threads a store runs (each keeps a connection of the read pool)."""
+    """How many reader threads a store runs, and so the size of its read pool."""
     reads_on_loop: ClassVar[bool] = False
     """Whether a small read may run on its caller's event loop (:mod:`soong_store.loop_reads`), on
-    one more connection of the read pool: only where a read waits for no server and
+    an idle connection of the reader threads: only where a read waits for no server and
     :meth:`wait_for_locks` can stop it waiting for a lock."""
     alters_by_rebuild: ClassVar[bool] = False
     """Whether changing a table means rebuilding it (Alembic's batch mode in revisions)."""

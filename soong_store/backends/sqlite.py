@@ -153,7 +153,7 @@ class SQLiteBackend(Backend):
         self._file()
         kwargs = self._engine_kwargs()
         if role == "read":
-            kwargs.update(pool_size=READ_POOL_SIZE + 1, max_overflow=0)  # + the loop's
+            kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
         elif role == "write":  # a second for the checkpoints of a writer committing on loops
             kwargs.update(pool_size=2 if self.commits_on_loop else 1, max_overflow=0)
         else:

@@ -1,15 +1,15 @@
 """Small reads on the caller's event loop: taken there only when nothing can make the loop wait.
 
-A read the store marks small (a row, a page, a path's tail) runs on the loop's thread on one read
-connection that never waits for a lock; the first such read goes to a reader thread, which then
-hands its connection over. Anything the loop cannot do (a busy database, a driver error, a shard
-to attach, the connection taken by another loop) sends the read to a reader thread, whose answer
-is the answer.
+A read the store marks small (a row, a page, a path's tail) runs on the loop's thread, on a read
+connection the reader threads leave idle, with SQLite's busy handler off meanwhile. Anything
+the loop cannot do (a busy database, a driver error, a shard to attach, no idle connection)
+sends the read to a reader thread, whose answer is the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -42,15 +42,36 @@ def busy_timeout(connection: Connection) -> int:
     return int(connection.execute(text("PRAGMA busy_timeout")).scalar_one())
 
 
-async def test_a_small_read_runs_on_the_loop_once_a_thread_handed_its_connection_over(
+async def test_a_small_read_runs_on_the_loop_without_waiting_for_locks(
     store: SessionStore,
 ) -> None:
     runtime, here = runtime_of(store), threading.get_ident()
-    assert await runtime.read(where, small=True) != here  # no loop connection yet
-    assert await runtime.read(where, small=True) == here
+    assert await runtime.read(where, small=True) == here  # on the connection the open left
     assert await runtime.read(where) != here  # not small: a reader thread
     assert await runtime.read(busy_timeout, small=True) == 0
+    # The same connection (the only one), back with a reader thread: it waits again.
     assert await runtime.read(busy_timeout) == sqlite_backend.BUSY_TIMEOUT_MS
+
+
+async def test_with_no_idle_connection_a_small_read_goes_to_a_thread(
+    store: SessionStore,
+) -> None:
+    runtime, here = runtime_of(store), threading.get_ident()
+    readers = runtime._readers
+    assert readers is not None
+    connects: list[Any] = []
+    event.listen(read_engine(store), "connect", lambda *args: connects.append(args))
+    taken = []
+    while (connection := readers.lend()) is not None:
+        taken.append(connection)
+    assert taken
+    try:
+        assert await runtime.read(where, small=True) != here
+        assert len(connects) == 1  # made by the reader thread, not on the loop
+    finally:
+        for connection in taken:
+            readers.keep(connection)
+    assert await runtime.read(where, small=True) == here
 
 
 async def test_small_reads_through_the_api_answer_as_the_threads_do(store: SessionStore) -> None:
@@ -59,7 +80,6 @@ async def test_small_reads_through_the_api_answer_as_the_threads_do(store: Sessi
         await store.append_node(sid, "user", "message", text_blocks(f"q{n}"), token_count=n)
         await store.append_event(sid, "mark", payload={"n": n})
     runtime, here = runtime_of(store), threading.get_ident()
-    await store.timeline(sid, limit=1)  # the thread that serves it hands its connection over
     assert await runtime.read(where, small=True) == here
     whole = await store.timeline(sid)
     assert await store.timeline(sid, after_seq=whole[3].seq, limit=5) == whole[4:9]
@@ -76,7 +96,6 @@ async def test_small_reads_through_the_api_answer_as_the_threads_do(store: Sessi
 
 async def test_a_store_error_on_the_loop_keeps_the_connection(store: SessionStore) -> None:
     runtime, here = runtime_of(store), threading.get_ident()
-    await runtime.read(where, small=True)
     checkins: list[Any] = []
     event.listen(read_engine(store), "checkin", lambda *args: checkins.append(args))
     for _ in range(3):
@@ -88,24 +107,21 @@ async def test_a_store_error_on_the_loop_keeps_the_connection(store: SessionStor
 
 async def test_a_driver_error_on_the_loop_sends_the_read_to_a_thread(store: SessionStore) -> None:
     runtime, here = runtime_of(store), threading.get_ident()
-    await runtime.read(where, small=True)
     dropped: list[Any] = []
-    on_thread: list[tuple[Any, int]] = []
+    on_thread: list[int] = []
 
     def busy_on_the_loop(connection: Connection) -> str:
-        driver = connection.connection.driver_connection
         if threading.get_ident() == here:
-            dropped.append(driver)
+            dropped.append(connection.connection.driver_connection)
             raise OperationalError("SELECT 1", {}, Exception("database is locked"))
-        on_thread.append((driver, busy_timeout(connection)))
+        on_thread.append(busy_timeout(connection))
         return "from a thread"
 
-    checkins: list[Any] = []
-    event.listen(read_engine(store), "checkin", lambda *args: checkins.append(args))
     assert await runtime.read(busy_on_the_loop, small=True) == "from a thread"
-    assert len(dropped) == 1 and len(checkins) == 1  # back in the pool, where the thread took it
-    assert on_thread == [(dropped[0], sqlite_backend.BUSY_TIMEOUT_MS)]  # waiting for locks again
-    assert await runtime.read(where, small=True) == here  # and handed over again
+    assert len(dropped) == 1 and on_thread == [sqlite_backend.BUSY_TIMEOUT_MS]
+    with pytest.raises(sqlite3.ProgrammingError):  # closed: never used again without its wait
+        dropped[0].execute("SELECT 1")
+    assert await runtime.read(where, small=True) == here  # the thread's connection, idle now
     assert await runtime.read(busy_timeout, small=True) == 0
 
 
@@ -120,7 +136,6 @@ async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(home: Path)
                 sids.append(sid)
             placed = await settle(store)
             runtime, here = runtime_of(store), threading.get_ident()
-            await runtime.read(where, small=True)
             assert await runtime.read(where, small=True) == here
             away = [sid for sid in sids if placed[sid][0] != catalog.MAIN]
             assert away
@@ -129,11 +144,6 @@ async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(home: Path)
                 leaf = await store.active_path(sid, limit=1)
                 assert page == (await store.timeline(sid))[:2]
                 assert leaf == (await store.active_path(sid))[-1:]
-
-            def files(connection: Connection) -> list[str]:
-                return [row[1] for row in connection.execute(text("PRAGMA database_list"))]
-
-            assert await runtime.read(files, small=True) == ["main"]  # nothing attached on it
 
 
 async def test_small_reads_from_two_loops_at_once(store: SessionStore) -> None:
@@ -148,17 +158,22 @@ async def test_small_reads_from_two_loops_at_once(store: SessionStore) -> None:
         )
         return [page == whole[i + 1 : i + 4] for i, page in enumerate(got)]
 
+    checkouts: list[Any] = []
+    event.listen(read_engine(store), "checkout", lambda *args: checkouts.append(args))
     other = asyncio.to_thread(lambda: asyncio.run(pages()))
-    results = await asyncio.gather(other, *(pages() for _ in range(4)))
-    assert all(all(ok) for ok in results)
+    big = [store.timeline(sid) for _ in range(8)]  # on the threads meanwhile
+    results = await asyncio.gather(other, *big, *(pages() for _ in range(4)))
+    assert all(all(ok) for ok in results[:1] + results[9:])
+    assert all(got == whole for got in results[1:9])
+    assert len(checkouts) < runtime_of(store).backend.read_connections  # the open made one
 
 
-async def test_close_gives_the_loop_connection_back(home: Path) -> None:
+async def test_close_returns_every_read_connection(home: Path) -> None:
     store = SessionStore(home=home)
     await store.open()
     runtime = runtime_of(store)
-    await runtime.read(where, small=True)
     assert await runtime.read(where, small=True) == threading.get_ident()
+    await asyncio.gather(*(runtime.read(where) for _ in range(8)))
     engine = read_engine(store)
     held = engine.pool.checkedout()  # type: ignore[attr-defined]
     checkins: list[Any] = []
