@@ -2,13 +2,16 @@
 
 A figure compares the store with a baseline measured in the same run. Rounds interleave the
 sides (the order rotates each round, so drift in the machine's load and fsync latency hits
-every side alike); a side's figure for a round is the median of its samples in that round, and
-the reported figure is the median over rounds. A benchmark prints facts: a verdict says whether
+every side alike), and each side starts on a collected heap (``gc.collect()`` before it, not
+timed): the collections a side's samples trigger are its own, not what the side before left
+owing; a side's figure for a round is the median of its samples in that round, and the reported
+figure is the median over rounds. A benchmark prints facts: a verdict says whether
 a target is met, it never fails the run.
 """
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 import platform
@@ -62,6 +65,7 @@ async def interleave(rounds: int, sides: dict[str, Side]) -> dict[str, list[floa
     for r in range(rounds):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
+            gc.collect()
             result = sides[name]()
             value = await result if inspect.isawaitable(result) else result
             out[name].append(float(value))

@@ -13,6 +13,10 @@ its batches there at durability ``normal``. The loop must not wait, so:
   WAL index are not the busy handler's; the writer's batches on the loop meet them too.)
 - a read that must first attach a shard (:class:`~soong_store.backends.values.BeforeBegin`)
   goes to a reader thread, which attaches it;
+- a read is small by its arguments (a row; a page or a path's tail of at most
+  :data:`SMALL_ROWS`), or by a budget: a whole path is read on the loop while the path cache
+  holds all of it but :data:`SMALL_ROWS` nodes, else
+  (:class:`~soong_store.backends.values.ReadOnAThread`) on a reader thread;
 - no connection is made on the loop (connecting parses the schema and may switch the journal
   mode): with none idle, the read goes to a reader thread.
 
@@ -29,7 +33,7 @@ from typing import Final, TypeVar
 
 from sqlalchemy import Connection
 
-from soong_store.backends.values import BeforeBegin
+from soong_store.backends.values import BeforeBegin, ReadOnAThread
 from soong_store.errors import SoongStoreError
 from soong_store.readers import ReaderThreads
 
@@ -75,7 +79,7 @@ class LoopReads:
             self._wait_for_locks(connection, False)
             with connection.begin():
                 result = query(connection)
-        except BeforeBegin:  # a shard to attach: a reader thread attaches it
+        except (BeforeBegin, ReadOnAThread):  # a shard to attach, or more to read than here
             self._give_back(connection)
             return MISSED
         except SoongStoreError:

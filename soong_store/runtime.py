@@ -261,19 +261,21 @@ class StoreRuntime:
         self.check_process()
         return await self._started_writer().submit(job, on_abort=on_abort, after=after)
 
-    async def read(self, query: Callable[[Connection], T], small: bool = False) -> T:
+    async def read(
+        self, query: Callable[[Connection], T], on_loop: Callable[[Connection], T] | None = None
+    ) -> T:
         """Run ``query`` on a reader thread in one snapshot, retried while the database is busy.
 
-        ``small``: a read of bounded size (a row, a page), which may run on the caller's loop
-        instead (:mod:`soong_store.loop_reads`).
+        ``on_loop``: the same read, small or bounded, to try first on the caller's event loop
+        where the backend allows it (:mod:`soong_store.loop_reads`).
         """
         self.check_process()
         readers = self._readers
         if readers is None or not self._open:
             raise StoreClosed("the store is not open")
-        loop_reads = self._loop_reads if small else None
-        if loop_reads is not None:
-            got = loop_reads.run(query)
+        loop_reads = self._loop_reads
+        if on_loop is not None and loop_reads is not None:
+            got = loop_reads.run(on_loop)
             if got is not MISSED:
                 return got
         return await readers.submit(partial(self._read_sync, readers, query))

@@ -2,7 +2,8 @@
 
 :class:`Integrity` is what a database's own check of its storage found, :class:`DataVersion`
 where a read's snapshot stands (the path cache compares them), :class:`BeforeBegin` a request
-to prepare a connection outside any transaction before the work runs again.
+to prepare a connection outside any transaction before the work runs again, :class:`ReadOnAThread`
+a read that would go past what an event loop may run.
 """
 
 from __future__ import annotations
@@ -51,3 +52,11 @@ class BeforeBegin(Exception):  # noqa: N818 - a signal between the catalog and i
     def __init__(self, prepare: Callable[[Connection], None], why: str) -> None:
         super().__init__(why)
         self.prepare = prepare
+
+
+class ReadOnAThread(Exception):  # noqa: N818 - a signal between a bounded read and its runner
+    """A read tried on an event loop found more to read than it may there (a budget of rows).
+
+    Whoever runs it there (:mod:`soong_store.loop_reads`) hands it to a reader thread, which runs
+    it again from the start without the budget. Never seen by callers of the store.
+    """

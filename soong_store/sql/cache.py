@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from soong_store.backends.base import dialect_of
-from soong_store.backends.values import DataVersion
+from soong_store.backends.values import DataVersion, ReadOnAThread
 from soong_store.errors import NotFound
 from soong_store.model.enums import NodeType
 from soong_store.sql import reads
@@ -144,24 +144,44 @@ class PathCache:
         self._lock = threading.Lock()
 
     def active_path(
-        self, connection: Connection, session_id: str, node_id: str | None, limit: int | None
+        self,
+        connection: Connection,
+        session_id: str,
+        node_id: str | None,
+        limit: int | None,
+        budget: int | None = None,
     ) -> list[NodeRecord]:
-        """:func:`~soong_store.sql.reads.active_path`, from the cache where it is current."""
+        """:func:`~soong_store.sql.reads.active_path`, from the cache where it is current.
+
+        ``budget``: at most that many nodes read from the database, else :class:`ReadOnAThread`.
+        """
         version = dialect_of(connection).data_version(connection)
         if version is None:
+            if budget is not None:
+                raise ReadOnAThread("no cache to bound the read by")
             return reads.active_path(connection, session_id, node_id, limit)
-        return self._read(connection, version, session_id, node_id, limit, cut=False)[0]
+        return self._read(connection, version, session_id, node_id, limit, False, budget)[0]
 
     def context(
-        self, connection: Connection, session_id: str, node_id: str | None, limit: int | None
+        self,
+        connection: Connection,
+        session_id: str,
+        node_id: str | None,
+        limit: int | None,
+        budget: int | None = None,
     ) -> ContextView:
-        """:func:`~soong_store.sql.reads.context`, from the cache where it is current."""
+        """:func:`~soong_store.sql.reads.context`, from the cache where it is current.
+
+        ``budget``: as for :meth:`active_path`.
+        """
         from soong_store.model.records import context_view
 
         version = dialect_of(connection).data_version(connection)
         if version is None:
+            if budget is not None:
+                raise ReadOnAThread("no cache to bound the read by")
             return reads.context(connection, session_id, node_id, limit)
-        nodes, tokens = self._read(connection, version, session_id, node_id, limit, cut=True)
+        nodes, tokens = self._read(connection, version, session_id, node_id, limit, True, budget)
         return context_view(nodes, tokens)
 
     def forget(self, session_id: str) -> None:
@@ -219,8 +239,8 @@ class PathCache:
         session_id: str,
         node_id: str | None,
         limit: int | None,
-        *,
         cut: bool,
+        budget: int | None,
     ) -> tuple[list[NodeRecord], int]:
         entry = self._entry(session_id, version)
         snapshot = (version.source, version.data)
@@ -238,14 +258,21 @@ class PathCache:
         target = node_id if node_id is not None else active
         if target is None:
             return [], 0
-        return _Walk(entry, self._lock, connection, session_id, cut).run(target, limit)
+        walk = _Walk(entry, self._lock, connection, session_id, cut, budget)
+        return walk.run(target, limit)
 
 
 class _Walk:
     """One read's climb from its leaf: through held nodes, reading only what is missing."""
 
     def __init__(
-        self, entry: _Entry, lock: threading.Lock, connection: Connection, sid: str, cut: bool
+        self,
+        entry: _Entry,
+        lock: threading.Lock,
+        connection: Connection,
+        sid: str,
+        cut: bool,
+        budget: int | None,
     ) -> None:
         self.entry, self.lock, self.connection, self.sid, self.cut = (
             entry,
@@ -256,6 +283,8 @@ class _Walk:
         )
         self.fetched: dict[str, NodeRecord] = {}
         self.step: int | None = FIRST_STEP if entry.nodes else None
+        self.budget = budget
+        """Rows the walk may still read (``None``: any number)."""
 
     def run(self, target: str, limit: int | None) -> tuple[list[NodeRecord], int]:
         if limit == 0:  # nothing to return, but the node must be there
@@ -295,7 +324,13 @@ class _Walk:
         if record is not None:
             return record
         steps = self.step if wanted is None else min(self.step or wanted, wanted)
+        if self.budget is not None:
+            if self.budget <= 0:
+                raise ReadOnAThread(f"more nodes of session {self.sid!r} to read than budgeted")
+            steps = self.budget if steps is None else min(steps, self.budget)
         climbed = reads.climb(self.connection, self.sid, node_id, steps, to_compaction=self.cut)
+        if self.budget is not None:
+            self.budget -= len(climbed)
         if not climbed:
             if below is None:
                 raise NotFound(f"no node {node_id!r} in session {self.sid!r}", node_id=node_id)

@@ -48,7 +48,8 @@ class ArtifactCalls(StoreCore):
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord:
         """One artifact's row."""
         aid = check_id(artifact_id, "artifact")
-        return await self._read(partial(reads.get_artifact, artifact_id=aid), small=True)
+        query = partial(reads.get_artifact, artifact_id=aid)
+        return await self._read(query, query)
 
     async def list_artifacts(self, session_id: str) -> list[ArtifactRecord]:
         """A session's artifacts in creation order."""

@@ -7,7 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from soong_store import calls
-from soong_store.loop_reads import small
+from soong_store.loop_reads import SMALL_ROWS, small
 from soong_store.model.enums import AgentType, EventLevel, NodeType, Role
 from soong_store.model.ids import check_id, check_optional_id, check_session_id
 from soong_store.ops import check_bound
@@ -97,7 +97,8 @@ class ConversationCalls(StoreCore):
         """One node of a session."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
-        return await self._read(partial(reads.get_node, session_id=sid, node_id=nid), small=True)
+        query = partial(reads.get_node, session_id=sid, node_id=nid)
+        return await self._read(query, query)
 
     async def list_nodes(self, session_id: str) -> list[NodeRecord]:
         """Every node of a session by ``node_seq`` (the whole tree)."""
@@ -123,7 +124,7 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
         query = partial(self._paths.active_path, session_id=sid, node_id=nid, limit=count)
-        return await self._read(query, small(count))
+        return await self._read(query, partial(query, budget=SMALL_ROWS))
 
     async def context(
         self, session_id: str, node_id: str | None = None, limit: int | None = None
@@ -137,7 +138,7 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
         query = partial(self._paths.context, session_id=sid, node_id=nid, limit=count)
-        return await self._read(query, small(count))
+        return await self._read(query, partial(query, budget=SMALL_ROWS))
 
     async def timeline(
         self,
@@ -148,7 +149,7 @@ class ConversationCalls(StoreCore):
     ) -> list[EventRecord]:
         """Events by ``seq`` (``run_seq`` for one run), after ``after_seq``, at most ``limit``."""
         job = calls.timeline_job(session_id, run_id, after_seq, limit)
-        return await self._read(job, small(limit))
+        return await self._read(job, job if small(limit) else None)
 
     async def search(
         self,

@@ -140,9 +140,11 @@ class StoreCore:
     ) -> Awaitable[T]:
         return self._runtime.write(job, on_abort=on_abort, after=after)
 
-    def _read(self, query: Callable[[Connection], T], small: bool = False) -> Awaitable[T]:
-        """``small``: a read of bounded size, which may run on the caller's loop (see runtime)."""
-        return self._runtime.read(query, small)
+    def _read(
+        self, query: Callable[[Connection], T], on_loop: Callable[[Connection], T] | None = None
+    ) -> Awaitable[T]:
+        """``on_loop``: the same read, small or bounded, to try on the caller's loop first."""
+        return self._runtime.read(query, on_loop)
 
     @asynccontextmanager
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:

@@ -41,7 +41,8 @@ class SessionCalls(StoreCore):
     async def get_session(self, session_id: str) -> SessionRecord:
         """One session (``NotFound`` if there is none)."""
         sid = check_session_id(session_id)
-        return await self._read(partial(reads.get_session, session_id=sid), small=True)
+        query = partial(reads.get_session, session_id=sid)
+        return await self._read(query, query)
 
     async def list_sessions(
         self,
@@ -94,7 +95,8 @@ class SessionCalls(StoreCore):
     async def get_agent(self, agent_id: str) -> AgentRecord:
         """One agent."""
         aid = check_id(agent_id, "agent")
-        return await self._read(partial(reads.get_agent, agent_id=aid), small=True)
+        query = partial(reads.get_agent, agent_id=aid)
+        return await self._read(query, query)
 
     async def list_agents(self, session_id: str) -> list[AgentRecord]:
         """A session's agents in creation order."""
@@ -124,7 +126,8 @@ class SessionCalls(StoreCore):
     async def get_run(self, run_id: str) -> RunRecord:
         """One run."""
         rid = check_id(run_id, "run")
-        return await self._read(partial(reads.get_run, run_id=rid), small=True)
+        query = partial(reads.get_run, run_id=rid)
+        return await self._read(query, query)
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         """A session's runs in creation order."""

@@ -20,6 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from soong_store import NotFound, SessionStore
 from soong_store.backends import sqlite as sqlite_backend
+from soong_store.loop_reads import SMALL_ROWS
 from soong_store.schema import catalog
 from soong_store.store import runtime_of
 from tests.conftest import text as text_blocks
@@ -46,9 +47,9 @@ async def test_a_small_read_runs_on_the_loop_without_waiting_for_locks(
     store: SessionStore,
 ) -> None:
     runtime, here = runtime_of(store), threading.get_ident()
-    assert await runtime.read(where, small=True) == here  # on the connection the open left
+    assert await runtime.read(where, where) == here  # on the connection the open left
     assert await runtime.read(where) != here  # not small: a reader thread
-    assert await runtime.read(busy_timeout, small=True) == 0
+    assert await runtime.read(busy_timeout, busy_timeout) == 0
     # The same connection (the only one), back with a reader thread: it waits again.
     assert await runtime.read(busy_timeout) == sqlite_backend.BUSY_TIMEOUT_MS
 
@@ -66,12 +67,12 @@ async def test_with_no_idle_connection_a_small_read_goes_to_a_thread(
         taken.append(connection)
     assert taken
     try:
-        assert await runtime.read(where, small=True) != here
+        assert await runtime.read(where, where) != here
         assert len(connects) == 1  # made by the reader thread, not on the loop
     finally:
         for connection in taken:
             readers.keep(connection)
-    assert await runtime.read(where, small=True) == here
+    assert await runtime.read(where, where) == here
 
 
 async def test_small_reads_through_the_api_answer_as_the_threads_do(store: SessionStore) -> None:
@@ -80,7 +81,7 @@ async def test_small_reads_through_the_api_answer_as_the_threads_do(store: Sessi
         await store.append_node(sid, "user", "message", text_blocks(f"q{n}"), token_count=n)
         await store.append_event(sid, "mark", payload={"n": n})
     runtime, here = runtime_of(store), threading.get_ident()
-    assert await runtime.read(where, small=True) == here
+    assert await runtime.read(where, where) == here
     whole = await store.timeline(sid)
     assert await store.timeline(sid, after_seq=whole[3].seq, limit=5) == whole[4:9]
     path = await store.active_path(sid)
@@ -102,7 +103,7 @@ async def test_a_store_error_on_the_loop_keeps_the_connection(store: SessionStor
         with pytest.raises(NotFound):
             await store.get_session("0" * 26)
     assert checkins == []
-    assert await runtime.read(where, small=True) == here
+    assert await runtime.read(where, where) == here
 
 
 async def test_a_driver_error_on_the_loop_sends_the_read_to_a_thread(store: SessionStore) -> None:
@@ -117,12 +118,12 @@ async def test_a_driver_error_on_the_loop_sends_the_read_to_a_thread(store: Sess
         on_thread.append(busy_timeout(connection))
         return "from a thread"
 
-    assert await runtime.read(busy_on_the_loop, small=True) == "from a thread"
+    assert await runtime.read(busy_on_the_loop, busy_on_the_loop) == "from a thread"
     assert len(dropped) == 1 and on_thread == [sqlite_backend.BUSY_TIMEOUT_MS]
     with pytest.raises(sqlite3.ProgrammingError):  # closed: never used again without its wait
         dropped[0].execute("SELECT 1")
-    assert await runtime.read(where, small=True) == here  # the thread's connection, idle now
-    assert await runtime.read(busy_timeout, small=True) == 0
+    assert await runtime.read(where, where) == here  # the thread's connection, idle now
+    assert await runtime.read(busy_timeout, busy_timeout) == 0
 
 
 async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(home: Path) -> None:
@@ -136,7 +137,7 @@ async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(home: Path)
                 sids.append(sid)
             placed = await settle(store)
             runtime, here = runtime_of(store), threading.get_ident()
-            assert await runtime.read(where, small=True) == here
+            assert await runtime.read(where, where) == here
             away = [sid for sid in sids if placed[sid][0] != catalog.MAIN]
             assert away
             for sid in away:  # the small reads first: nothing of the session cached yet
@@ -162,7 +163,7 @@ async def test_small_reads_from_two_loops_at_once(store: SessionStore) -> None:
     event.listen(read_engine(store), "checkout", lambda *args: checkouts.append(args))
     other = asyncio.to_thread(lambda: asyncio.run(pages()))
     big = [store.timeline(sid) for _ in range(8)]  # on the threads meanwhile
-    results = await asyncio.gather(other, *big, *(pages() for _ in range(4)))
+    results: list[Any] = await asyncio.gather(other, *big, *(pages() for _ in range(4)))
     assert all(all(ok) for ok in results[:1] + results[9:])
     assert all(got == whole for got in results[1:9])
     assert len(checkouts) < runtime_of(store).backend.read_connections  # the open made one
@@ -172,7 +173,7 @@ async def test_close_returns_every_read_connection(home: Path) -> None:
     store = SessionStore(home=home)
     await store.open()
     runtime = runtime_of(store)
-    assert await runtime.read(where, small=True) == threading.get_ident()
+    assert await runtime.read(where, where) == threading.get_ident()
     await asyncio.gather(*(runtime.read(where) for _ in range(8)))
     engine = read_engine(store)
     held = engine.pool.checkedout()  # type: ignore[attr-defined]
@@ -180,3 +181,41 @@ async def test_close_returns_every_read_connection(home: Path) -> None:
     event.listen(engine, "checkin", lambda *args: checkins.append(args))
     await store.close()
     assert len(checkins) == held >= 1
+
+
+def count_thread_reads(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Each read handed to a reader thread from now on."""
+    readers = runtime_of(store)._readers
+    assert readers is not None
+    handed: list[object] = []
+    submit = readers.submit
+
+    def counted(work: Any) -> Any:
+        handed.append(work)
+        return submit(work)
+
+    monkeypatch.setattr(readers, "submit", counted)
+    return handed
+
+
+async def test_a_whole_path_is_read_on_the_loop_while_little_of_it_is_new(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SessionStore(home=home) as store:
+        short = (await store.create_session(cwd=".")).session_id
+        long = (await store.create_session(cwd=".")).session_id
+        for n in range(SMALL_ROWS + 40):
+            if n < 100:
+                await store.append_node(short, "user", "message", text_blocks(f"s{n}"))
+            await store.append_node(long, "user", "message", text_blocks(f"l{n}"))
+    async with SessionStore(home=home) as store:  # nothing cached
+        handed = count_thread_reads(store, monkeypatch)
+        assert len((await store.context(short)).nodes) == 100
+        assert handed == []  # 100 nodes to read: on the loop
+        path = await store.active_path(long)
+        assert [n.content[0].text for n in path[:2]] == ["l0", "l1"]  # type: ignore[union-attr]
+        assert len(path) == SMALL_ROWS + 40 and len(handed) == 1  # past the budget: a thread
+        assert await store.active_path(long) == path and len(handed) == 1  # cached: the loop
+        leaf = await store.append_node(long, "user", "message", text_blocks("more"))
+        view = await store.context(long)
+        assert view.nodes == [*path, leaf] and len(handed) == 1

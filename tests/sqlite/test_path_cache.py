@@ -16,6 +16,7 @@ import pytest
 
 from soong_store import NotFound, SessionStore
 from soong_store.backends.sqlite import SQLiteBackend
+from soong_store.loop_reads import SMALL_ROWS
 from soong_store.sql import cache, reads
 from tests.conftest import text
 
@@ -71,7 +72,7 @@ async def test_a_repeated_read_reads_no_node(store: SessionStore, monkeypatch):
     climbs = Climbs(monkeypatch)
     first = await store.context(sid)
     assert [n.node_id for n in first.nodes] == ids and first.token_count == 50
-    assert climbs.take() == [(None, 50)]
+    assert climbs.take() == [(SMALL_ROWS, 50)]  # on the loop: bounded by its budget
     for _ in range(3):
         assert await store.context(sid) == first
         assert await store.active_path(sid) == first.nodes
@@ -193,8 +194,8 @@ async def test_the_cache_drops_the_least_recently_read_session_past_its_bound(
     climbs = Climbs(monkeypatch)
     await store.active_path(first)
     await store.active_path(second)  # 16 nodes held: the first session goes
-    assert climbs.take() == [(None, 8), (None, 8)]
+    assert climbs.take() == [(SMALL_ROWS, 8), (SMALL_ROWS, 8)]
     await store.active_path(second)
     assert climbs.take() == []
     assert len(await store.active_path(first)) == 8
-    assert climbs.take() == [(None, 8)]
+    assert climbs.take() == [(SMALL_ROWS, 8)]
