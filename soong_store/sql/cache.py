@@ -155,10 +155,8 @@ class PathCache:
 
         ``budget``: at most that many nodes read from the database, else :class:`ReadOnAThread`.
         """
-        version = dialect_of(connection).data_version(connection)
+        version = _version(connection, budget)
         if version is None:
-            if budget is not None:
-                raise ReadOnAThread("no cache to bound the read by")
             return reads.active_path(connection, session_id, node_id, limit)
         return self._read(connection, version, session_id, node_id, limit, False, budget)[0]
 
@@ -176,10 +174,8 @@ class PathCache:
         """
         from soong_store.model.records import context_view
 
-        version = dialect_of(connection).data_version(connection)
+        version = _version(connection, budget)
         if version is None:
-            if budget is not None:
-                raise ReadOnAThread("no cache to bound the read by")
             return reads.context(connection, session_id, node_id, limit)
         nodes, tokens = self._read(connection, version, session_id, node_id, limit, True, budget)
         return context_view(nodes, tokens)
@@ -260,6 +256,14 @@ class PathCache:
             return [], 0
         walk = _Walk(entry, self._lock, connection, session_id, cut, budget)
         return walk.run(target, limit)
+
+
+def _version(connection: Connection, budget: int | None) -> DataVersion | None:
+    """Where the read's snapshot stands; ``None``: no cache (refused to a read with a budget)."""
+    version = dialect_of(connection).data_version(connection)
+    if version is None and budget is not None:
+        raise ReadOnAThread("no cache to bound the read by")
+    return version
 
 
 class _Walk:
