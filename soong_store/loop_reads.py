@@ -13,8 +13,8 @@ its batches there at durability ``normal``. The loop must not wait, so:
   WAL index are not the busy handler's; the writer's batches on the loop meet them too.)
 - a read that must first attach a shard (:class:`~soong_store.backends.values.BeforeBegin`)
   goes to a reader thread, which attaches it;
-- a read is small by its arguments (a row, a timeline page of at most :data:`SMALL_ROWS`
-  events) or by a budget: a path is read on the loop while its walk reads at most
+- a read is small by its arguments (a row, a page of at most :data:`SMALL_ROWS` rows) or by a
+  budget: a path is read on the loop while its walk reads at most
   :data:`SMALL_ROWS` nodes from the database (the path cache holds the rest), else
   (:class:`~soong_store.backends.values.ReadOnAThread`) on a reader thread;
 - no connection is made on the loop (connecting parses the schema and may switch the journal

@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 from soong_store import calls
+from soong_store.loop_reads import small
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -56,7 +57,8 @@ class SessionCalls(StoreCore):
         Pass the last record of a page as ``after`` to read the next one (a key cursor: a page
         far down costs what the first one does).
         """
-        return await self._read(calls.list_sessions_job(status, limit, after))
+        job = calls.list_sessions_job(status, limit, after)
+        return await self._read(job, job if small(limit) else None)
 
     async def archive_session(self, session_id: str) -> SessionRecord:
         """Make a session read-only (it can still be read, exported, forked and deleted)."""

@@ -94,6 +94,18 @@ async def test_small_reads_through_the_api_answer_as_the_threads_do(store: Sessi
         await store.get_session("0" * 26)
 
 
+async def test_a_page_of_sessions_is_read_on_the_loop(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = [(await store.create_session(cwd=".")).session_id for _ in range(5)]
+    handed = count_thread_reads(store, monkeypatch)
+    first = await store.list_sessions(limit=3)
+    rest = await store.list_sessions(limit=3, after=first[-1])
+    assert handed == []
+    assert [s.session_id for s in first + rest] == made[::-1]
+    assert await store.list_sessions() == first + rest and len(handed) == 1  # no limit: a thread
+
+
 async def test_a_store_error_on_the_loop_keeps_the_connection(store: SessionStore) -> None:
     runtime, here = runtime_of(store), threading.get_ident()
     checkins: list[Any] = []
@@ -126,7 +138,9 @@ async def test_a_driver_error_on_the_loop_sends_the_read_to_a_thread(store: Sess
     assert await runtime.read(busy_timeout, busy_timeout) == 0
 
 
-async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(home: Path) -> None:
+async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with limited():
         async with SessionStore(home=home) as store:
             sids = []
@@ -136,10 +150,14 @@ async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(home: Path)
                     await store.append_node(sid, "user", "message", text_blocks(f"{i}.{n}"))
                 sids.append(sid)
             placed = await settle(store)
+        away = [sid for sid in sids if placed[sid][0] != catalog.MAIN]
+        assert away
+        async with SessionStore(home=home) as store:  # new connections: no shard attached
             runtime, here = runtime_of(store), threading.get_ident()
             assert await runtime.read(where, where) == here
-            away = [sid for sid in sids if placed[sid][0] != catalog.MAIN]
-            assert away
+            handed = count_thread_reads(store, monkeypatch)
+            await store.timeline(away[0], limit=2)
+            assert len(handed) == 1  # the shard is attached on a reader thread
             for sid in away:  # the small reads first: nothing of the session cached yet
                 page = await store.timeline(sid, limit=2)
                 leaf = await store.active_path(sid, limit=1)
