@@ -9,10 +9,10 @@ reads (the pool is as large as the thread count): a read takes an idle one, or c
 when none is idle, and leaves it idle again when it ends; a read that fails lets its connection
 go back to the pool, which resets it, so the next read starts on a clean one. An event loop may
 borrow an idle one for a read of its own (:meth:`ReaderThreads.lend`, :mod:`.loop_reads`); no
-connection is ever made for it. A store's open runs as the first job of its reader threads,
-before their engine is bound, so that the thread it starts serves the first read too, and it
-leaves its connection idle for that read. Closing ends every thread and returns every
-connection.
+connection is ever made for it. A store's open that does not run on its caller's loop runs as
+the first job of its reader threads, before their engine is bound, so that the thread it starts
+serves the first read too; either way it leaves its connection idle for that read. Closing ends
+every thread and returns every connection.
 """
 
 from __future__ import annotations

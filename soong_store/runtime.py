@@ -4,12 +4,13 @@
 creates the home, makes the read engine, reads the schema's revision on the read pool's first
 connection (kept for the first read) and brings the schema to head when it is not there (once,
 even with several processes starting together, on an admin connection); that first connection
-switches the file to WAL once the revision is known. Closing drains the writer and releases
-everything. :meth:`StoreRuntime.write` hands a job to the writer, which the first write starts
-with its engine (a store that only reads, as most CLI commands do, never starts its thread,
-makes its engine nor runs its maintenance); :meth:`StoreRuntime.read`
-runs a query in one snapshot on a reader thread, retried while the database is busy and with its
-errors translated.
+switches the file to WAL once the revision is known. On SQLite a database already at head and
+in WAL opens on the caller's loop, waiting for no lock; anything else opens on a reader thread.
+Closing drains the writer and releases everything. :meth:`StoreRuntime.write` hands a job to
+the writer, which the first write starts with its engine (a store that only reads, as most CLI
+commands do, never starts its thread, makes its engine nor runs its maintenance);
+:meth:`StoreRuntime.read` runs a query in one snapshot on a reader thread, retried while the
+database is busy and with its errors translated.
 
 Event loops and threads: nothing here is tied to the loop that opened it; each result is handed
 back to its caller's loop. Opening and closing from several loops at once open and close once.
@@ -73,7 +74,7 @@ class StoreRuntime:
         self._readers: ReaderThreads | None = None
         self._loop_reads: LoopReads | None = None
         self._pid = os.getpid()
-        self._opening = threading.Lock()  # held in a worker thread while opening, never a loop's
+        self._opening = threading.Lock()  # held while opening; a loop only tries it, never waits
         self._claim = threading.Lock()  # held only to start the writer or take what closing ends
 
     @property
@@ -119,14 +120,56 @@ class StoreRuntime:
     async def open(self) -> None:
         """Create the home and bring the schema to head (once); a write starts the writer.
 
-        The open runs on the thread that then serves the first read (the first of the reader
-        threads, whose engine it binds): a new process starts one thread for both.
+        Where the backend allows it, a database at head opens on the caller's loop without
+        waiting for anything (:meth:`_open_on_loop`), and no thread starts until a read needs
+        one. Otherwise the open runs on the thread that then serves the first read (the first
+        of the reader threads, whose engine it binds): a new process starts one thread for both.
         """
         self.check_process()
         if self._open:
             return
         readers = ReaderThreads(None, self.backend.read_connections, "soong-store-read")
-        await readers.submit(partial(self._open_once, readers))
+        if not self._open_on_loop(readers):
+            await readers.submit(partial(self._open_once, readers))
+
+    def _open_on_loop(self, readers: ReaderThreads) -> bool:
+        """Open here, on the caller's loop, where that waits for nothing (``opens_on_loop``).
+
+        The database must exist, be at head and have nothing left to settle, and its first
+        connection must take no lock another holds (it waits for none meanwhile); and no other
+        open may be under way. False: the open is the thread's (nothing made here is kept).
+        What it may still cost the loop is SQLite's own: the schema's parse at the first
+        statement (~5 µs an object) and, after a crash, the rebuild of the WAL's index.
+        """
+        backend = self.backend
+        if not backend.opens_on_loop or not backend.database_exists():
+            return False
+        if not self._opening.acquire(blocking=False):
+            return False
+        try:
+            if self._open:  # another open came first
+                readers.shutdown(wait=False)
+                return True
+            try:
+                read_engine = backend.engine("read")
+            except Exception:  # the thread's open reports it
+                return False
+            try:
+                self.home.mkdir(parents=True, exist_ok=True)
+                with backend.connecting_untouched(wait=False):
+                    ready = _at_head(read_engine) and backend.settle_reader(read_engine, False)
+                if ready:
+                    first = read_engine.connect()
+                    backend.wait_for_locks(first, True)
+            except Exception:  # busy, or anything else: the thread's open tries (and reports)
+                ready = False
+            if not ready:
+                read_engine.dispose()
+                return False
+            self._bind(readers, read_engine, first)
+            return True
+        finally:
+            self._opening.release()
 
     def _open_once(self, readers: ReaderThreads) -> None:
         """Open with ``readers`` as the store's reader threads, or end them (on their thread).
@@ -186,11 +229,15 @@ class StoreRuntime:
             if read_engine is not None:
                 read_engine.dispose()
             raise
+        self._bind(readers, read_engine, first)
+
+    def _bind(self, readers: ReaderThreads, read_engine: Engine, first: Connection) -> None:
+        """The store is open: ``readers`` on ``read_engine``, ``first`` idle for the first read."""
         self._read_engine = read_engine
         readers.bind(read_engine, first)
         self._readers = readers
-        if backend.reads_on_loop:
-            self._loop_reads = LoopReads(readers, backend.wait_for_locks)
+        if self.backend.reads_on_loop:
+            self._loop_reads = LoopReads(readers, self.backend.wait_for_locks)
         self.generation += 1
         self._open = True
 

@@ -75,6 +75,11 @@ class Backend(ABC):
     serves the first read, and an admin connection is made only to upgrade. Without it, opening
     reads the revision (and upgrades) on an admin connection. Either way the writer connects at
     its first write, and a store that only reads never does."""
+    opens_on_loop: ClassVar[bool] = False
+    """Whether such an open may run on its caller's event loop when it waits for nothing: the
+    database exists, its first connection takes no lock another holds (``wait=False`` to
+    :meth:`connecting_untouched`), and it is at head with nothing to settle. Anything else opens
+    on a reader thread, as without it (:meth:`~soong_store.runtime.StoreRuntime.open`)."""
     places_pairs: ClassVar[bool] = False
     """Whether idle sessions' pairs move to files of their own (shards); else all stay put."""
 
@@ -118,21 +123,23 @@ class Backend(ABC):
         """Where the database is, for messages (never a password)."""
         return self.url.render_as_string(hide_password=True)
 
-    def connecting_untouched(self) -> AbstractContextManager[None]:
+    def connecting_untouched(self, wait: bool = True) -> AbstractContextManager[None]:
         """A block in which new read connections change nothing stored as they connect.
 
         Opening reads the schema's revision on the read pool's first connection inside it, so
         that a database this code refuses is left as it was; :meth:`settle_reader` then does
-        what connecting left undone. Nothing to hold back by default.
+        what connecting left undone. ``wait=False``: those connections wait for no lock (asked
+        only where :attr:`opens_on_loop`). Nothing to hold back by default.
         """
         return nullcontext()
 
-    def settle_reader(self, engine: Engine) -> None:
+    def settle_reader(self, engine: Engine, wait: bool = True) -> bool:
         """Do on the read engine what its connections left undone in :meth:`connecting_untouched`.
 
-        Called once the database is known to be at head. Nothing by default.
+        Called once the database is known to be at head. ``wait=False``: change nothing, only
+        say whether anything is left to do (False: there is). Nothing by default.
         """
-        return None
+        return True
 
     @property
     def commits_on_loop(self) -> bool:

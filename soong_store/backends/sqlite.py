@@ -127,6 +127,7 @@ class SQLiteBackend(Backend):
     reads_on_loop = True
     alters_by_rebuild = True
     opens_on_reader = True
+    opens_on_loop = True
     places_pairs = True
 
     def __init__(
@@ -227,21 +228,28 @@ class SQLiteBackend(Backend):
         """Whether the database file is there."""
         return self._file().exists()
 
-    def connecting_untouched(self) -> AbstractContextManager[None]:
+    def connecting_untouched(self, wait: bool = True) -> AbstractContextManager[None]:
         """Read connections made in the block (in this thread) keep the file's journal mode.
 
         Switching to WAL rewrites the file's header: it waits until the revision is known.
+        ``wait=False``: their ``busy_timeout`` is 0.
         """
-        return sqlite_connect.untouched()
+        return sqlite_connect.untouched(wait)
 
-    def settle_reader(self, engine: Engine) -> None:
-        """Switch the file to WAL on a read connection, if it is not in WAL yet."""
+    def settle_reader(self, engine: Engine, wait: bool = True) -> bool:
+        """Switch the file to WAL on a read connection, if it is not in WAL yet.
+
+        ``wait=False``: only whether it is (switching needs the file to itself).
+        """
         with self.translated():
             raw = engine.raw_connection()
             try:
                 cursor = raw.cursor()
                 try:
+                    if not wait:
+                        return sqlite_connect.in_wal(cursor)
                     sqlite_connect.ensure_wal(cursor, self.retry, self.is_busy)
+                    return True
                 finally:
                     cursor.close()
             finally:

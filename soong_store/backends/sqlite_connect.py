@@ -32,16 +32,20 @@ from soong_store.errors import StorageError
 
 _UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", default=False)
 """Set while read connections made in this context must not switch the file to WAL."""
+_NO_WAIT: ContextVar[bool] = ContextVar("soong_store_sqlite_no_wait", default=False)
+"""Set while connections made in this context must not wait for a lock (a store's open on an
+event loop: ``busy_timeout`` 0, which the open sets back once it keeps the connection)."""
 
 
 @contextmanager
-def untouched() -> Iterator[None]:
+def untouched(wait: bool = True) -> Iterator[None]:
     """Read connections made in the block (in this thread) keep the file's journal mode."""
-    token = _UNTOUCHED.set(True)
+    tokens = _UNTOUCHED.set(True), _NO_WAIT.set(not wait)
     try:
         yield
     finally:
-        _UNTOUCHED.reset(token)
+        _NO_WAIT.reset(tokens[1])
+        _UNTOUCHED.reset(tokens[0])
 
 
 def install_hooks(
@@ -55,7 +59,7 @@ def install_hooks(
     checkpoints_by_hand: bool = False,
 ) -> None:
     """Set up each new connection of ``engine`` for ``role``, and its transactions' ``BEGIN``."""
-    pragmas = [f"PRAGMA busy_timeout = {busy_timeout_ms}"]
+    pragmas: list[str] = []  # after the busy timeout: ``synchronous`` reads the schema (a lock)
     if role != "admin":
         pragmas += [
             f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",
@@ -70,6 +74,7 @@ def install_hooks(
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
+            cursor.execute(f"PRAGMA busy_timeout = {0 if _NO_WAIT.get() else busy_timeout_ms}")
             for pragma in pragmas:
                 cursor.execute(pragma)
             if checkpoints_by_hand:
@@ -101,7 +106,7 @@ def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException
     attempts = retry.start()
     while True:
         try:
-            if cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+            if in_wal(cursor):
                 return
             if cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal":
                 return
@@ -112,3 +117,8 @@ def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException
             if attempts.expired:
                 raise StorageError("could not switch the database to WAL mode")
         attempts.wait()
+
+
+def in_wal(cursor: Any) -> bool:
+    """Whether the file is in WAL mode already (asking changes nothing)."""
+    return bool(cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal")

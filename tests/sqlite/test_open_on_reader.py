@@ -171,7 +171,7 @@ async def test_a_file_at_head_in_rollback_mode_is_switched_to_wal_at_open(
     made.engines.clear()
     async with SessionStore(home=home) as store:
         assert journal_mode(home) == "wal"
-        assert made.engines == ["read"]
+        assert made.engines == ["read", "read"]  # the loop's try, left to the thread: no admin
         assert await store.list_sessions() == []
 
 
@@ -223,14 +223,55 @@ def test_processes_opening_an_old_home_together_upgrade_it_once(home: Path, tmp_
     assert journal_mode(home) == "wal"
 
 
-async def test_the_open_and_the_first_read_run_on_one_new_thread(home: Path) -> None:
+async def test_a_database_at_head_opens_and_reads_on_the_callers_loop(home: Path) -> None:
     sid = await make_session(home)
     before = set(threading.enumerate())
     async with SessionStore(home=home) as store:
-        assert new_threads(before) == ["soong-store-read_0"]
+        assert new_threads(before) == []
         assert len((await store.context(sid)).nodes) == 1
+        assert new_threads(before) == []  # a small read on the open's connection, on the loop
+        assert len(await store.list_nodes(sid)) == 1  # no limit: a reader thread's
         assert new_threads(before) == ["soong-store-read_0"]
-    assert new_threads(before) == []
+        connection = runtime_of(store)._readers.lend()  # type: ignore[union-attr]
+        assert connection is not None
+        try:  # the open's connection waits for locks again, as every reader's does
+            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+        finally:
+            runtime_of(store)._readers.keep(connection)  # type: ignore[union-attr]
+    assert readers_end(before)
+
+
+async def test_an_open_that_would_wait_for_a_lock_waits_on_a_thread(home: Path) -> None:
+    sid = await make_session(home)
+    holder = connect_raw(db_path(home), isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")  # readers too are kept out while it is held
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    before = set(threading.enumerate())
+    store = SessionStore(home=home)
+    ticker = asyncio.ensure_future(tick())
+    try:
+        opening = asyncio.ensure_future(store.open())
+        await asyncio.sleep(0.3)
+        assert not opening.done()
+        assert ticks >= 5  # the loop went on while the open waited
+        assert new_threads(before) == ["soong-store-read_0"]
+        holder.execute("COMMIT")
+        holder.close()
+        await asyncio.wait_for(opening, 10)
+        assert len((await store.context(sid)).nodes) == 1
+    finally:
+        ticker.cancel()
+        holder.close()
+        await store.close()
+    assert readers_end(before)
 
 
 async def test_a_refused_open_leaves_no_reader_thread(home: Path) -> None:
@@ -260,8 +301,7 @@ async def test_opens_racing_on_one_store_keep_one_set_of_reader_threads(home: Pa
 
 
 async def test_an_open_whose_caller_is_cancelled_still_opens(home: Path) -> None:
-    sid = await make_session(home)
-    store = SessionStore(home=home)
+    store = SessionStore(home=home)  # an empty home: the open (an upgrade) is a thread's
     opening = asyncio.ensure_future(store.open())
     await asyncio.sleep(0)
     opening.cancel()
@@ -269,6 +309,8 @@ async def test_an_open_whose_caller_is_cancelled_still_opens(home: Path) -> None
         await opening
     await store.open()
     try:
+        sid = (await store.create_session(cwd=".")).session_id
+        await store.append_node(sid, "user", "message", text("hello"))
         assert len(await store.active_path(sid)) == 1
     finally:
         await store.close()
