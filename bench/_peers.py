@@ -2,7 +2,8 @@
 
 Every side, the store included, runs :mod:`peers._common`'s workload as a process of its own
 (the store with the bench's Python, each peer with its venv's), on a new database per round,
-and then a second new process opens that database and reads one small session. Rounds rotate
+and then new processes open that database, :data:`OPENS` of them reading one small session and
+as many writing one item to it (each process a sample: one alone swings by a third). Rounds rotate
 which side goes first. Writes are compared per item (ADK writes fewer items: at ~15–20 ms per
 append the same 5,000 would take minutes a round), reads only between sides that wrote the same
 number of items. Raw ``sqlite3`` runs the same workload as a side of its own (``peer_raw.py``:
@@ -26,6 +27,8 @@ from _venvs import PEERS, PEERS_DIR, PeerSpec, ensure
 from peers._common import CONCURRENCY, LAST
 
 RUN_TIMEOUT_S = 900
+OPENS = 5
+"""New processes a side's round opens its database in, for each of the two open rows."""
 STORE = "soong_store"
 RAW = "raw sqlite3"
 _pythons: dict[str, Path | str] = {}
@@ -78,8 +81,9 @@ def _one_round(label: str, python: Path | str, script: str, items: int, reads: i
         out = run_json(
             python, script, "workload", "--db", db, "--items", str(items), "--reads", str(reads)
         )
-        out.update(run_json(python, script, "open_read", "--db", db))
-        out.update(run_json(python, script, "open_write", "--db", db))
+        # Every read first: each expects the 50 items the workload left, and each write adds one.
+        for mode in ("open_read", "open_write"):
+            out[mode] = [run_json(python, script, mode, "--db", db)[mode] for _ in range(OPENS)]
     return out
 
 
@@ -128,7 +132,9 @@ def peers(
             }
             for key, get in FIGURES.items():
                 value = get(out)
-                if value is not None:
+                if isinstance(value, list):
+                    values[label][key].extend(value)
+                elif value is not None:
                     values[label][key].append(value)
     for label, figures in values.items():
         info.setdefault(label, {})["medians"] = {
