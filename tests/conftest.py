@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -40,6 +41,28 @@ def db_path(home: Path) -> Path:
 
 RAW_SQLITE: Any = load_sqlite_module(None) or sqlite3
 """The DB-API module the store uses: raw connections, and the errors they raise, come from it."""
+
+
+class LoopTicker:
+    """Counts the wake-ups of a 10 ms sleeper on the running loop inside the block: a loop that
+    something blocked counts none meanwhile."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self._task: asyncio.Future[None] | None = None
+
+    async def __aenter__(self) -> LoopTicker:
+        self._task = asyncio.ensure_future(self._tick())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            self.ticks += 1
 
 
 def connect_raw(path: Path | str, **kwargs: Any) -> sqlite3.Connection:

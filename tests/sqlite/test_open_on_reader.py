@@ -28,7 +28,7 @@ from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.home import SQLITE_MODULE_ENV
 from soong_store.migrate import HEAD_REVISION
 from soong_store.store import runtime_of
-from tests.conftest import connect_raw, db_path, text
+from tests.conftest import LoopTicker, connect_raw, db_path, text
 
 pytestmark = pytest.mark.sqlite
 
@@ -246,29 +246,20 @@ async def test_an_open_that_would_wait_for_a_lock_waits_on_a_thread(home: Path) 
     holder = connect_raw(db_path(home), isolation_level=None)
     holder.execute("PRAGMA locking_mode = EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")  # readers too are kept out while it is held
-    ticks = 0
-
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
     before = set(threading.enumerate())
     store = SessionStore(home=home)
-    ticker = asyncio.ensure_future(tick())
     try:
-        opening = asyncio.ensure_future(store.open())
-        await asyncio.sleep(0.3)
-        assert not opening.done()
-        assert ticks >= 5  # the loop went on while the open waited
+        async with LoopTicker() as ticker:
+            opening = asyncio.ensure_future(store.open())
+            await asyncio.sleep(0.3)
+            assert not opening.done()
+            assert ticker.ticks >= 5  # the loop went on while the open waited
         assert new_threads(before) == ["soong-store-read_0"]
         holder.execute("COMMIT")
         holder.close()
         await asyncio.wait_for(opening, 10)
         assert len((await store.context(sid)).nodes) == 1
     finally:
-        ticker.cancel()
         holder.close()
         await store.close()
     assert readers_end(before)

@@ -26,7 +26,7 @@ from soong_store.migrate import upgrade
 from soong_store.store import runtime_of
 from soong_store.write_connection import WriteConnection
 from soong_store.writer import Writer
-from tests.conftest import connect_raw
+from tests.conftest import LoopTicker, connect_raw
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]
 
@@ -124,24 +124,15 @@ async def test_a_lock_held_elsewhere_sends_the_batch_to_the_thread_and_the_loop_
     writer = await started(engine)
     holder = connect_raw(tmp_path / "w.sqlite", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    ticks = 0
-
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    ticker = asyncio.ensure_future(tick())
     try:
-        job = asyncio.ensure_future(writer.submit(insert(1)))
-        await asyncio.sleep(0.3)
-        assert not job.done()
-        assert ticks >= 5  # the loop went on while the job waited for the lock
+        async with LoopTicker() as ticker:
+            job = asyncio.ensure_future(writer.submit(insert(1)))
+            await asyncio.sleep(0.3)
+            assert not job.done()
+            assert ticker.ticks >= 5  # the loop went on while the job waited for the lock
         holder.execute("COMMIT")
         assert await asyncio.wait_for(job, 10) == WRITER_THREAD
     finally:
-        ticker.cancel()
         holder.close()
         await writer.close()
     assert logged(engine)[-1] == (1, WRITER_THREAD)
