@@ -22,6 +22,7 @@ of what it inherited (the parent still uses it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -154,6 +155,7 @@ class StoreRuntime:
                 read_engine = backend.engine("read")
             except Exception:  # the thread's open reports it
                 return False
+            first: Connection | None = None
             try:
                 self.home.mkdir(parents=True, exist_ok=True)
                 with backend.connecting_untouched(wait=False):
@@ -161,13 +163,17 @@ class StoreRuntime:
                 if ready:
                     first = read_engine.connect()
                     backend.wait_for_locks(first, True)
+                    self._bind(readers, read_engine, first)
+                    return True
             except Exception:  # busy, or anything else: the thread's open tries (and reports)
-                ready = False
-            if not ready:
-                read_engine.dispose()
-                return False
-            self._bind(readers, read_engine, first)
-            return True
+                pass
+            finally:
+                if not self._open:
+                    if first is not None:
+                        with contextlib.suppress(Exception):
+                            first.close()
+                    read_engine.dispose()
+            return False
         finally:
             self._opening.release()
 
