@@ -15,10 +15,12 @@ its batches there at durability ``normal``. The loop must not wait, so:
   goes to a reader thread, which attaches it;
 - a read is small by its arguments (a row, a page of at most :data:`SMALL_ROWS` rows) or by a
   budget: a path is read on the loop while its walk reads at most
-  :data:`SMALL_ROWS` nodes from the database (the path cache holds the rest), else
-  (:class:`~soong_store.backends.values.ReadOnAThread`) on a reader thread;
-- no connection is made on the loop (connecting parses the schema and may switch the journal
-  mode): with none idle, the read goes to a reader thread.
+  :data:`SMALL_ROWS` nodes from the database (the path cache holds the rest), and a session's
+  agents, runs, artifacts or a node's children while they are at most :data:`SMALL_ROWS`;
+  else (:class:`~soong_store.backends.values.ReadOnAThread`) on a reader thread;
+- no read makes a connection on the loop (connecting parses the schema and may switch the
+  journal mode): with none idle, the read goes to a reader thread. (A store's open may make its
+  first one there, under conditions of its own: :mod:`soong_store.runtime`.)
 
 A read handed to a thread runs there again from the start (reads change nothing), and what the
 thread answers or raises is the result. A read that raises the store's own error on the loop (a

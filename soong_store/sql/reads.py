@@ -11,10 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import BigInteger, Connection, RowMapping, Table, bindparam, or_, select
+from sqlalchemy import BigInteger, Connection, RowMapping, Select, Table, bindparam, or_, select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import DBAPICursor
 
+from soong_store.backends.values import ReadOnAThread
 from soong_store.errors import NotFound, StorageError
 from soong_store.model.enums import NodeType, SessionStatus
 from soong_store.model.global_records import (
@@ -66,7 +67,7 @@ def _one(connection: Connection, table: Table, key: str, value: str, kind: str) 
 
 
 def _of_session(
-    connection: Connection, table: Table, key: str, session_id: str
+    connection: Connection, table: Table, key: str, session_id: str, budget: int | None
 ) -> list[RowMapping]:
     """A session's rows of a global table in creation order (``NotFound`` for no session)."""
     session_row(connection, session_id)
@@ -75,7 +76,17 @@ def _of_session(
         .where(table.c.session_id == session_id)
         .order_by(table.c.created_at, table.c[key])
     )
-    return list(connection.execute(stmt).mappings())
+    return _within(connection, stmt, budget, f"{table.name} of session {session_id!r}")
+
+
+def _within(connection: Connection, stmt: Select[Any], budget: int | None, what: str) -> list[Any]:
+    """The rows of ``stmt``; with a ``budget``, at most that many, else :class:`ReadOnAThread`."""
+    if budget is not None:
+        stmt = stmt.limit(budget + 1)
+    rows = list(connection.execute(stmt).mappings())
+    if budget is not None and len(rows) > budget:
+        raise ReadOnAThread(f"more {what} than the {budget} budgeted")
+    return rows
 
 
 def _pair(connection: Connection, session_id: str) -> SessionTables:
@@ -124,9 +135,11 @@ def get_agent(connection: Connection, agent_id: str) -> AgentRecord:
     return agent_record(_one(connection, agents_table, "agent_id", agent_id, "agent"))
 
 
-def list_agents(connection: Connection, session_id: str) -> list[AgentRecord]:
-    """A session's agents in creation order."""
-    rows = _of_session(connection, agents_table, "agent_id", session_id)
+def list_agents(
+    connection: Connection, session_id: str, budget: int | None = None
+) -> list[AgentRecord]:
+    """A session's agents in creation order (``budget``: see :func:`_within`)."""
+    rows = _of_session(connection, agents_table, "agent_id", session_id, budget)
     return [agent_record(row) for row in rows]
 
 
@@ -135,9 +148,12 @@ def get_run(connection: Connection, run_id: str) -> RunRecord:
     return run_record(_one(connection, runs_table, "run_id", run_id, "run"))
 
 
-def list_runs(connection: Connection, session_id: str) -> list[RunRecord]:
-    """A session's runs in creation order."""
-    return [run_record(row) for row in _of_session(connection, runs_table, "run_id", session_id)]
+def list_runs(
+    connection: Connection, session_id: str, budget: int | None = None
+) -> list[RunRecord]:
+    """A session's runs in creation order (``budget``: see :func:`_within`)."""
+    rows = _of_session(connection, runs_table, "run_id", session_id, budget)
+    return [run_record(row) for row in rows]
 
 
 def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecord:
@@ -168,15 +184,16 @@ def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
     return [node_record(session_id, row) for row in rows]
 
 
-def children(connection: Connection, session_id: str, node_id: str) -> list[NodeRecord]:
-    """The children of a node by ``node_seq``."""
+def children(
+    connection: Connection, session_id: str, node_id: str, budget: int | None = None
+) -> list[NodeRecord]:
+    """The children of a node by ``node_seq`` (``budget``: see :func:`_within`)."""
     from soong_store.model.records import node_record
 
     get_node(connection, session_id, node_id)
     nodes = _pair(connection, session_id).nodes
-    rows = connection.execute(
-        select(nodes).where(nodes.c.parent_id == node_id).order_by(nodes.c.node_seq)
-    ).mappings()
+    stmt = select(nodes).where(nodes.c.parent_id == node_id).order_by(nodes.c.node_seq)
+    rows = _within(connection, stmt, budget, f"children of node {node_id!r}")
     return [node_record(session_id, row) for row in rows]
 
 
@@ -388,9 +405,11 @@ def get_artifact(connection: Connection, artifact_id: str) -> ArtifactRecord:
     return artifact_record(row)
 
 
-def list_artifacts(connection: Connection, session_id: str) -> list[ArtifactRecord]:
-    """A session's artifacts in creation order."""
-    rows = _of_session(connection, artifacts_table, "artifact_id", session_id)
+def list_artifacts(
+    connection: Connection, session_id: str, budget: int | None = None
+) -> list[ArtifactRecord]:
+    """A session's artifacts in creation order (``budget``: see :func:`_within`)."""
+    rows = _of_session(connection, artifacts_table, "artifact_id", session_id, budget)
     return [artifact_record(row) for row in rows]
 
 

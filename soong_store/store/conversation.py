@@ -109,7 +109,8 @@ class ConversationCalls(StoreCore):
         """The children of a node by ``node_seq``."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
-        return await self._read(partial(reads.children, session_id=sid, node_id=nid))
+        query = partial(reads.children, session_id=sid, node_id=nid)
+        return await self._read(query, partial(query, budget=SMALL_ROWS))
 
     async def active_path(
         self, session_id: str, node_id: str | None = None, limit: int | None = None

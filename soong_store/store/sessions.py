@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from soong_store import calls
-from soong_store.loop_reads import small
+from soong_store.loop_reads import SMALL_ROWS, small
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -103,7 +103,8 @@ class SessionCalls(StoreCore):
     async def list_agents(self, session_id: str) -> list[AgentRecord]:
         """A session's agents in creation order."""
         sid = check_session_id(session_id)
-        return await self._read(partial(reads.list_agents, session_id=sid))
+        query = partial(reads.list_agents, session_id=sid)
+        return await self._read(query, partial(query, budget=SMALL_ROWS))
 
     async def update_agent(
         self,
@@ -134,7 +135,8 @@ class SessionCalls(StoreCore):
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         """A session's runs in creation order."""
         sid = check_session_id(session_id)
-        return await self._read(partial(reads.list_runs, session_id=sid))
+        query = partial(reads.list_runs, session_id=sid)
+        return await self._read(query, partial(query, budget=SMALL_ROWS))
 
     async def update_run(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from soong_store import NotFound, SessionStore
 from soong_store.backends import sqlite as sqlite_backend
 from soong_store.loop_reads import SMALL_ROWS
 from soong_store.schema import catalog
+from soong_store.sql import reads
 from soong_store.store import runtime_of
 from tests.conftest import text as text_blocks
 from tests.shard_support import limited, settle
@@ -237,3 +239,48 @@ async def test_a_whole_path_is_read_on_the_loop_while_little_of_it_is_new(
         leaf = await store.append_node(long, "user", "message", text_blocks("more"))
         view = await store.context(long)
         assert view.nodes == [*path, leaf] and len(handed) == 1
+
+
+async def test_a_sessions_listings_are_read_on_the_loop_within_the_budget(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = (await store.create_session(cwd=".")).session_id
+    main = (await store.get_session(sid)).root_agent_id
+    assert main is not None
+    await store.create_agent(sid, "sub", parent_agent_id=main)
+    await store.start_run(sid, main)
+    await store.put_artifact(sid, b"some bytes", filename="a.txt")
+    root = await store.append_node(sid, "user", "message", text_blocks("q"))
+    for n in range(3):
+        await store.append_node(
+            sid, "user", "message", text_blocks(f"a{n}"), parent_id=root.node_id
+        )
+    runtime = runtime_of(store)
+    threads = [  # each listing as a reader thread answers it
+        await runtime.read(partial(query, session_id=sid))
+        for query in (reads.list_agents, reads.list_runs, reads.list_artifacts)
+    ]
+    kids = await runtime.read(partial(reads.children, session_id=sid, node_id=root.node_id))
+    handed = count_thread_reads(store, monkeypatch)
+    assert await store.list_agents(sid) == threads[0] and len(threads[0]) == 2
+    assert await store.list_runs(sid) == threads[1] and len(threads[1]) == 1
+    assert await store.list_artifacts(sid) == threads[2] and len(threads[2]) == 1
+    assert await store.children(sid, root.node_id) == kids and len(kids) == 3
+    assert handed == []
+    with pytest.raises(NotFound):
+        await store.list_runs("0" * 26)
+    assert handed == []
+
+
+async def test_a_listing_past_the_budget_is_read_on_a_thread(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = (await store.create_session(cwd=".")).session_id
+    root = await store.append_node(sid, "user", "message", text_blocks("q"))
+    async with store.transaction(sid) as tx:
+        for n in range(SMALL_ROWS + 1):
+            tx.add_node("user", "message", text_blocks(f"a{n}"), parent_id=root.node_id)
+    handed = count_thread_reads(store, monkeypatch)
+    kids = await store.children(sid, root.node_id)
+    assert len(kids) == SMALL_ROWS + 1 and len(handed) == 1
+    assert [n.content[0].text for n in kids[:2]] == ["a0", "a1"]  # type: ignore[union-attr]
