@@ -6,7 +6,6 @@ from functools import partial
 from typing import Any
 
 from soong_store import calls
-from soong_store.loop_reads import SMALL_ROWS
 from soong_store.model.global_records import ArtifactRecord
 from soong_store.model.ids import check_id, check_session_id
 from soong_store.sql import reads
@@ -56,7 +55,7 @@ class ArtifactCalls(StoreCore):
         """A session's artifacts in creation order."""
         sid = check_session_id(session_id)
         query = partial(reads.list_artifacts, session_id=sid)
-        return await self._read(query, partial(query, budget=SMALL_ROWS))
+        return await self._read_budgeted(query)
 
     async def read_artifact(self, artifact_id: str) -> bytes:
         """The bytes of an artifact (``StorageError`` if its file is missing or damaged)."""

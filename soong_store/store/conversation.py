@@ -7,7 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from soong_store import calls
-from soong_store.loop_reads import SMALL_ROWS, small
+from soong_store.loop_reads import small
 from soong_store.model.enums import AgentType, EventLevel, NodeType, Role
 from soong_store.model.ids import check_id, check_optional_id, check_session_id
 from soong_store.ops import check_bound
@@ -110,7 +110,7 @@ class ConversationCalls(StoreCore):
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
         query = partial(reads.children, session_id=sid, node_id=nid)
-        return await self._read(query, partial(query, budget=SMALL_ROWS))
+        return await self._read_budgeted(query)
 
     async def active_path(
         self, session_id: str, node_id: str | None = None, limit: int | None = None
@@ -125,7 +125,7 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
         query = partial(self._paths.active_path, session_id=sid, node_id=nid, limit=count)
-        return await self._read(query, partial(query, budget=SMALL_ROWS))
+        return await self._read_budgeted(query)
 
     async def context(
         self, session_id: str, node_id: str | None = None, limit: int | None = None
@@ -139,7 +139,7 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
         query = partial(self._paths.context, session_id=sid, node_id=nid, limit=count)
-        return await self._read(query, partial(query, budget=SMALL_ROWS))
+        return await self._read_budgeted(query)
 
     async def timeline(
         self,

@@ -36,6 +36,7 @@ from soong_store.files.artifacts import (
 )
 from soong_store.files.store import ArtifactFiles
 from soong_store.home import default_home
+from soong_store.loop_reads import SMALL_ROWS
 from soong_store.model.ids import check_session_id
 from soong_store.ops import check_bound
 from soong_store.runtime import StoreRuntime
@@ -145,6 +146,14 @@ class StoreCore:
     ) -> Awaitable[T]:
         """``on_loop``: the same read, small or bounded, to try on the caller's loop first."""
         return self._runtime.read(query, on_loop)
+
+    def _read_budgeted(self, query: partial[T]) -> Awaitable[T]:
+        """``query`` (it takes a ``budget``) on the loop within the small reads' budget.
+
+        It runs on the caller's loop while it reads at most
+        :data:`~soong_store.loop_reads.SMALL_ROWS` rows, else on a reader thread.
+        """
+        return self._runtime.read(query, partial(query, budget=SMALL_ROWS))
 
     @asynccontextmanager
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:

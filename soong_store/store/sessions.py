@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from soong_store import calls
-from soong_store.loop_reads import SMALL_ROWS, small
+from soong_store.loop_reads import small
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -104,7 +104,7 @@ class SessionCalls(StoreCore):
         """A session's agents in creation order."""
         sid = check_session_id(session_id)
         query = partial(reads.list_agents, session_id=sid)
-        return await self._read(query, partial(query, budget=SMALL_ROWS))
+        return await self._read_budgeted(query)
 
     async def update_agent(
         self,
@@ -136,7 +136,7 @@ class SessionCalls(StoreCore):
         """A session's runs in creation order."""
         sid = check_session_id(session_id)
         query = partial(reads.list_runs, session_id=sid)
-        return await self._read(query, partial(query, budget=SMALL_ROWS))
+        return await self._read_budgeted(query)
 
     async def update_run(
         self,
