@@ -31,6 +31,8 @@ OPENS = 5
 """New processes a side's round opens its database in, for each of the two open rows."""
 STORE = "soong_store"
 RAW = "raw sqlite3"
+FLOOR = "floor_store.py"
+"""The store's open + first read done by raw ``sqlite3`` on the store's own file (no verdict)."""
 _pythons: dict[str, Path | str] = {}
 
 
@@ -82,8 +84,17 @@ def _one_round(label: str, python: Path | str, script: str, items: int, reads: i
             python, script, "workload", "--db", db, "--items", str(items), "--reads", str(reads)
         )
         # Every read first: each expects the 50 items the workload left, and each write adds one.
-        for mode in ("open_read", "open_write"):
-            out[mode] = [run_json(python, script, mode, "--db", db)[mode] for _ in range(OPENS)]
+        # The store's floor reads the same file in turns with the store's own opens.
+        out["open_read"], floor = [], []
+        for _ in range(OPENS):
+            out["open_read"].append(run_json(python, script, "open_read", "--db", db)["open_read"])
+            if label == STORE:
+                floor.append(run_json(python, FLOOR, "open_read", "--db", db)["open_read"])
+        if floor:
+            out["open_read_floor"] = floor
+        out["open_write"] = [
+            run_json(python, script, "open_write", "--db", db)["open_write"] for _ in range(OPENS)
+        ]
     return out
 
 
@@ -94,6 +105,7 @@ FIGURES = {
     "read_last50": lambda o: o["read_last50"],
     "open_read": lambda o: o["open_read"],
     "open_write": lambda o: o["open_write"],
+    "open_read_floor": lambda o: o.get("open_read_floor"),
 }
 
 
@@ -274,7 +286,30 @@ def _figures(
                 )
             )
     out.extend(_raw_figures(values, adk))
+    out.extend(_floor_figure(values))
     return out
+
+
+def _floor_figure(values: dict[str, dict[str, list[float]]]) -> list[Figure]:
+    """The store's open + first read done by raw sqlite3 against the fastest peer: no verdict.
+
+    Raw ``sqlite3`` on the store's file with the store's SQL and records (``floor_store.py``):
+    what the open row's target leaves the store for its own work with this schema.
+    """
+    floor = values.get(STORE, {}).get("open_read_floor")
+    best = _fastest(values, "open_read", lambda label: bool(values[label]["open_read"]))
+    if not floor or best is None:
+        return []
+    figure = compare(
+        "peers",
+        "peers: open + first read: the store's floor",
+        "raw sqlite3 on the store's file: its pragmas, revision, SQL and records; no engine",
+        {"store floor": floor, best: values[best]["open_read"]},
+        "store floor",
+        best,
+        target="none: what the store's file and records cost",
+    )
+    return [as_speed(figure)]
 
 
 def _raw_figures(values: dict[str, dict[str, list[float]]], adk: str) -> list[Figure]:
