@@ -40,7 +40,7 @@ from soong_store.model.ids import check_id, check_optional_id, check_session_id
 from soong_store.ops import artifacts_of, check_bound, check_integer
 from soong_store.ops import enum_value as _enum
 from soong_store.runtime import StoreRuntime
-from soong_store.sql import reads
+from soong_store.sql import reads, record_reads
 
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
     from soong_store.model.records import EventRecord
@@ -96,7 +96,7 @@ def list_sessions_job(status: object, limit: object, after: object) -> Job[list[
     wanted = None if status is None else _enum(SessionStatus, status, "session status")
     count = check_bound(limit, "limit", low=1)
     key = None if after is None else _session_key(after)
-    return partial(reads.list_sessions, status=wanted, limit=count, after=key)
+    return partial(record_reads.list_sessions, status=wanted, limit=count, after=key)
 
 
 def _session_key(record: object) -> tuple[str, str]:

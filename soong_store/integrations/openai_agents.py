@@ -35,7 +35,7 @@ from soong_store.integrations._agents_items import spilled_refs, to_item, to_nod
 from soong_store.model import codec
 from soong_store.model.enums import AgentType
 from soong_store.model.records import NodeRecord
-from soong_store.sql import reads, session_keys, writes
+from soong_store.sql import record_reads, session_keys, writes
 from soong_store.store import SessionStore, run_read, run_write
 
 __all__ = ["NAMESPACE", "SoongSession"]
@@ -291,7 +291,7 @@ def _open_session(connection: Connection, key: str, cwd: str, metadata: str) -> 
 def _pop(connection: Connection, session_id: str, expected: str, parent: str | None) -> bool:
     """Writer job: move the active node from ``expected`` to ``parent``, if it is still there."""
     lock_session(connection, session_id)
-    if reads.session_row(connection, session_id)["active_node_id"] != expected:
+    if record_reads.session_row(connection, session_id)["active_node_id"] != expected:
         return False
     writes.switch_node(connection, session_id, parent)
     return True

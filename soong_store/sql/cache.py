@@ -39,7 +39,7 @@ from soong_store.backends.base import dialect_of
 from soong_store.backends.values import DataVersion, ReadOnAThread
 from soong_store.errors import NotFound
 from soong_store.model.enums import NodeType
-from soong_store.sql import reads
+from soong_store.sql import reads, record_reads
 
 if TYPE_CHECKING:  # a store makes its cache before any node, or content, is loaded
     from soong_store.model.content import ContentBlock
@@ -244,7 +244,7 @@ class PathCache:
             current, active = entry.seen == snapshot, entry.active
         if not current:
             try:
-                row = reads.session_row(connection, session_id)
+                row = record_reads.session_row(connection, session_id)
             except NotFound:
                 self.forget(session_id)
                 raise

@@ -21,7 +21,7 @@ from soong_store.model.content_json import content_from_json, content_to_json
 from soong_store.model.ids import new_id, new_session_id, utc_now
 from soong_store.model.records import SessionRecord, session_record
 from soong_store.schema.models import artifacts_table
-from soong_store.sql import reads
+from soong_store.sql import reads, record_reads
 from soong_store.sql.session_writer import SessionWriter
 from soong_store.sql.writes import create_session
 
@@ -79,9 +79,9 @@ def fork_session(
     connection: Connection, session_id: str, node_id: str, plan: ForkPlan
 ) -> SessionRecord:
     """The writer job of a fork: the session, its copied nodes and artifact rows, its events."""
-    source = reads.session_row(connection, session_id)
+    source = record_reads.session_row(connection, session_id)
     path = reads.active_path_rows(connection, session_id, node_id)
-    root = reads.get_agent(connection, source["root_agent_id"])
+    root = record_reads.get_agent(connection, source["root_agent_id"])
     fork = create_session(
         connection,
         source["cwd"],

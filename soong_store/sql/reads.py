@@ -1,92 +1,36 @@
-"""Read queries: sync functions over a read connection, each returning records.
+"""Reads of a session's own tables: its nodes, paths and timeline, each returning records.
 
-They run in the store's reader threads inside one deferred transaction each, so a multi-statement
-read sees a single WAL snapshot. A path is one recursive CTE climbing from the chosen node towards
-its root, bounded by the ``limit`` asked for (and by the last compaction, for a context).
+Sync functions over a read connection, in one deferred transaction each (a reader thread's, or a
+small read's on the loop), so a multi-statement read sees a single WAL snapshot. A path is one
+recursive CTE climbing from the chosen node towards its root, bounded by the ``limit`` asked for
+(and by the last compaction, for a context). The global tables' records (sessions, agents, runs,
+artifacts) are :mod:`soong_store.sql.record_reads`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import BigInteger, Connection, RowMapping, Select, Table, bindparam, or_, select
+from sqlalchemy import BigInteger, Connection, Table, bindparam, select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import DBAPICursor
 
-from soong_store.backends.values import ReadOnAThread
 from soong_store.errors import NotFound, StorageError
-from soong_store.model.enums import NodeType, SessionStatus
-from soong_store.model.global_records import (
-    AgentRecord,
-    ArtifactRecord,
-    RunRecord,
-    SessionRecord,
-    agent_record,
-    artifact_record,
-    run_record,
-    session_record,
-)
+from soong_store.model.enums import NodeType
 from soong_store.model.row_records import EVENT_COLUMNS, NODE_COLUMNS, event_records, node_records
 from soong_store.schema.catalog import CACHE_SIZE, SessionTables, nodes_sql_name, tables_of
-from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.sql.climb_sql import climb_statement
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Prepared, Runner
+from soong_store.sql.record_reads import Row, session_row, within
 
 if TYPE_CHECKING:  # nodes hold content: model.records is imported by the reads that build them
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
 
-Row = Mapping[str, Any]
 _UNBOUNDED = 2**63 - 1
 """The step bound of a climb with no limit (the largest stored integer)."""
-
-
-@lru_cache(maxsize=8)
-def _session_statement(dialect: Dialect) -> Prepared:
-    return Prepared.lookup(sessions_table, "session_id", dialect)
-
-
-def session_row(connection: Connection, session_id: str) -> Row:
-    """The ``sessions`` row, or ``NotFound`` (prepared: every read of a session starts here)."""
-    row = Runner(connection).first(
-        _session_statement(connection.dialect), {"session_id": session_id}
-    )
-    if row is None:
-        raise NotFound(f"no session {session_id!r}", session_id=session_id)
-    return row
-
-
-def _one(connection: Connection, table: Table, key: str, value: str, kind: str) -> RowMapping:
-    """The row of ``table`` whose ``key`` is ``value``, or ``NotFound`` naming it."""
-    row = connection.execute(select(table).where(table.c[key] == value)).mappings().first()
-    if row is None:
-        raise NotFound(f"no {kind} {value!r}", **{key: value})
-    return row
-
-
-def _of_session(
-    connection: Connection, table: Table, key: str, session_id: str, budget: int | None
-) -> list[RowMapping]:
-    """A session's rows of a global table in creation order (``NotFound`` for no session)."""
-    session_row(connection, session_id)
-    stmt = (
-        select(table)
-        .where(table.c.session_id == session_id)
-        .order_by(table.c.created_at, table.c[key])
-    )
-    return _within(connection, stmt, budget, f"{table.name} of session {session_id!r}")
-
-
-def _within(connection: Connection, stmt: Select[Any], budget: int | None, what: str) -> list[Any]:
-    """The rows of ``stmt``; with a ``budget``, at most that many, else :class:`ReadOnAThread`."""
-    if budget is not None:
-        stmt = stmt.limit(budget + 1)
-    rows = list(connection.execute(stmt).mappings())
-    if budget is not None and len(rows) > budget:
-        raise ReadOnAThread(f"more {what} than the {budget} budgeted")
-    return rows
 
 
 def _pair(connection: Connection, session_id: str) -> SessionTables:
@@ -95,65 +39,6 @@ def _pair(connection: Connection, session_id: str) -> SessionTables:
     if pair is None:
         raise StorageError(f"session {session_id!r} lost its tables during a read")
     return pair
-
-
-def get_session(connection: Connection, session_id: str) -> SessionRecord:
-    """One session."""
-    return session_record(session_row(connection, session_id))
-
-
-def list_sessions(
-    connection: Connection,
-    status: SessionStatus | None,
-    limit: int | None,
-    after: tuple[str, str] | None = None,
-) -> list[SessionRecord]:
-    """Sessions, most recently updated first; ``after`` is the key of the last one seen.
-
-    The key (``updated_at``, ``session_id``, as stored) makes a page far down cost what the
-    first one does: the index on ``updated_at`` is entered at the key, no row before it is read.
-    """
-    stmt = select(sessions_table).order_by(
-        sessions_table.c.updated_at.desc(), sessions_table.c.session_id.desc()
-    )
-    if status is not None:
-        stmt = stmt.where(sessions_table.c.status == str(status))
-    if after is not None:
-        updated, sid = after
-        column = sessions_table.c.updated_at
-        stmt = stmt.where(
-            column <= updated,
-            or_(column < updated, sessions_table.c.session_id < sid),
-        )
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    return [session_record(row) for row in connection.execute(stmt).mappings()]
-
-
-def get_agent(connection: Connection, agent_id: str) -> AgentRecord:
-    """One agent."""
-    return agent_record(_one(connection, agents_table, "agent_id", agent_id, "agent"))
-
-
-def list_agents(
-    connection: Connection, session_id: str, budget: int | None = None
-) -> list[AgentRecord]:
-    """A session's agents in creation order (``budget``: see :func:`_within`)."""
-    rows = _of_session(connection, agents_table, "agent_id", session_id, budget)
-    return [agent_record(row) for row in rows]
-
-
-def get_run(connection: Connection, run_id: str) -> RunRecord:
-    """One run."""
-    return run_record(_one(connection, runs_table, "run_id", run_id, "run"))
-
-
-def list_runs(
-    connection: Connection, session_id: str, budget: int | None = None
-) -> list[RunRecord]:
-    """A session's runs in creation order (``budget``: see :func:`_within`)."""
-    rows = _of_session(connection, runs_table, "run_id", session_id, budget)
-    return [run_record(row) for row in rows]
 
 
 def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecord:
@@ -187,13 +72,13 @@ def list_nodes(connection: Connection, session_id: str) -> list[NodeRecord]:
 def children(
     connection: Connection, session_id: str, node_id: str, budget: int | None = None
 ) -> list[NodeRecord]:
-    """The children of a node by ``node_seq`` (``budget``: see :func:`_within`)."""
+    """The children of a node by ``node_seq`` (``budget``: see :func:`.record_reads.within`)."""
     from soong_store.model.records import node_record
 
     get_node(connection, session_id, node_id)
     nodes = _pair(connection, session_id).nodes
     stmt = select(nodes).where(nodes.c.parent_id == node_id).order_by(nodes.c.node_seq)
-    rows = _within(connection, stmt, budget, f"children of node {node_id!r}")
+    rows = within(connection, stmt, budget, f"children of node {node_id!r}")
     return [node_record(session_id, row) for row in rows]
 
 
@@ -397,22 +282,3 @@ def _timeline_statement(events: Table, of_run: bool, dialect: Dialect) -> Prepar
     else:
         stmt = stmt.order_by(events.c.seq)
     return Prepared.compile(stmt.limit(bindparam("limit", type_=BigInteger)), dialect)
-
-
-def get_artifact(connection: Connection, artifact_id: str) -> ArtifactRecord:
-    """One artifact row."""
-    row = _one(connection, artifacts_table, "artifact_id", artifact_id, "artifact")
-    return artifact_record(row)
-
-
-def list_artifacts(
-    connection: Connection, session_id: str, budget: int | None = None
-) -> list[ArtifactRecord]:
-    """A session's artifacts in creation order (``budget``: see :func:`_within`)."""
-    rows = _of_session(connection, artifacts_table, "artifact_id", session_id, budget)
-    return [artifact_record(row) for row in rows]
-
-
-def artifact_paths(connection: Connection) -> set[str]:
-    """Every file path some artifact row names."""
-    return set(connection.execute(select(artifacts_table.c.path).distinct()).scalars())

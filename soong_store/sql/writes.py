@@ -35,7 +35,7 @@ from soong_store.rules import tree
 from soong_store.schema import catalog
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.search.index import unindex_session
-from soong_store.sql import reads
+from soong_store.sql import record_reads
 from soong_store.sql.session_writer import SessionWriter
 
 
@@ -149,7 +149,7 @@ def update_agent(
     metadata_json: str | None,
 ) -> AgentRecord:
     """Change an agent's status, result or metadata; terminal statuses are final."""
-    writer = SessionWriter.open(connection, reads.get_agent(connection, agent_id).session_id)
+    writer = SessionWriter.open(connection, record_reads.get_agent(connection, agent_id).session_id)
     current = agent_record(writer.agent(agent_id))  # as it is under the session's lock
     values: dict[str, Any] = {"updated_at": utc_now()}
     if tree.agent_status_changes(agent_id, current.status, status):
@@ -167,7 +167,7 @@ def update_agent(
         update(agents_table).where(agents_table.c.agent_id == agent_id).values(values)
     )
     writer.finish()
-    return reads.get_agent(connection, agent_id)
+    return record_reads.get_agent(connection, agent_id)
 
 
 def _check_main_run_slot(
@@ -240,7 +240,7 @@ def update_run(
     metadata_json: str | None,
 ) -> RunRecord:
     """Move a run forward (queued → pending → running) or update its counters."""
-    writer = SessionWriter.open(connection, reads.get_run(connection, run_id).session_id)
+    writer = SessionWriter.open(connection, record_reads.get_run(connection, run_id).session_id)
     current = run_record(writer.run(run_id))  # as it is under the session's lock
     values: dict[str, Any] = {}
     if status is not None and tree.run_status_changes(run_id, current.status, status):
@@ -273,7 +273,7 @@ def finish_run(
 ) -> RunRecord:
     """End a run with a terminal status and an end reason; a finished run stays finished."""
     tree.check_finish_status(status)
-    writer = SessionWriter.open(connection, reads.get_run(connection, run_id).session_id)
+    writer = SessionWriter.open(connection, record_reads.get_run(connection, run_id).session_id)
     current = run_record(writer.run(run_id))  # as it is under the session's lock
     tree.check_not_ended(run_id, current.status)
     values: dict[str, Any] = {"status": str(status), "end_reason": str(end_reason)}
@@ -316,7 +316,7 @@ def switch_node(connection: Connection, session_id: str, node_id: str | None) ->
 def archive_session(connection: Connection, session_id: str) -> SessionRecord:
     """Mark a session archived: readable, no longer writable (archiving twice is harmless)."""
     lock_session(connection, session_id)
-    row = reads.session_row(connection, session_id)
+    row = record_reads.session_row(connection, session_id)
     if row["status"] == SessionStatus.ARCHIVED:
         return session_record(row)
     writer = SessionWriter.open(connection, session_id)
@@ -326,7 +326,7 @@ def archive_session(connection: Connection, session_id: str) -> SessionRecord:
         .where(sessions_table.c.session_id == session_id)
         .values(status=str(SessionStatus.ARCHIVED), updated_at=utc_now())
     )
-    return reads.get_session(connection, session_id)
+    return record_reads.get_session(connection, session_id)
 
 
 def delete_session(connection: Connection, session_id: str) -> list[str]:
@@ -336,7 +336,7 @@ def delete_session(connection: Connection, session_id: str) -> list[str]:
     those no row names any more (a fork made by an earlier version names its parent's files).
     """
     lock_session(connection, session_id)
-    reads.session_row(connection, session_id)
+    record_reads.session_row(connection, session_id)
     paths = list(
         connection.execute(
             select(artifacts_table.c.path).where(artifacts_table.c.session_id == session_id)

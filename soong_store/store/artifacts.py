@@ -8,7 +8,7 @@ from typing import Any
 from soong_store import calls
 from soong_store.model.global_records import ArtifactRecord
 from soong_store.model.ids import check_id, check_session_id
-from soong_store.sql import reads
+from soong_store.sql import record_reads
 from soong_store.store.core import StoreCore
 
 
@@ -48,13 +48,13 @@ class ArtifactCalls(StoreCore):
     async def get_artifact(self, artifact_id: str) -> ArtifactRecord:
         """One artifact's row."""
         aid = check_id(artifact_id, "artifact")
-        query = partial(reads.get_artifact, artifact_id=aid)
+        query = partial(record_reads.get_artifact, artifact_id=aid)
         return await self._read(query, query)
 
     async def list_artifacts(self, session_id: str) -> list[ArtifactRecord]:
         """A session's artifacts in creation order."""
         sid = check_session_id(session_id)
-        query = partial(reads.list_artifacts, session_id=sid)
+        query = partial(record_reads.list_artifacts, session_id=sid)
         return await self._read_budgeted(query)
 
     async def read_artifact(self, artifact_id: str) -> bytes:

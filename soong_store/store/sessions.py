@@ -17,7 +17,7 @@ from soong_store.model.enums import (
 )
 from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
 from soong_store.model.ids import check_id, check_session_id
-from soong_store.sql import reads
+from soong_store.sql import record_reads
 from soong_store.store.core import StoreCore
 
 
@@ -42,7 +42,7 @@ class SessionCalls(StoreCore):
     async def get_session(self, session_id: str) -> SessionRecord:
         """One session (``NotFound`` if there is none)."""
         sid = check_session_id(session_id)
-        query = partial(reads.get_session, session_id=sid)
+        query = partial(record_reads.get_session, session_id=sid)
         return await self._read(query, query)
 
     async def list_sessions(
@@ -97,13 +97,13 @@ class SessionCalls(StoreCore):
     async def get_agent(self, agent_id: str) -> AgentRecord:
         """One agent."""
         aid = check_id(agent_id, "agent")
-        query = partial(reads.get_agent, agent_id=aid)
+        query = partial(record_reads.get_agent, agent_id=aid)
         return await self._read(query, query)
 
     async def list_agents(self, session_id: str) -> list[AgentRecord]:
         """A session's agents in creation order."""
         sid = check_session_id(session_id)
-        query = partial(reads.list_agents, session_id=sid)
+        query = partial(record_reads.list_agents, session_id=sid)
         return await self._read_budgeted(query)
 
     async def update_agent(
@@ -129,13 +129,13 @@ class SessionCalls(StoreCore):
     async def get_run(self, run_id: str) -> RunRecord:
         """One run."""
         rid = check_id(run_id, "run")
-        query = partial(reads.get_run, run_id=rid)
+        query = partial(record_reads.get_run, run_id=rid)
         return await self._read(query, query)
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         """A session's runs in creation order."""
         sid = check_session_id(session_id)
-        query = partial(reads.list_runs, session_id=sid)
+        query = partial(record_reads.list_runs, session_id=sid)
         return await self._read_budgeted(query)
 
     async def update_run(

@@ -42,7 +42,7 @@ from soong_store.model.ids import check_session_id, new_id, new_session_id, utc_
 from soong_store.rules.row import KINDS
 from soong_store.schema.catalog import create_pair, session_tables, tables_of
 from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.sql import reads, session_keys
+from soong_store.sql import record_reads, session_keys
 from soong_store.sql.file_jobs import named_paths, remove_unreferenced
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.session_writer import SessionWriter
@@ -72,7 +72,7 @@ _ORDER.update(artifact=("created_at", "artifact_id"))
 
 def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict[str, Any]]]:
     """Every stored row of one session by kind, read in one snapshot (``NotFound`` if none)."""
-    session = reads.session_row(connection, session_id)
+    session = record_reads.session_row(connection, session_id)
     # Column names of the factory's tables are ``quoted_name``s, which orjson refuses.
     rows = {"session": [{str(k): v for k, v in session.items()}]}
     pair = tables_of(connection, session_id)
@@ -91,7 +91,7 @@ def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict
 
 def session_counts(connection: Connection, session_id: str) -> dict[str, int]:
     """How many agents, runs, nodes, events and artifacts a session has."""
-    reads.session_row(connection, session_id)
+    record_reads.session_row(connection, session_id)
     pair = tables_of(connection, session_id)
     counts: dict[str, int] = {"nodes": 0, "events": 1}
     for kind, table in _GLOBAL.items():

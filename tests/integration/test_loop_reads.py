@@ -22,7 +22,7 @@ from soong_store import NotFound, SessionStore
 from soong_store.backends import sqlite as sqlite_backend
 from soong_store.loop_reads import SMALL_ROWS
 from soong_store.schema import catalog
-from soong_store.sql import reads
+from soong_store.sql import reads, record_reads
 from soong_store.store import runtime_of
 from tests.conftest import text as text_blocks
 from tests.shard_support import limited, settle
@@ -258,7 +258,7 @@ async def test_a_sessions_listings_are_read_on_the_loop_within_the_budget(
     runtime = runtime_of(store)
     threads = [  # each listing as a reader thread answers it
         await runtime.read(partial(query, session_id=sid))
-        for query in (reads.list_agents, reads.list_runs, reads.list_artifacts)
+        for query in (record_reads.list_agents, record_reads.list_runs, record_reads.list_artifacts)
     ]
     kids = await runtime.read(partial(reads.children, session_id=sid, node_id=root.node_id))
     handed = count_thread_reads(store, monkeypatch)
