@@ -31,7 +31,7 @@ OPENS = 5
 """New processes a side's round opens its database in, for each of the two open rows."""
 STORE = "soong_store"
 RAW = "raw sqlite3"
-FLOOR = "floor_store.py"
+FLOOR_SCRIPT = "floor_store.py"
 """The store's open + first read done by raw ``sqlite3`` on the store's own file (no verdict)."""
 _pythons: dict[str, Path | str] = {}
 
@@ -89,7 +89,7 @@ def _one_round(label: str, python: Path | str, script: str, items: int, reads: i
         for _ in range(OPENS):
             out["open_read"].append(run_json(python, script, "open_read", "--db", db)["open_read"])
             if label == STORE:
-                floor.append(run_json(python, FLOOR, "open_read", "--db", db)["open_read"])
+                floor.append(run_json(python, FLOOR_SCRIPT, "open_read", "--db", db)["open_read"])
         if floor:
             out["open_read_floor"] = floor
         out["open_write"] = [
