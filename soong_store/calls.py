@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
 
+from soong_store.backends.link import Link
 from soong_store.errors import InvalidArgument, StorageError, StoreClosed
 from soong_store.files.artifacts import drop_files
 from soong_store.model import codec
@@ -54,6 +55,8 @@ if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the c
 T = TypeVar("T")
 Job = Callable[[Connection], T]
 """Work for a reader or the writer: run on a connection, in one transaction."""
+LinkJob = Callable[[Link], T]
+"""A read that runs on a link too (:mod:`soong_store.backends.link`): a job as well."""
 
 _EPOCH_SPAN = 1e12
 """Seconds beyond any file's age (an int too large for a float means the same)."""
@@ -203,7 +206,7 @@ def finish_run_job(
 
 def timeline_job(
     session_id: object, run_id: object, after_seq: object, limit: object
-) -> Job[list[EventRecord]]:
+) -> LinkJob[list[EventRecord]]:
     """A page of a session's (or one run's) events."""
     return partial(
         reads.timeline,

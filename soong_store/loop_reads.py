@@ -21,6 +21,12 @@ its batches there at durability ``normal``. The loop must not wait, so:
 - no read makes a connection on the loop (connecting parses the schema and may switch the
   journal mode): with none idle, the read goes to a reader thread. (A store's open may make its
   first one there, under conditions of its own: :mod:`soong_store.runtime`.)
+- that first connection may be a :class:`~soong_store.backends.link.DriverLink`, with no
+  engine made yet: only the reads that run on a :class:`~soong_store.backends.link.Link`
+  (:meth:`LoopReads.run_on_link`: a path, a session's row, a timeline page) run on it; any
+  other read goes to a reader thread, which makes the engine, taking the link's connection
+  over (and setting it up anew: its busy wait on). A link is only ever used on a loop, so its
+  busy handler stays off for its whole life.
 
 A read handed to a thread runs there again from the start (reads change nothing), and what the
 thread answers or raises is the result. A read that raises the store's own error on the loop (a
@@ -31,10 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import Enum
+from functools import partial
 from typing import Final, TypeVar
 
 from sqlalchemy import Connection
 
+from soong_store.backends.link import DriverLink, Link
 from soong_store.backends.values import BeforeBegin, ReadOnAThread
 from soong_store.errors import SoongStoreError
 from soong_store.readers import ReaderThreads
@@ -67,20 +75,34 @@ class LoopReads:
     """
 
     def __init__(
-        self, readers: ReaderThreads, wait_for_locks: Callable[[Connection, bool], None]
+        self, readers: ReaderThreads, wait_for_locks: Callable[[Link, bool], None]
     ) -> None:
         self._readers = readers
         self._wait_for_locks = wait_for_locks
 
     def run(self, query: Callable[[Connection], T]) -> T | _Missed:
-        """``query`` in one snapshot on an idle read connection, or :data:`MISSED`."""
+        """``query`` in one snapshot on an idle engine connection, or :data:`MISSED`."""
         connection = self._readers.lend()
         if connection is None:
             return MISSED
+        if not isinstance(connection, Connection):  # a link: a thread makes the engine
+            self._readers.keep(connection)
+            return MISSED
+        return self._run(connection, partial(query, connection))
+
+    def run_on_link(self, query: Callable[[Link], T]) -> T | _Missed:
+        """``query`` in one snapshot on any idle read connection (a link too), or :data:`MISSED`."""
+        connection = self._readers.lend()
+        if connection is None:
+            return MISSED
+        return self._run(connection, partial(query, connection))
+
+    def _run(self, connection: Connection | DriverLink, query: Callable[[], T]) -> T | _Missed:
         try:
-            self._wait_for_locks(connection, False)
+            if isinstance(connection, Connection):  # a link never waits (see the module)
+                self._wait_for_locks(connection, False)
             with connection.begin():
-                result = query(connection)
+                result = query()
         except (BeforeBegin, ReadOnAThread):  # a shard to attach, or more to read than here
             self._give_back(connection)
             return MISSED
@@ -96,10 +118,11 @@ class LoopReads:
         self._give_back(connection)
         return result
 
-    def _give_back(self, connection: Connection) -> None:
+    def _give_back(self, connection: Connection | DriverLink) -> None:
         """Leave ``connection`` idle for the reader threads, waiting for locks again."""
         try:
-            self._wait_for_locks(connection, True)
+            if isinstance(connection, Connection):
+                self._wait_for_locks(connection, True)
         except Exception:  # its lock wait may still be off: never used again
             self._readers.discard(connection)
             return

@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from soong_store.backends.base import Backend, dialect_of, open_backend
+from soong_store.backends.link import Link
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.home import HEAD_REVISION
@@ -135,6 +136,20 @@ def _read_revisions(engine: Engine) -> list[str] | None:
         raise DBAPIError.instance(_REVISION_QUERY, (), exc, error, dialect=engine.dialect) from exc
     finally:
         raw.close()
+
+
+def link_at_head(link: Link) -> bool:
+    """Whether the database ``link`` reads records exactly one revision, head.
+
+    Outside any transaction, as :func:`_read_revisions`; an error answers no (an open that asks
+    then runs where the error is reported).
+    """
+    driver = link.connection.driver_connection
+    try:
+        rows = driver.execute(_REVISION_QUERY).fetchall()
+    except link.dialect.loaded_dbapi.Error:
+        return False
+    return [tuple(row) for row in rows] == [(HEAD_REVISION,)]
 
 
 def _stored_revision(engine: Engine) -> str | None:

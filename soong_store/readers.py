@@ -11,8 +11,10 @@ go back to the pool, which resets it, so the next read starts on a clean one. An
 borrow an idle one for a read of its own (:meth:`ReaderThreads.lend`, :mod:`.loop_reads`); no
 connection is ever made for it. A store's open that does not run on its caller's loop runs as
 the first job of its reader threads, before their engine is bound, so that the thread it starts
-serves the first read too; either way it leaves its connection idle for that read. Closing ends
-every thread and returns every connection.
+serves the first read too; either way it leaves its connection idle for that read. An open on
+the caller's loop leaves a :class:`~soong_store.backends.link.DriverLink` instead, and no
+engine: the first read that needs one (on a thread) makes it, taking the link's driver
+connection over as the pool's first. Closing ends every thread and returns every connection.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from soong_store.backends.link import DriverLink
 from soong_store.errors import StoreClosed
 
 T = TypeVar("T")
 
 _Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+_Idle = Connection | DriverLink
 
 
 class ReaderThreads:
@@ -47,6 +51,8 @@ class ReaderThreads:
 
     def __init__(self, engine: Engine | None, size: int, name: str) -> None:
         self._engine = engine
+        self._make: Callable[[DriverLink | None], Engine] | None = None
+        self._making = threading.Lock()  # taken on reader threads only: an event loop never waits
         self._size = size
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -87,6 +93,20 @@ class ReaderThreads:
         self._engine = engine
         self._connections.add(first)
 
+    def bind_link(self, first: DriverLink, make: Callable[[DriverLink | None], Engine]) -> None:
+        """Leave ``first`` idle, and make the engine with ``make`` when a thread first connects.
+
+        ``make`` takes over the link it is given (it closes it if it fails). Once, before any
+        read is queued.
+        """
+        self._make = make
+        self._connections.add(first)
+
+    @property
+    def engine(self) -> Engine | None:
+        """The engine the threads connect on, once made."""
+        return self._engine
+
     def connection(self) -> Connection:
         """The connection of the calling thread's read: an idle one, else checked out now.
 
@@ -95,21 +115,31 @@ class ReaderThreads:
         """
         held: Connection | None = getattr(self._local, "connection", None)
         if held is None or held.closed or held.invalidated:
-            engine = self._engine
-            if engine is None:
-                raise StoreClosed("the store is not open")
-            held = self._local.connection = self._connections.take(engine)
+            held = self._local.connection = self._connections.take(self._connect)
         return held
 
-    def lend(self) -> Connection | None:
+    def _connect(self, link: DriverLink | None) -> Connection:
+        """A new connection of the engine, made now if need be (taking ``link``'s over)."""
+        with self._making:
+            engine = self._engine
+            if engine is None:
+                if self._make is None:
+                    raise StoreClosed("the store is not open")
+                engine = self._engine = self._make(link)
+                link = None
+        if link is not None:  # the engine was made meanwhile, on another connection
+            link.close()
+        return engine.connect()
+
+    def lend(self) -> _Idle | None:
         """An idle connection, until :meth:`keep` or :meth:`discard` (``None``: none is idle)."""
         return self._connections.lend()
 
-    def keep(self, connection: Connection) -> None:
+    def keep(self, connection: _Idle) -> None:
         """Leave ``connection`` idle for the next read (back to the pool once closed)."""
         self._connections.keep(connection)
 
-    def discard(self, connection: Connection) -> None:
+    def discard(self, connection: _Idle) -> None:
         """Close ``connection`` for good (the pool makes another when one is needed)."""
         connection.invalidate()
         self._connections.drop(connection)
@@ -184,35 +214,36 @@ class _Connections:
     def __init__(self, size: int) -> None:
         self._size = size
         self._changed = threading.Condition()
-        self._idle: list[Connection] = []
+        self._idle: list[_Idle] = []
         self._kept = 0
         self._closed = False
 
-    def add(self, connection: Connection) -> None:
+    def add(self, connection: _Idle) -> None:
         with self._changed:
             self._kept += 1
         self.keep(connection)
 
-    def lend(self) -> Connection | None:
+    def lend(self) -> _Idle | None:
         with self._changed:
             return self._idle_one()
 
-    def take(self, engine: Engine) -> Connection:
+    def take(self, connect: Callable[[DriverLink | None], Connection]) -> Connection:
+        """An idle engine connection, else one ``connect`` makes (from an idle link, if any)."""
         with self._changed:
             while (found := self._idle_one()) is None:
                 if self._kept < self._size:
                     self._kept += 1
                     break
                 self._changed.wait()
-        if found is not None:
+        if isinstance(found, Connection):
             return found
         try:
-            return engine.connect()
+            return connect(found)
         except BaseException:
             self._forget()
             raise
 
-    def keep(self, connection: Connection) -> None:
+    def keep(self, connection: _Idle) -> None:
         with self._changed:
             if not self._closed:
                 self._idle.append(connection)
@@ -220,7 +251,7 @@ class _Connections:
                 return
         self.drop(connection)
 
-    def drop(self, connection: Connection) -> None:
+    def drop(self, connection: _Idle) -> None:
         connection.close()
         self._forget()
 
@@ -233,7 +264,7 @@ class _Connections:
         for connection in idle:
             self.drop(connection)
 
-    def _idle_one(self) -> Connection | None:
+    def _idle_one(self) -> _Idle | None:
         while self._idle:
             connection = self._idle.pop()
             if not (connection.closed or connection.invalidated):

@@ -5,7 +5,9 @@ creates the home, makes the read engine, reads the schema's revision on the read
 connection (kept for the first read) and brings the schema to head when it is not there (once,
 even with several processes starting together, on an admin connection); that first connection
 switches the file to WAL once the revision is known. On SQLite a database already at head and
-in WAL opens on the caller's loop, waiting for no lock; anything else opens on a reader thread.
+in WAL opens on the caller's loop, waiting for no lock, on a connection of the driver alone (a
+:class:`~soong_store.backends.link.DriverLink`): the read engine is made when a read first
+needs it, and takes that connection over. Anything else opens on a reader thread.
 Closing drains the writer and releases everything. :meth:`StoreRuntime.write` hands a job to
 the writer, which the first write starts with its engine (a store that only reads, as most CLI
 commands do, never starts its thread, makes its engine nor runs its maintenance);
@@ -33,11 +35,12 @@ from typing import TYPE_CHECKING, TypeVar
 from sqlalchemy import Connection, Engine
 
 from soong_store.backends.base import Backend
+from soong_store.backends.link import DriverLink, Link
 from soong_store.backends.values import BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.store import ArtifactFiles
 from soong_store.loop_reads import MISSED, LoopReads
-from soong_store.migrate import HEAD_REVISION, current_revision
+from soong_store.migrate import HEAD_REVISION, current_revision, link_at_head
 from soong_store.readers import ReaderThreads
 
 if TYPE_CHECKING:
@@ -70,7 +73,6 @@ class StoreRuntime:
         self._writer: Writer | None = None
         self._maintenance: Maintenance | None = None
         self._file_pool: FilePool | None = None
-        self._read_engine: Engine | None = None
         self._write_engine: Engine | None = None
         self._readers: ReaderThreads | None = None
         self._loop_reads: LoopReads | None = None
@@ -105,8 +107,12 @@ class StoreRuntime:
 
     @property
     def read_engine(self) -> Engine | None:
-        """The engine of the reader threads' connections, while open (tests count checkouts)."""
-        return self._read_engine
+        """The engine of the reader threads' connections, once made (tests count checkouts).
+
+        An open on the caller's loop makes none: the first read that needs it does.
+        """
+        readers = self._readers
+        return None if readers is None else readers.engine
 
     @property
     def writer_alive(self) -> bool:
@@ -122,9 +128,10 @@ class StoreRuntime:
         """Create the home and bring the schema to head (once); a write starts the writer.
 
         Where the backend allows it, a database at head opens on the caller's loop without
-        waiting for anything (:meth:`_open_on_loop`), and no thread starts until a read needs
-        one. Otherwise the open runs on the thread that then serves the first read (the first
-        of the reader threads, whose engine it binds): a new process starts one thread for both.
+        waiting for anything (:meth:`_open_on_loop`), and no thread starts nor engine is made
+        until a read needs one. Otherwise the open runs on the thread that then serves the
+        first read (the first of the reader threads, whose engine it binds): a new process
+        starts one thread for both.
         """
         self.check_process()
         if self._open:
@@ -137,10 +144,11 @@ class StoreRuntime:
         """Open here, on the caller's loop, where that waits for nothing (``opens_on_loop``).
 
         The database must exist, be at head and have nothing left to settle, and its first
-        connection must take no lock another holds (it waits for none meanwhile); and no other
-        open may be under way. False: the open is the thread's (nothing made here is kept).
-        What it may still cost the loop is SQLite's own: the schema's parse at the first
-        statement (~5 µs an object) and, after a crash, the rebuild of the WAL's index.
+        connection (the backend's :meth:`~soong_store.backends.base.Backend.link`) must take
+        no lock another holds (it waits for none meanwhile); and no other open may be under
+        way. False: the open is the thread's (nothing made here is kept). What it may still
+        cost the loop is SQLite's own: the schema's parse at the first statement (~5 µs an
+        object) and, after a crash, the rebuild of the WAL's index.
         """
         backend = self.backend
         if not backend.opens_on_loop or not backend.database_exists():
@@ -151,31 +159,28 @@ class StoreRuntime:
             if self._open:  # another open came first
                 readers.shutdown(wait=False)
                 return True
-            try:
-                read_engine = backend.engine("read")
-            except Exception:  # the thread's open reports it
-                return False
-            first: Connection | None = None
+            link: DriverLink | None = None
             try:
                 self.home.mkdir(parents=True, exist_ok=True)
-                with backend.connecting_untouched(wait=False):
-                    ready = _at_head(read_engine) and backend.settle_reader(read_engine, False)
-                if ready:
-                    first = read_engine.connect()
-                    backend.wait_for_locks(first, True)
-                    self._bind(readers, read_engine, first)
+                link = backend.link()
+                if link is not None and link_at_head(link):
+                    readers.bind_link(link, self._read_engine_taking)
+                    self._bind(readers)
                     return True
             except Exception:  # busy, or anything else: the thread's open tries (and reports)
                 pass
-            finally:
-                if not self._open:
-                    if first is not None:
-                        with contextlib.suppress(Exception):
-                            first.close()
-                    read_engine.dispose()
+            if link is not None:
+                with contextlib.suppress(Exception):
+                    link.close()
             return False
         finally:
             self._opening.release()
+
+    def _read_engine_taking(self, link: DriverLink | None) -> Engine:
+        """The read engine, made when a reader thread first connects (taking ``link`` over)."""
+        if link is None:
+            return self.backend.engine("read")
+        return self.backend.engine_taking(link)
 
     def _open_once(self, readers: ReaderThreads) -> None:
         """Open with ``readers`` as the store's reader threads, or end them (on their thread).
@@ -235,12 +240,11 @@ class StoreRuntime:
             if read_engine is not None:
                 read_engine.dispose()
             raise
-        self._bind(readers, read_engine, first)
-
-    def _bind(self, readers: ReaderThreads, read_engine: Engine, first: Connection) -> None:
-        """The store is open: ``readers`` on ``read_engine``, ``first`` idle for the first read."""
-        self._read_engine = read_engine
         readers.bind(read_engine, first)
+        self._bind(readers)
+
+    def _bind(self, readers: ReaderThreads) -> None:
+        """The store is open, its reads on ``readers`` (bound, their first connection idle)."""
         self._readers = readers
         if self.backend.reads_on_loop:
             self._loop_reads = LoopReads(readers, self.backend.wait_for_locks)
@@ -280,8 +284,7 @@ class StoreRuntime:
             writer, self._writer = self._writer, None
             file_pool, self._file_pool = self._file_pool, None
             readers, self._loop_reads = self._readers, None
-            engines = (self._write_engine, self._read_engine)
-            self._write_engine = None
+            write_engine, self._write_engine = self._write_engine, None
             maintenance, self._maintenance = self._maintenance, None
         if writer is not None:
             await writer.close()
@@ -289,8 +292,10 @@ class StoreRuntime:
             maintenance.close()
         if file_pool is not None:  # after the writer: its waiting jobs need their files
             await asyncio.to_thread(file_pool.close)
+        engines = [write_engine]
         if readers is not None:
             readers.shutdown()
+            engines.append(readers.engine)  # made by a thread, if any: all ended now
         for engine in engines:
             if engine is not None:
                 engine.dispose()
@@ -298,10 +303,10 @@ class StoreRuntime:
     def _let_go_in_child(self) -> None:
         """Forget the parent's store without closing its connections or joining its threads."""
         held = (self._writer, self._file_pool, self._readers, self._write_engine)
-        _INHERITED.append((*held, self._read_engine, self._maintenance))
+        _INHERITED.append((*held, self._maintenance))
         self._writer = self._file_pool = self._readers = self._maintenance = None
         self._loop_reads = None
-        self._write_engine = self._read_engine = None
+        self._write_engine = None
         self._open = False
 
     async def write(
@@ -315,19 +320,28 @@ class StoreRuntime:
         return await self._started_writer().submit(job, on_abort=on_abort, after=after)
 
     async def read(
-        self, query: Callable[[Connection], T], on_loop: Callable[[Connection], T] | None = None
+        self,
+        query: Callable[[Connection], T],
+        on_loop: Callable[[Connection], T] | None = None,
+        *,
+        on_link: Callable[[Link], T] | None = None,
     ) -> T:
         """Run ``query`` on a reader thread in one snapshot, retried while the database is busy.
 
         ``on_loop``: the same read, small or bounded, to try first on the caller's event loop
-        where the backend allows it (:mod:`soong_store.loop_reads`).
+        where the backend allows it (:mod:`soong_store.loop_reads`); ``on_link``: the same, for
+        a read that runs on a :class:`~soong_store.backends.link.Link` (a link too).
         """
         self.check_process()
         readers = self._readers
         if readers is None or not self._open:
             raise StoreClosed("the store is not open")
         loop_reads = self._loop_reads
-        if on_loop is not None and loop_reads is not None:
+        if loop_reads is not None and on_link is not None:
+            linked = loop_reads.run_on_link(on_link)
+            if linked is not MISSED:
+                return linked
+        elif loop_reads is not None and on_loop is not None:
             got = loop_reads.run(on_loop)
             if got is not MISSED:
                 return got

@@ -37,6 +37,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError
 
 from soong_store.backends import translation
+from soong_store.backends.link import DriverLink, Link
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind, Translated
 from soong_store.backends.values import DataVersion, Integrity
@@ -77,9 +78,9 @@ class Backend(ABC):
     its first write, and a store that only reads never does."""
     opens_on_loop: ClassVar[bool] = False
     """Whether such an open may run on its caller's event loop when it waits for nothing: the
-    database exists, its first connection takes no lock another holds (``wait=False`` to
-    :meth:`connecting_untouched`), and it is at head with nothing to settle. Anything else opens
-    on a reader thread, as without it (:meth:`~soong_store.runtime.StoreRuntime.open`)."""
+    database exists, its first connection (a :meth:`link`) takes no lock another holds, and it
+    is at head with nothing to settle. Anything else opens on a reader thread, as without it
+    (:meth:`~soong_store.runtime.StoreRuntime.open`)."""
     places_pairs: ClassVar[bool] = False
     """Whether idle sessions' pairs move to files of their own (shards); else all stay put."""
 
@@ -123,23 +124,39 @@ class Backend(ABC):
         """Where the database is, for messages (never a password)."""
         return self.url.render_as_string(hide_password=True)
 
-    def connecting_untouched(self, wait: bool = True) -> AbstractContextManager[None]:
+    def connecting_untouched(self) -> AbstractContextManager[None]:
         """A block in which new read connections change nothing stored as they connect.
 
         Opening reads the schema's revision on the read pool's first connection inside it, so
         that a database this code refuses is left as it was; :meth:`settle_reader` then does
-        what connecting left undone. ``wait=False``: those connections wait for no lock (asked
-        only where :attr:`opens_on_loop`). Nothing to hold back by default.
+        what connecting left undone. Nothing to hold back by default.
         """
         return nullcontext()
 
-    def settle_reader(self, engine: Engine, wait: bool = True) -> bool:
+    def link(self) -> DriverLink | None:
+        """A read connection on the driver alone, for an open on the caller's loop.
+
+        Set up as the read engine's connections are, but waiting for no lock ever (a link is
+        read on event loops only), and only where nothing is left to settle; ``None``
+        otherwise, and by default: the open then runs on a reader thread. Asked only where
+        :attr:`opens_on_loop`.
+        """
+        return None
+
+    def engine_taking(self, link: DriverLink) -> Engine:
+        """A read engine whose pool takes ``link``'s connection over as its first.
+
+        ``link`` is closed if this fails. By default it is closed, and the pool connects anew.
+        """
+        link.close()
+        return self.engine("read")
+
+    def settle_reader(self, engine: Engine) -> None:
         """Do on the read engine what its connections left undone in :meth:`connecting_untouched`.
 
-        Called once the database is known to be at head. ``wait=False``: change nothing, only
-        say whether anything is left to do (False: there is). Nothing by default.
+        Called once the database is known to be at head. Nothing by default.
         """
-        return True
+        return None
 
     @property
     def commits_on_loop(self) -> bool:
@@ -206,7 +223,7 @@ class Backend(ABC):
         """
 
     @classmethod
-    def data_version(cls, connection: Connection) -> DataVersion | None:
+    def data_version(cls, connection: Link) -> DataVersion | None:
         """Where ``connection``'s transaction stands (read caches check it); ``None``: unknown.
 
         Must be the first statement of a read transaction, so that it names the snapshot the
@@ -239,7 +256,7 @@ class Backend(ABC):
         return None
 
     @classmethod
-    def wait_for_locks(cls, connection: Connection, wait: bool) -> None:
+    def wait_for_locks(cls, connection: Link, wait: bool) -> None:
         """Whether taking a lock waits for another holder (else it fails as busy).
 
         A batch or a read run on an event loop must not wait there; the threads wait as usual.
@@ -369,7 +386,7 @@ def open_backend(
     return cls(parsed, durability=durability, module=module, retry=retry)
 
 
-def dialect_of(bind: Connection | Engine) -> type[Backend]:
+def dialect_of(bind: Link | Engine) -> type[Backend]:
     """The backend of the database a connection or engine talks to."""
     return backend_class(bind.dialect.name)
 

@@ -10,7 +10,9 @@ Three kinds of engine share one database file:
   snapshot across its statements and never blocks the writer. A store opens on the pool's first
   connection: made inside :meth:`SQLiteBackend.connecting_untouched`, it leaves the journal mode
   alone until the revision it reads is known to be this code's head, so a database the store
-  refuses is not switched to WAL.
+  refuses is not switched to WAL. A database at head and in WAL already opens instead on a
+  :meth:`SQLiteBackend.link`, a read connection on the driver alone that the pool takes over
+  as its first once a read needs the engine (:mod:`soong_store.backends.link`).
 - ``admin``: schema work, also under ``BEGIN IMMEDIATE``. No journal-mode change and no
   foreign-key enforcement, so that a database this code refuses is left untouched and Alembic's
   batch mode can rebuild tables (hence :meth:`SQLiteBackend.foreign_key_violations` afterwards).
@@ -44,12 +46,13 @@ from sqlalchemy import (
     select,
     table,
 )
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from soong_store.backends import sqlite_connect, sqlite_files, sqlite_wal
 from soong_store.backends.base import Backend, Durability, Role
+from soong_store.backends.link import DriverLink, Link
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
 from soong_store.backends.values import DataVersion
@@ -164,6 +167,31 @@ class SQLiteBackend(Backend):
         self._install_hooks(engine, role, checkpoints_by_hand=by_hand)
         return engine
 
+    def link(self) -> DriverLink | None:
+        """The first read connection of an open on the caller's loop (:mod:`.sqlite_connect`).
+
+        ``None`` for too old a SQLite build or a file not in WAL yet: the open on a thread
+        reports the one and switches the other. The dialect is made as an engine makes it.
+        """
+        if sqlite_version(self._module) < MIN_SQLITE_VERSION:
+            return None
+        self._file()
+        made: Any = self.url.get_dialect()
+        dialect: Dialect = made(dbapi=self._module or made.import_dbapi())
+        cargs, cparams = dialect.create_connect_args(self.url)
+        cparams.update(self._engine_kwargs()["connect_args"])
+        return sqlite_connect.link(dialect, cargs, cparams, self.durability)
+
+    def engine_taking(self, link: DriverLink) -> Engine:
+        """A read engine whose pool's first connection is ``link``'s (:mod:`.sqlite_connect`)."""
+        try:
+            engine = self.engine("read")
+        except BaseException:
+            link.close()
+            raise
+        sqlite_connect.take_over(engine, link)
+        return engine
+
     def _install_hooks(
         self, engine: Engine, role: Role, *, checkpoints_by_hand: bool = False
     ) -> None:
@@ -228,28 +256,21 @@ class SQLiteBackend(Backend):
         """Whether the database file is there."""
         return self._file().exists()
 
-    def connecting_untouched(self, wait: bool = True) -> AbstractContextManager[None]:
+    def connecting_untouched(self) -> AbstractContextManager[None]:
         """Read connections made in the block (in this thread) keep the file's journal mode.
 
         Switching to WAL rewrites the file's header: it waits until the revision is known.
-        ``wait=False``: their ``busy_timeout`` is 0.
         """
-        return sqlite_connect.untouched(wait)
+        return sqlite_connect.untouched()
 
-    def settle_reader(self, engine: Engine, wait: bool = True) -> bool:
-        """Switch the file to WAL on a read connection, if it is not in WAL yet.
-
-        ``wait=False``: only whether it is (switching needs the file to itself).
-        """
+    def settle_reader(self, engine: Engine) -> None:
+        """Switch the file to WAL on a read connection, if it is not in WAL yet."""
         with self.translated():
             raw = engine.raw_connection()
             try:
                 cursor = raw.cursor()
                 try:
-                    if not wait:
-                        return sqlite_connect.in_wal(cursor)
                     sqlite_connect.ensure_wal(cursor, self.retry, self.is_busy)
-                    return True
                 finally:
                     cursor.close()
             finally:
@@ -276,7 +297,7 @@ class SQLiteBackend(Backend):
         """Nothing to take: the writer's ``BEGIN IMMEDIATE`` already holds the database's lock."""
 
     @classmethod
-    def data_version(cls, connection: Connection) -> DataVersion:
+    def data_version(cls, connection: Link) -> DataVersion:
         """``PRAGMA data_version`` and ``schema_version`` of the main file, in one statement.
 
         Both are header values: reading them starts the transaction's WAL snapshot, so they
@@ -290,7 +311,7 @@ class SQLiteBackend(Backend):
         driver = record.driver_connection
         error: type[Exception] = connection.dialect.loaded_dbapi.Error
         try:
-            data, schema = driver.execute(_VERSIONS).fetchone()  # type: ignore[union-attr]
+            data, schema = driver.execute(_VERSIONS).fetchone()
         except error as exc:
             raise DBAPIError.instance(
                 _VERSIONS, (), exc, error, dialect=connection.dialect
@@ -307,7 +328,7 @@ class SQLiteBackend(Backend):
         return self.durability == "normal"
 
     @classmethod
-    def wait_for_locks(cls, connection: Connection, wait: bool) -> None:
+    def wait_for_locks(cls, connection: Link, wait: bool) -> None:
         """``busy_timeout``: the store's wait, or none (:mod:`.sqlite_wal`)."""
         sqlite_wal.wait_for_locks(connection, BUSY_TIMEOUT_MS if wait else 0)
 

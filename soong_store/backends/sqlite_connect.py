@@ -13,39 +13,40 @@ journal, in memory up to 64 KiB and in a temporary file beyond. An append change
 (60 KiB), so with the default most jobs of a batch created, wrote and unlinked a file in the
 temporary folder (``docs/performance.md`` has the counts). In memory, the journal is as large
 as what one job changes. Reads keep the default: their sorts may be large.
+
+A store that opens on its caller's loop reads first on a :func:`link`, a read connection set up
+the same way on the driver alone; the read engine, made later, takes it over (:func:`take_over`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import Connection, Engine, event
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 
 from soong_store.backends import sqlite_wal
 from soong_store.backends.base import Durability, Role
+from soong_store.backends.link import DriverLink
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import StorageError
 
 _UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", default=False)
 """Set while read connections made in this context must not switch the file to WAL."""
-_NO_WAIT: ContextVar[bool] = ContextVar("soong_store_sqlite_no_wait", default=False)
-"""Set while connections made in this context must not wait for a lock (a store's open on an
-event loop: ``busy_timeout`` 0, which the open sets back once it keeps the connection)."""
 
 
 @contextmanager
-def untouched(wait: bool = True) -> Iterator[None]:
+def untouched() -> Iterator[None]:
     """Read connections made in the block (in this thread) keep the file's journal mode."""
-    tokens = _UNTOUCHED.set(True), _NO_WAIT.set(not wait)
+    token = _UNTOUCHED.set(True)
     try:
         yield
     finally:
-        _NO_WAIT.reset(tokens[1])
-        _UNTOUCHED.reset(tokens[0])
+        _UNTOUCHED.reset(token)
 
 
 def install_hooks(
@@ -59,14 +60,7 @@ def install_hooks(
     checkpoints_by_hand: bool = False,
 ) -> None:
     """Set up each new connection of ``engine`` for ``role``, and its transactions' ``BEGIN``."""
-    pragmas: list[str] = []  # after the busy timeout: ``synchronous`` reads the schema (a lock)
-    if role != "admin":
-        pragmas += [
-            f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",
-            "PRAGMA foreign_keys = ON",
-        ]
-    if role == "write":
-        pragmas.append("PRAGMA temp_store = MEMORY")
+    pragmas = _pragmas(role, durability)
     begin = "BEGIN" if role == "read" else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine, "connect")
@@ -74,7 +68,7 @@ def install_hooks(
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {0 if _NO_WAIT.get() else busy_timeout_ms}")
+            cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
             for pragma in pragmas:
                 cursor.execute(pragma)
             if checkpoints_by_hand:
@@ -94,6 +88,67 @@ def install_hooks(
             driver.execute(begin)  # type: ignore[union-attr]
         except error as exc:
             raise DBAPIError.instance(begin, (), exc, error, dialect=connection.dialect) from exc
+
+
+def _pragmas(role: Role, durability: Durability) -> list[str]:
+    """A new connection's pragmas after its busy timeout (``synchronous`` reads the schema)."""
+    pragmas: list[str] = []
+    if role != "admin":
+        pragmas += [
+            f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",
+            "PRAGMA foreign_keys = ON",
+        ]
+    if role == "write":
+        pragmas.append("PRAGMA temp_store = MEMORY")
+    return pragmas
+
+
+def link(
+    dialect: Dialect, cargs: Any, cparams: Mapping[str, Any], durability: Durability
+) -> DriverLink | None:
+    """A read connection set up as the read engine's, but waiting for no lock, ever.
+
+    ``cargs`` and ``cparams`` are the driver's, as the dialect makes them for an engine. Its
+    busy timeout is 0 for its whole life: a link is read on event loops only, and an engine
+    taking it over sets it up anew (:func:`take_over`). ``None``: the file is not in WAL yet
+    (switching it waits; that is for an engine's connection).
+    """
+    driver = dialect.connect(*cargs, **cparams)
+    try:
+        driver.isolation_level = None
+        cursor = driver.cursor()
+        try:
+            cursor.execute("PRAGMA busy_timeout = 0")
+            for pragma in _pragmas("read", durability):
+                cursor.execute(pragma)
+            wal = in_wal(cursor)
+        finally:
+            cursor.close()
+    except BaseException:
+        driver.close()
+        raise
+    if not wal:
+        driver.close()
+        return None
+    return DriverLink(driver, dialect)
+
+
+def take_over(engine: Engine, taken: DriverLink) -> None:
+    """Make ``taken``'s connection the first one ``engine``'s pool connects, its ``info`` kept.
+
+    The pool then sets it up as any new connection (the same pragmas again, the WAL check).
+    """
+    driver, info = taken.hand_over()
+    handed = [driver]
+
+    @event.listens_for(engine, "do_connect")
+    def _handed(_dialect: Any, record: Any, _cargs: Any, _cparams: Any) -> Any:
+        try:
+            first = handed.pop()
+        except IndexError:  # taken: the pool connects as usual
+            return None
+        record.info.update(info)
+        return first
 
 
 def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException], bool]) -> None:

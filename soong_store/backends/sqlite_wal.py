@@ -25,6 +25,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from soong_store.backends.link import Link
+
 CHECKPOINT_CHANGES = 256
 """Rows changed on the write connection between two checkpoints (~1,000 WAL pages of appends:
 SQLite's own automatic interval)."""
@@ -41,7 +43,7 @@ def checkpoint_by_hand(cursor: Any, info: dict[str, Any]) -> None:
     info[_CHECKPOINTED_AT] = cursor.connection.total_changes
 
 
-def wait_for_locks(connection: Connection, busy_timeout_ms: int) -> None:
+def wait_for_locks(connection: Link, busy_timeout_ms: int) -> None:
     """Set how long taking a lock waits on ``connection`` (0: not at all)."""
     _driver(connection).execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
 
@@ -67,5 +69,5 @@ def checkpoint(connection: Connection) -> bool:
     return row is not None and int(row[1]) >= RESTART_FRAMES
 
 
-def _driver(connection: Connection) -> Any:
+def _driver(connection: Link) -> Any:
     return connection.connection.driver_connection

@@ -48,7 +48,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 
 from soong_store.backends.base import dialect_of
-from soong_store.backends.values import BeforeBegin
+from soong_store.backends.link import Link
+from soong_store.backends.values import BeforeBegin, ReadOnAThread
 from soong_store.model.ids import check_session_id
 from soong_store.schema.models import (
     INTEGER,
@@ -207,10 +208,11 @@ def _shard_alias(connection: Connection, session_id: str, file: str, epoch: int)
     return alias
 
 
-def tables_of(connection: Connection, session_id: str) -> SessionTables | None:
+def tables_of(connection: Link, session_id: str) -> SessionTables | None:
     """The tables of ``session_id`` if it has a pair (``None``: it was never written).
 
-    A pair in a shard is read where the shard is attached (:func:`shard_tables`).
+    A pair in a shard is read where the shard is attached (:func:`shard_tables`): on an
+    engine's connection, never a link.
     """
     place = placement(connection, session_id)
     if place is None:
@@ -218,10 +220,17 @@ def tables_of(connection: Connection, session_id: str) -> SessionTables | None:
     file, epoch = place
     if file == MAIN:
         return session_tables(session_id)
-    return shard_tables(connection, session_id, file, epoch)
+    return shard_tables(_attaching(connection, session_id, file), session_id, file, epoch)
 
 
-def nodes_sql_name(connection: Connection, session_id: str) -> str | None:
+def _attaching(connection: Link, session_id: str, file: str) -> Connection:
+    """``connection`` as one a shard is attached to: an engine's (a link goes to a thread)."""
+    if not isinstance(connection, Connection):
+        raise ReadOnAThread(f"session {session_id!r} is in shard {file!r}")
+    return connection
+
+
+def nodes_sql_name(connection: Link, session_id: str) -> str | None:
     """The node table of ``session_id`` as SQL names it here (schema, quotes), if it has a pair.
 
     For reads written as SQL text (:mod:`soong_store.sql.climb_sql`): the name alone, found as
@@ -232,7 +241,9 @@ def nodes_sql_name(connection: Connection, session_id: str) -> str | None:
     if place is None:
         return None
     file, epoch = place
-    schema = None if file == MAIN else _shard_alias(connection, session_id, file, epoch)
+    schema = None
+    if file != MAIN:
+        schema = _shard_alias(_attaching(connection, session_id, file), session_id, file, epoch)
     return rendered_nodes_name(connection.dialect, session_id, schema)
 
 

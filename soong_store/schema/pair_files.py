@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 
 from soong_store.backends.base import dialect_of
+from soong_store.backends.link import Link
 from soong_store.backends.values import BeforeBegin
 from soong_store.schema.models import INTEGER, session_files_table, session_moves_table
 from soong_store.sql.prepared import Prepared, Runner
@@ -106,7 +107,7 @@ def _place_of(dialect: Dialect) -> Prepared:
     return Prepared.lookup(session_files_table, "session_id", dialect)
 
 
-def placement(connection: Connection, session_id: str) -> tuple[str, int] | None:
+def placement(connection: Link, session_id: str) -> tuple[str, int] | None:
     """The file and epoch the catalog names for a session's pair (``None``: no pair).
 
     Prepared, on the driver's cursor: every read and write of a session asks it first.

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from soong_store.backends.base import dialect_of
+from soong_store.backends.link import Link
 from soong_store.backends.values import DataVersion, ReadOnAThread
 from soong_store.errors import NotFound
 from soong_store.model.enums import NodeType
@@ -145,7 +146,7 @@ class PathCache:
 
     def active_path(
         self,
-        connection: Connection,
+        connection: Link,
         session_id: str,
         node_id: str | None,
         limit: int | None,
@@ -157,12 +158,12 @@ class PathCache:
         """
         version = _version(connection, budget)
         if version is None:
-            return reads.active_path(connection, session_id, node_id, limit)
+            return reads.active_path(_engines(connection), session_id, node_id, limit)
         return self._read(connection, version, session_id, node_id, limit, False, budget)[0]
 
     def context(
         self,
-        connection: Connection,
+        connection: Link,
         session_id: str,
         node_id: str | None,
         limit: int | None,
@@ -176,7 +177,7 @@ class PathCache:
 
         version = _version(connection, budget)
         if version is None:
-            return reads.context(connection, session_id, node_id, limit)
+            return reads.context(_engines(connection), session_id, node_id, limit)
         nodes, tokens = self._read(connection, version, session_id, node_id, limit, True, budget)
         return context_view(nodes, tokens)
 
@@ -230,7 +231,7 @@ class PathCache:
 
     def _read(
         self,
-        connection: Connection,
+        connection: Link,
         version: DataVersion,
         session_id: str,
         node_id: str | None,
@@ -258,12 +259,19 @@ class PathCache:
         return walk.run(target, limit)
 
 
-def _version(connection: Connection, budget: int | None) -> DataVersion | None:
+def _version(connection: Link, budget: int | None) -> DataVersion | None:
     """Where the read's snapshot stands; ``None``: no cache (refused to a read with a budget)."""
     version = dialect_of(connection).data_version(connection)
     if version is None and budget is not None:
         raise ReadOnAThread("no cache to bound the read by")
     return version
+
+
+def _engines(connection: Link) -> Connection:
+    """``connection`` as an engine's (a backend without data versions lends no link)."""
+    if not isinstance(connection, Connection):
+        raise ReadOnAThread("no cache, and no engine's connection to read without one")
+    return connection
 
 
 class _Walk:
@@ -273,7 +281,7 @@ class _Walk:
         self,
         entry: _Entry,
         lock: threading.Lock,
-        connection: Connection,
+        connection: Link,
         sid: str,
         cut: bool,
         budget: int | None,

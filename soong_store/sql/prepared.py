@@ -19,11 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table, bindparam, text
+from sqlalchemy import Select, Table, bindparam, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import BindTyping, DBAPICursor
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ClauseElement
+
+from soong_store.backends.link import Link
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,14 +142,12 @@ def bare_binds(dialect: Dialect) -> bool:
 
 
 class Runner:
-    """Runs prepared statements on the driver cursor of one SQLAlchemy connection."""
+    """Runs prepared statements on the driver cursor of one connection (an engine's, or a link)."""
 
     __slots__ = ("_cursor", "_dialect", "_error")
 
-    def __init__(self, connection: Connection) -> None:
-        raw = connection.connection.dbapi_connection
-        assert raw is not None
-        self._cursor: DBAPICursor = raw.cursor()
+    def __init__(self, connection: Link) -> None:
+        self._cursor: DBAPICursor = connection.connection.driver_connection.cursor()
         self._dialect = connection.dialect
         self._error: type[Exception] = connection.dialect.loaded_dbapi.Error
 

@@ -17,6 +17,7 @@ from sqlalchemy import BigInteger, Connection, Table, bindparam, select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import DBAPICursor
 
+from soong_store.backends.link import Link
 from soong_store.errors import NotFound, StorageError
 from soong_store.model.enums import NodeType
 from soong_store.model.row_records import EVENT_COLUMNS, NODE_COLUMNS, event_records, node_records
@@ -83,7 +84,7 @@ def children(
 
 
 def climb(
-    connection: Connection,
+    connection: Link,
     session_id: str,
     node_id: str,
     steps: int | None = None,
@@ -110,7 +111,7 @@ def climb(
 
 
 def _climb(
-    connection: Connection,
+    connection: Link,
     session_id: str,
     node_id: str,
     steps: int | None,
@@ -241,7 +242,7 @@ def context(
 
 
 def timeline(
-    connection: Connection,
+    connection: Link,
     session_id: str,
     run_id: str | None,
     after_seq: int | None,

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, Select, Table, or_, select
 from sqlalchemy.engine import Dialect
 
+from soong_store.backends.link import Link
 from soong_store.backends.values import ReadOnAThread
 from soong_store.errors import NotFound
 from soong_store.model.enums import SessionStatus
@@ -39,7 +40,7 @@ def _session_statement(dialect: Dialect) -> Prepared:
     return Prepared.lookup(sessions_table, "session_id", dialect)
 
 
-def session_row(connection: Connection, session_id: str) -> Row:
+def session_row(connection: Link, session_id: str) -> Row:
     """The ``sessions`` row, or ``NotFound`` (prepared: every read of a session starts here)."""
     row = Runner(connection).first(
         _session_statement(connection.dialect), {"session_id": session_id}
@@ -80,7 +81,7 @@ def within(connection: Connection, stmt: Select[Any], budget: int | None, what: 
     return rows
 
 
-def get_session(connection: Connection, session_id: str) -> SessionRecord:
+def get_session(connection: Link, session_id: str) -> SessionRecord:
     """One session."""
     return session_record(session_row(connection, session_id))
 

@@ -125,7 +125,7 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
         query = partial(self._paths.active_path, session_id=sid, node_id=nid, limit=count)
-        return await self._read_budgeted(query)
+        return await self._read_path(query)
 
     async def context(
         self, session_id: str, node_id: str | None = None, limit: int | None = None
@@ -139,7 +139,7 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
         query = partial(self._paths.context, session_id=sid, node_id=nid, limit=count)
-        return await self._read_budgeted(query)
+        return await self._read_path(query)
 
     async def timeline(
         self,
@@ -150,7 +150,7 @@ class ConversationCalls(StoreCore):
     ) -> list[EventRecord]:
         """Events by ``seq`` (``run_seq`` for one run), after ``after_seq``, at most ``limit``."""
         job = calls.timeline_job(session_id, run_id, after_seq, limit)
-        return await self._read(job, job if small(limit) else None)
+        return await self._read(job, on_link=job if small(limit) else None)
 
     async def search(
         self,

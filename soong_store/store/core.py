@@ -26,6 +26,7 @@ from sqlalchemy.engine import URL
 from soong_store import calls
 from soong_store.backends import default_url
 from soong_store.backends.base import Backend, Durability, open_backend
+from soong_store.backends.link import Link
 from soong_store.backends.retry import DEFAULT_DEADLINE_S, RetryPolicy
 from soong_store.errors import InvalidArgument, StoreClosed
 from soong_store.files.artifacts import (
@@ -142,10 +143,17 @@ class StoreCore:
         return self._runtime.write(job, on_abort=on_abort, after=after)
 
     def _read(
-        self, query: Callable[[Connection], T], on_loop: Callable[[Connection], T] | None = None
+        self,
+        query: Callable[[Connection], T],
+        on_loop: Callable[[Connection], T] | None = None,
+        *,
+        on_link: Callable[[Link], T] | None = None,
     ) -> Awaitable[T]:
-        """``on_loop``: the same read, small or bounded, to try on the caller's loop first."""
-        return self._runtime.read(query, on_loop)
+        """``on_loop``: the same read, small or bounded, to try on the caller's loop first.
+
+        ``on_link``: the same, for a read that runs on a link too (:mod:`soong_store.runtime`).
+        """
+        return self._runtime.read(query, on_loop, on_link=on_link)
 
     def _read_budgeted(self, query: partial[T]) -> Awaitable[T]:
         """``query`` (it takes a ``budget``) on the loop within the small reads' budget.
@@ -154,6 +162,10 @@ class StoreCore:
         :data:`~soong_store.loop_reads.SMALL_ROWS` rows, else on a reader thread.
         """
         return self._runtime.read(query, partial(query, budget=SMALL_ROWS))
+
+    def _read_path(self, query: partial[T]) -> Awaitable[T]:
+        """A read of the path cache: as :meth:`_read_budgeted`, and on a link too."""
+        return self._runtime.read(query, on_link=partial(query, budget=SMALL_ROWS))
 
     @asynccontextmanager
     async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:

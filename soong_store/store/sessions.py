@@ -43,7 +43,7 @@ class SessionCalls(StoreCore):
         """One session (``NotFound`` if there is none)."""
         sid = check_session_id(session_id)
         query = partial(record_reads.get_session, session_id=sid)
-        return await self._read(query, query)
+        return await self._read(query, on_link=query)
 
     async def list_sessions(
         self,

@@ -20,6 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from soong_store import NotFound, SessionStore
 from soong_store.backends import sqlite as sqlite_backend
+from soong_store.backends.link import DriverLink
 from soong_store.loop_reads import SMALL_ROWS
 from soong_store.schema import catalog
 from soong_store.sql import reads, record_reads
@@ -156,6 +157,7 @@ async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(
         assert away
         async with SessionStore(home=home) as store:  # new connections: no shard attached
             runtime, here = runtime_of(store), threading.get_ident()
+            assert await runtime.read(where, where) != here  # a thread makes the engine
             assert await runtime.read(where, where) == here
             handed = count_thread_reads(store, monkeypatch)
             await store.timeline(away[0], limit=2)
@@ -284,3 +286,63 @@ async def test_a_listing_past_the_budget_is_read_on_a_thread(
     kids = await store.children(sid, root.node_id)
     assert len(kids) == SMALL_ROWS + 1 and len(handed) == 1
     assert [n.content[0].text for n in kids[:2]] == ["a0", "a1"]  # type: ignore[union-attr]
+
+
+def idle_link(store: SessionStore) -> DriverLink:
+    """The link a store opened on its loop left idle (taken and kept again)."""
+    readers = runtime_of(store)._readers
+    assert readers is not None
+    link = readers.lend()
+    assert isinstance(link, DriverLink)
+    readers.keep(link)
+    return link
+
+
+async def test_a_store_error_on_the_link_keeps_it(home: Path) -> None:
+    sid = (await make_sessions(home, 1))[0]
+    async with SessionStore(home=home) as store:
+        link = idle_link(store)
+        with pytest.raises(NotFound):
+            await store.get_session("0" * 26)
+        assert await store.get_session(sid) and idle_link(store) is link
+        assert runtime_of(store).read_engine is None
+
+
+async def test_a_driver_error_on_the_link_drops_it_and_a_thread_reads(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = (await make_sessions(home, 1))[0]
+    async with SessionStore(home=home) as store:
+        link = idle_link(store)
+        link.connection.driver_connection.close()  # its next statement fails
+        handed = count_thread_reads(store, monkeypatch)
+        assert [n.content[0].text for n in (await store.context(sid)).nodes] == ["n0"]  # type: ignore[union-attr]
+        assert len(handed) == 1 and link.closed
+        assert runtime_of(store).read_engine is not None  # made anew: nothing to take over
+
+
+async def test_a_session_in_a_shard_read_first_on_the_link_goes_to_a_thread(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with limited():
+        sids = await make_sessions(home, 6)
+        async with SessionStore(home=home) as store:
+            placed = await settle(store)
+        away = [sid for sid in sids if placed[sid][0] != catalog.MAIN]
+        assert away
+        async with SessionStore(home=home) as store:
+            link = idle_link(store)
+            handed = count_thread_reads(store, monkeypatch)
+            assert [n.content[0].text for n in (await store.context(away[0])).nodes] == ["n0"]  # type: ignore[union-attr]
+            assert len(handed) == 1 and link.closed  # the engine took it over, on the thread
+            assert (await store.get_session(away[0])).session_id == away[0]
+            assert len(handed) == 1  # the session's row is in the main file: the loop
+
+
+async def make_sessions(home: Path, count: int) -> list[str]:
+    """``count`` sessions of one node each, in a store closed again."""
+    async with SessionStore(home=home) as store:
+        sids = [(await store.create_session(cwd=".")).session_id for _ in range(count)]
+        for sid in sids:
+            await store.append_node(sid, "user", "message", text_blocks("n0"))
+    return sids

@@ -13,6 +13,7 @@ import ast
 import asyncio
 import hashlib
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,10 +21,11 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event
 
 from soong_store import SchemaVersionError, SessionStore, upgrade
 from soong_store.backends.base import Role
+from soong_store.backends.link import DriverLink
 from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.home import SQLITE_MODULE_ENV
 from soong_store.migrate import HEAD_REVISION
@@ -119,14 +121,54 @@ async def test_a_database_at_head_opens_and_reads_on_one_connection(home: Path, 
     made.engines.clear()
     made.connections.clear()
     async with SessionStore(home=home) as store:
-        assert made.engines == ["read"] and made.connections == ["read"]
+        assert made.engines == [] and runtime_of(store).read_engine is None  # a link only
         assert [node.node_seq for node in await store.active_path(sid)] == [1]
-        assert made.connections == ["read"]
+        assert (await store.get_session(sid)).session_id == sid
+        assert made.engines == []
         await store.append_node(sid, "assistant", "message", text("hi"))
-        assert made.engines == ["read", "write"]
-        assert made.connections == ["read", "write"]
+        assert made.engines == ["write"] and made.connections == ["write"]
         assert [node.node_seq for node in await store.active_path(sid)] == [1, 2]
-    assert made.engines == ["read", "write"]
+    assert made.engines == ["write"]
+
+
+async def test_the_read_engine_takes_the_open_s_connection_over(home: Path, made: Made) -> None:
+    sid = await make_session(home)
+    made.engines.clear()
+    made.connections.clear()
+    async with SessionStore(home=home) as store:
+        readers = runtime_of(store)._readers
+        assert readers is not None
+        link = readers.lend()
+        assert isinstance(link, DriverLink)
+        driver = link.connection.driver_connection
+        readers.keep(link)
+        assert len((await store.context(sid)).nodes) == 1  # on the link
+        assert made.engines == []
+        assert [s.session_id for s in await store.list_sessions()] == [sid]  # needs the engine
+        assert made.engines == ["read"] and made.connections == ["read"]
+        taken = readers.lend()
+        assert isinstance(taken, Connection) and taken.connection.driver_connection is driver
+        assert taken.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000  # set up anew
+        readers.keep(taken)
+        assert len((await store.context(sid)).nodes) == 1
+    with pytest.raises(sqlite3.ProgrammingError):  # closed with the engine
+        driver.execute("SELECT 1")
+
+
+async def test_closing_a_store_that_read_only_on_its_link_closes_it(home: Path) -> None:
+    sid = await make_session(home)
+    store = SessionStore(home=home)
+    await store.open()
+    readers = runtime_of(store)._readers
+    assert readers is not None
+    link = readers.lend()
+    assert isinstance(link, DriverLink)
+    readers.keep(link)
+    assert (await store.get_session(sid)).session_id == sid
+    await store.close()
+    assert link.closed and runtime_of(store).read_engine is None
+    with pytest.raises(sqlite3.ProgrammingError):
+        link.connection.driver_connection.execute("SELECT 1")
 
 
 async def test_a_store_that_only_reads_makes_no_write_engine(home: Path, made: Made) -> None:
@@ -171,7 +213,7 @@ async def test_a_file_at_head_in_rollback_mode_is_switched_to_wal_at_open(
     made.engines.clear()
     async with SessionStore(home=home) as store:
         assert journal_mode(home) == "wal"
-        assert made.engines == ["read", "read"]  # the loop's try, left to the thread: no admin
+        assert made.engines == ["read"]  # no link (not in WAL): the thread's engine, no admin
         assert await store.list_sessions() == []
 
 
