@@ -81,9 +81,7 @@ _PATTERNS: tuple[tuple[ErrorKind, tuple[str, ...]], ...] = (
 )
 """SQLite's messages (lowercased) by what they mean; the first kind that matches wins."""
 
-_VERSIONS = (
-    "SELECT data_version, schema_version FROM pragma_data_version(), pragma_schema_version()"
-)
+_VERSIONS = ("PRAGMA data_version", "PRAGMA schema_version")
 _SOURCE = "soong_store.data_version_source"
 _SOURCES = itertools.count(1)
 """Numbers each DB-API connection once (kept in its pool record's ``info``, which lives as long)."""
@@ -298,25 +296,27 @@ class SQLiteBackend(Backend):
 
     @classmethod
     def data_version(cls, connection: Link) -> DataVersion:
-        """``PRAGMA data_version`` and ``schema_version`` of the main file, in one statement.
+        """``PRAGMA data_version``, then ``schema_version``, of the main file.
 
-        Both are header values: reading them starts the transaction's WAL snapshot, so they
-        describe what the rest of the transaction reads. ``data_version`` is per connection,
-        hence ``source``.
+        Both are header values: reading the first starts the transaction's WAL snapshot, so
+        they describe what the rest of the transaction reads. ``data_version`` is per
+        connection, hence ``source``. Two pragmas, not one ``SELECT`` of both as table-valued
+        functions: SQLite prepares that ~5x slower (~65 µs in a new process) and runs it slower.
         """
         record = connection.connection
         source = record.info.get(_SOURCE)
         if source is None:
             source = record.info[_SOURCE] = next(_SOURCES)
-        driver = record.driver_connection
-        error: type[Exception] = connection.dialect.loaded_dbapi.Error
-        try:
-            data, schema = driver.execute(_VERSIONS).fetchone()
-        except error as exc:
-            raise DBAPIError.instance(
-                _VERSIONS, (), exc, error, dialect=connection.dialect
-            ) from exc
-        return DataVersion(source=source, data=data, schema=schema)
+        cursor = record.driver_connection.cursor()
+        dialect = connection.dialect
+        error: type[Exception] = dialect.loaded_dbapi.Error
+        values = []
+        for pragma in _VERSIONS:
+            try:
+                values.append(cursor.execute(pragma).fetchone()[0])
+            except error as exc:
+                raise DBAPIError.instance(pragma, (), exc, error, dialect=dialect) from exc
+        return DataVersion(source=source, data=values[0], schema=values[1])
 
     @classmethod
     def lock_files(cls, connection: Connection) -> None:

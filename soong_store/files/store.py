@@ -21,6 +21,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Iterator
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -77,7 +78,11 @@ class ArtifactFiles:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._base = root.resolve()
+
+    @cached_property
+    def _base(self) -> Path:
+        """``root`` resolved, at the first use: a store that never touches a file never asks."""
+        return self.root.resolve()
 
     # -- writing ----------------------------------------------------------------------------
 
