@@ -22,11 +22,12 @@ its batches there at durability ``normal``. The loop must not wait, so:
   journal mode): with none idle, the read goes to a reader thread. (A store's open may make its
   first one there, under conditions of its own: :mod:`soong_store.runtime`.)
 - that first connection may be a :class:`~soong_store.backends.link.DriverLink`, with no
-  engine made yet: only the reads that run on a :class:`~soong_store.backends.link.Link`
-  (:meth:`LoopReads.run_on_link`: a path, a session's row, a timeline page) run on it; any
-  other read goes to a reader thread, which makes the engine, taking the link's connection
-  over (and setting it up anew: its busy wait on). A link is only ever used on a loop, so its
-  busy handler stays off for its whole life.
+  engine made yet: the reads that run on a :class:`~soong_store.backends.link.Link`
+  (:meth:`LoopReads.run_on_link`: a path, a session's row, a timeline page) run on it as it
+  is; any other read makes the engine there, whose pool takes the link's connection over
+  without a statement that could wait (the link was set up as its connections are; only its
+  busy wait is turned on), and then runs. A link is only ever read on a loop, so its busy
+  handler stays off for its whole life.
 
 A read handed to a thread runs there again from the start (reads change nothing), and what the
 thread answers or raises is the result. A read that raises the store's own error on the loop (a
@@ -81,12 +82,13 @@ class LoopReads:
         self._wait_for_locks = wait_for_locks
 
     def run(self, query: Callable[[Connection], T]) -> T | _Missed:
-        """``query`` in one snapshot on an idle engine connection, or :data:`MISSED`."""
-        connection = self._readers.lend()
+        """``query`` in one snapshot on an idle engine connection, or :data:`MISSED`.
+
+        An idle link is taken over by the engine, made here (:meth:`ReaderThreads.take_over`).
+        """
+        lent = self._readers.lend()
+        connection = self._readers.take_over(lent) if isinstance(lent, DriverLink) else lent
         if connection is None:
-            return MISSED
-        if not isinstance(connection, Connection):  # a link: a thread makes the engine
-            self._readers.keep(connection)
             return MISSED
         return self._run(connection, partial(query, connection))
 

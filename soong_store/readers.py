@@ -52,7 +52,7 @@ class ReaderThreads:
     def __init__(self, engine: Engine | None, size: int, name: str) -> None:
         self._engine = engine
         self._make: Callable[[DriverLink | None], Engine] | None = None
-        self._making = threading.Lock()  # taken on reader threads only: an event loop never waits
+        self._making = threading.Lock()  # an event loop only tries it: it never waits
         self._size = size
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -130,6 +130,30 @@ class ReaderThreads:
         if link is not None:  # the engine was made meanwhile, on another connection
             link.close()
         return engine.connect()
+
+    def take_over(self, link: DriverLink) -> Connection | None:
+        """``link`` as the first connection of the engine, made now (on a loop: no wait).
+
+        Making the engine and taking the link over waits for no lock (the pool only turns the
+        link's busy wait on). ``None``: the engine exists already or is being made, and
+        ``link`` is idle again; or making it failed, and ``link`` is gone (a thread's
+        :meth:`connection` then makes it, and reports the error).
+        """
+        if not self._making.acquire(blocking=False):
+            self.keep(link)
+            return None
+        try:
+            if self._engine is not None or self._make is None:
+                self.keep(link)
+                return None
+            try:
+                engine = self._engine = self._make(link)
+                return engine.connect()
+            except Exception:
+                self._connections.drop(link)
+                return None
+        finally:
+            self._making.release()
 
     def lend(self) -> _Idle | None:
         """An idle connection, until :meth:`keep` or :meth:`discard` (``None``: none is idle)."""

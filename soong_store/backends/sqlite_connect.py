@@ -37,6 +37,8 @@ from soong_store.errors import StorageError
 
 _UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", default=False)
 """Set while read connections made in this context must not switch the file to WAL."""
+_TAKEN_OVER = "soong_store.taken_over"
+"""In a pool record's ``info`` while its connection is a link's being taken over."""
 
 
 @contextmanager
@@ -69,6 +71,8 @@ def install_hooks(
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+            if record.info.pop(_TAKEN_OVER, False):  # a link: set up already, in WAL
+                return
             for pragma in pragmas:
                 cursor.execute(pragma)
             if checkpoints_by_hand:
@@ -136,7 +140,9 @@ def link(
 def take_over(engine: Engine, taken: DriverLink) -> None:
     """Make ``taken``'s connection the first one ``engine``'s pool connects, its ``info`` kept.
 
-    The pool then sets it up as any new connection (the same pragmas again, the WAL check).
+    The link was set up as the engine's read connections are and is in WAL: the pool only turns
+    its busy wait on, and runs no statement that could wait for a lock (the engine may be made
+    on an event loop).
     """
     driver, info = taken.hand_over()
     handed = [driver]
@@ -148,6 +154,7 @@ def take_over(engine: Engine, taken: DriverLink) -> None:
         except IndexError:  # taken: the pool connects as usual
             return None
         record.info.update(info)
+        record.info[_TAKEN_OVER] = True
         return first
 
 

@@ -307,6 +307,46 @@ async def test_an_open_that_would_wait_for_a_lock_waits_on_a_thread(home: Path) 
     assert readers_end(before)
 
 
+async def test_a_read_that_needs_the_engine_makes_it_on_the_loop(home: Path, made: Made) -> None:
+    sid = await make_session(home)
+    made.engines.clear()
+    made.connections.clear()
+    before = set(threading.enumerate())
+    async with SessionStore(home=home) as store:
+        readers = runtime_of(store)._readers
+        assert readers is not None
+        link = readers.lend()
+        assert isinstance(link, DriverLink)
+        readers.keep(link)
+        assert [a.agent_type for a in await store.list_agents(sid)] == ["main"]  # Core, small
+        assert new_threads(before) == []  # made on the loop, no thread
+        assert made.engines == ["read"] and made.connections == ["read"] and link.closed
+        taken = readers.lend()
+        assert isinstance(taken, Connection)
+        assert taken.connection.driver_connection is link.connection.driver_connection
+        readers.keep(taken)
+
+
+async def test_taking_the_link_over_runs_nothing_that_could_wait(home: Path) -> None:
+    sid = await make_session(home)
+    async with SessionStore(home=home) as store:
+        readers = runtime_of(store)._readers
+        assert readers is not None
+        link = readers.lend()
+        assert isinstance(link, DriverLink)
+        readers.keep(link)
+        ran: list[str] = []
+        link.connection.driver_connection.set_trace_callback(ran.append)
+        assert [a.agent_type for a in await store.list_agents(sid)] == ["main"]
+        # The dialect's first look (a flag, no lock), the threads' wait, then the loop's none:
+        # nothing reads the schema (which may wait for a lock) before the read's own BEGIN.
+        assert ran[: ran.index("BEGIN")] == [
+            "PRAGMA read_uncommitted",
+            "PRAGMA busy_timeout = 5000",
+            "PRAGMA busy_timeout = 0",
+        ]
+
+
 async def test_a_refused_open_leaves_no_reader_thread(home: Path) -> None:
     await make_session(home)
     con = connect_raw(db_path(home))
