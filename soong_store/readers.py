@@ -13,8 +13,9 @@ connection is ever made for it. A store's open that does not run on its caller's
 the first job of its reader threads, before their engine is bound, so that the thread it starts
 serves the first read too; either way it leaves its connection idle for that read. An open on
 the caller's loop leaves a :class:`~soong_store.backends.link.DriverLink` instead, and no
-engine: the first read that needs one (on a thread) makes it, taking the link's driver
-connection over as the pool's first. Closing ends every thread and returns every connection.
+engine: the first read that needs one makes it (on a thread, or on a loop:
+:meth:`ReaderThreads.take_over`), taking the link's driver connection over as the pool's first.
+Closing ends every thread and returns every connection.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class ReaderThreads:
         self._connections.add(first)
 
     def bind_link(self, first: DriverLink, make: Callable[[DriverLink | None], Engine]) -> None:
-        """Leave ``first`` idle, and make the engine with ``make`` when a thread first connects.
+        """Leave ``first`` idle, and make the engine with ``make`` when a read first needs it.
 
         ``make`` takes over the link it is given (it closes it if it fails). Once, before any
         read is queued.

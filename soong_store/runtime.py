@@ -177,7 +177,7 @@ class StoreRuntime:
             self._opening.release()
 
     def _read_engine_taking(self, link: DriverLink | None) -> Engine:
-        """The read engine, made when a reader thread first connects (taking ``link`` over)."""
+        """The read engine, made when a read first needs it (taking ``link`` over, if given)."""
         if link is None:
             return self.backend.engine("read")
         return self.backend.engine_taking(link)
