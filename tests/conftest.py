@@ -13,6 +13,7 @@ import pytest
 from soong_store import SessionStore
 from soong_store.backends import default_url
 from soong_store.backends.base import open_backend
+from soong_store.backends.link import DriverLink
 from soong_store.backends.sqlite import load_sqlite_module, sqlite_version
 from tests import postgres_server
 
@@ -87,6 +88,18 @@ def snapshot(home: Path) -> dict[str, Any]:
             return backend.snapshot(connection)
     finally:
         engine.dispose()
+
+
+def idle_link(store: SessionStore) -> DriverLink:
+    """The link a store opened on its loop left idle (taken and kept idle again)."""
+    from soong_store.store import runtime_of
+
+    readers = runtime_of(store)._readers
+    assert readers is not None
+    link = readers.lend()
+    assert isinstance(link, DriverLink)
+    readers.keep(link)
+    return link
 
 
 def text(value: str) -> list[dict[str, str]]:

@@ -20,11 +20,11 @@ from sqlalchemy.exc import OperationalError
 
 from soong_store import NotFound, SessionStore
 from soong_store.backends import sqlite as sqlite_backend
-from soong_store.backends.link import DriverLink
 from soong_store.loop_reads import SMALL_ROWS
 from soong_store.schema import catalog
 from soong_store.sql import reads, record_reads
 from soong_store.store import runtime_of
+from tests.conftest import idle_link
 from tests.conftest import text as text_blocks
 from tests.shard_support import limited, settle
 
@@ -285,16 +285,6 @@ async def test_a_listing_past_the_budget_is_read_on_a_thread(
     kids = await store.children(sid, root.node_id)
     assert len(kids) == SMALL_ROWS + 1 and len(handed) == 1
     assert [n.content[0].text for n in kids[:2]] == ["a0", "a1"]  # type: ignore[union-attr]
-
-
-def idle_link(store: SessionStore) -> DriverLink:
-    """The link a store opened on its loop left idle (taken and kept again)."""
-    readers = runtime_of(store)._readers
-    assert readers is not None
-    link = readers.lend()
-    assert isinstance(link, DriverLink)
-    readers.keep(link)
-    return link
 
 
 async def test_a_store_error_on_the_link_keeps_it(home: Path) -> None:

@@ -25,12 +25,11 @@ from sqlalchemy import Connection, Engine, event
 
 from soong_store import SchemaVersionError, SessionStore, upgrade
 from soong_store.backends.base import Role
-from soong_store.backends.link import DriverLink
 from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.home import SQLITE_MODULE_ENV
 from soong_store.migrate import HEAD_REVISION
 from soong_store.store import runtime_of
-from tests.conftest import LoopTicker, connect_raw, db_path, text
+from tests.conftest import LoopTicker, connect_raw, db_path, idle_link, text
 
 pytestmark = pytest.mark.sqlite
 
@@ -138,10 +137,7 @@ async def test_the_read_engine_takes_the_open_s_connection_over(home: Path, made
     async with SessionStore(home=home) as store:
         readers = runtime_of(store)._readers
         assert readers is not None
-        link = readers.lend()
-        assert isinstance(link, DriverLink)
-        driver = link.connection.driver_connection
-        readers.keep(link)
+        driver = idle_link(store).connection.driver_connection
         assert len((await store.context(sid)).nodes) == 1  # on the link
         assert made.engines == []
         assert [s.session_id for s in await store.list_sessions()] == [sid]  # needs the engine
@@ -159,11 +155,7 @@ async def test_closing_a_store_that_read_only_on_its_link_closes_it(home: Path) 
     sid = await make_session(home)
     store = SessionStore(home=home)
     await store.open()
-    readers = runtime_of(store)._readers
-    assert readers is not None
-    link = readers.lend()
-    assert isinstance(link, DriverLink)
-    readers.keep(link)
+    link = idle_link(store)
     assert (await store.get_session(sid)).session_id == sid
     await store.close()
     assert link.closed and runtime_of(store).read_engine is None
@@ -315,9 +307,7 @@ async def test_a_read_that_needs_the_engine_makes_it_on_the_loop(home: Path, mad
     async with SessionStore(home=home) as store:
         readers = runtime_of(store)._readers
         assert readers is not None
-        link = readers.lend()
-        assert isinstance(link, DriverLink)
-        readers.keep(link)
+        link = idle_link(store)
         assert [a.agent_type for a in await store.list_agents(sid)] == ["main"]  # Core, small
         assert new_threads(before) == []  # made on the loop, no thread
         assert made.engines == ["read"] and made.connections == ["read"] and link.closed
@@ -330,11 +320,7 @@ async def test_a_read_that_needs_the_engine_makes_it_on_the_loop(home: Path, mad
 async def test_taking_the_link_over_runs_nothing_that_could_wait(home: Path) -> None:
     sid = await make_session(home)
     async with SessionStore(home=home) as store:
-        readers = runtime_of(store)._readers
-        assert readers is not None
-        link = readers.lend()
-        assert isinstance(link, DriverLink)
-        readers.keep(link)
+        link = idle_link(store)
         ran: list[str] = []
         link.connection.driver_connection.set_trace_callback(ran.append)
         assert [a.agent_type for a in await store.list_agents(sid)] == ["main"]
