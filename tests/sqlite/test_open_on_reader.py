@@ -13,7 +13,6 @@ import ast
 import asyncio
 import hashlib
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -29,7 +28,7 @@ from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.home import SQLITE_MODULE_ENV
 from soong_store.migrate import HEAD_REVISION
 from soong_store.store import runtime_of
-from tests.conftest import LoopTicker, connect_raw, db_path, idle_link, text
+from tests.conftest import RAW_SQLITE, LoopTicker, connect_raw, db_path, idle_link, text
 
 pytestmark = pytest.mark.sqlite
 
@@ -147,7 +146,7 @@ async def test_the_read_engine_takes_the_open_s_connection_over(home: Path, made
         assert taken.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000  # set up anew
         readers.keep(taken)
         assert len((await store.context(sid)).nodes) == 1
-    with pytest.raises(sqlite3.ProgrammingError):  # closed with the engine
+    with pytest.raises(RAW_SQLITE.ProgrammingError):  # closed with the engine
         driver.execute("SELECT 1")
 
 
@@ -159,7 +158,7 @@ async def test_closing_a_store_that_read_only_on_its_link_closes_it(home: Path) 
     assert (await store.get_session(sid)).session_id == sid
     await store.close()
     assert link.closed and runtime_of(store).read_engine is None
-    with pytest.raises(sqlite3.ProgrammingError):
+    with pytest.raises(RAW_SQLITE.ProgrammingError):
         link.connection.driver_connection.execute("SELECT 1")
 
 
