@@ -32,7 +32,7 @@ OPENS = 5
 STORE = "soong_store"
 RAW = "raw sqlite3"
 FLOOR_SCRIPT = "floor_store.py"
-"""The store's open + first read done by raw ``sqlite3`` on the store's own file (no verdict)."""
+"""Raw ``sqlite3`` doing the store's open + first read and writes on its own tables (no verdict)."""
 _pythons: dict[str, Path | str] = {}
 
 
@@ -95,6 +95,10 @@ def _one_round(label: str, python: Path | str, script: str, items: int, reads: i
         out["open_write"] = [
             run_json(python, script, "open_write", "--db", db)["open_write"] for _ in range(OPENS)
         ]
+        if label == STORE:  # the same writes on the design's floor, on the same sessions' DDL
+            writes = run_json(python, FLOOR_SCRIPT, "writes", "--db", db, "--items", str(items))
+            out["write_seq_floor"] = writes["write_seq"] / writes["items"]
+            out["write_8way_floor"] = writes["write_8way"] / writes["written_8way"]
     return out
 
 
@@ -106,6 +110,8 @@ FIGURES = {
     "open_read": lambda o: o["open_read"],
     "open_write": lambda o: o["open_write"],
     "open_read_floor": lambda o: o.get("open_read_floor"),
+    "write_seq_floor": lambda o: o.get("write_seq_floor"),
+    "write_8way_floor": lambda o: o.get("write_8way_floor"),
 }
 
 
@@ -286,30 +292,60 @@ def _figures(
                 )
             )
     out.extend(_raw_figures(values, adk))
-    out.extend(_floor_figure(values))
+    out.extend(_floor_figures(values, adk))
     return out
 
 
-def _floor_figure(values: dict[str, dict[str, list[float]]]) -> list[Figure]:
-    """The store's open + first read done by raw sqlite3 against the fastest peer: no verdict.
+def _floor_figures(values: dict[str, dict[str, list[float]]], adk: str) -> list[Figure]:
+    """The store's floors (``floor_store.py``) against the fastest peer and ADK: no verdict.
 
-    Raw ``sqlite3`` on the store's file with the store's SQL and records (``floor_store.py``):
-    what the open row's target leaves the store for its own work with this schema.
+    Raw ``sqlite3`` on the store's own tables doing the store's part: the open + first read
+    (its pragmas, revision, SQL and records; no engine) and the writes (an append's statements
+    behind one writer thread, waiting jobs committed together). What a target asks beyond its
+    floor no store with this schema and this write design reaches.
     """
-    floor = values.get(STORE, {}).get("open_read_floor")
-    best = _fastest(values, "open_read", lambda label: bool(values[label]["open_read"]))
-    if not floor or best is None:
-        return []
-    figure = compare(
-        "peers",
-        "peers: open + first read: the store's floor",
-        "raw sqlite3 on the store's file: its pragmas, revision, SQL and records; no engine",
-        {"store floor": floor, best: values[best]["open_read"]},
-        "store floor",
-        best,
-        target="none: what the store's file and records cost",
+    rows = (
+        (
+            "open_read",
+            "open + first read",
+            "raw sqlite3 on the store's file: its pragmas, revision, SQL and records; no engine",
+            "none: what the store's file and records cost",
+        ),
+        (
+            "write_seq",
+            "sequential writes",
+            "an append's statements on the store's tables behind one writer thread, FULL",
+            "none: what the store's tables and writer thread cost",
+        ),
+        (
+            "write_8way",
+            "8-way writes",
+            "the same, waiting appends committed together",
+            "none: what the store's tables and writer thread cost",
+        ),
     )
-    return [as_speed(figure)]
+    out = []
+    for key, name, workload, target in rows:
+        floor = values.get(STORE, {}).get(f"{key}_floor")
+        best = _fastest(values, key, lambda label, key=key: bool(values[label][key]))
+        others = [(best, f"peers: {name}: the store's floor")]
+        if key != "open_read":
+            others.append((adk, f"peers: vs ADK, {name}: the store's floor"))
+        for other, title in others:
+            if not floor or not other or not values.get(other, {}).get(key):
+                continue
+            figure = compare(
+                "peers",
+                title,
+                workload,
+                {"store floor": floor, other: values[other][key]},
+                "store floor",
+                other,
+                target=target,
+                unit="s" if key == "open_read" else "s/item",
+            )
+            out.append(as_speed(figure))
+    return out
 
 
 def _raw_figures(values: dict[str, dict[str, list[float]]], adk: str) -> list[Figure]:

@@ -1,26 +1,39 @@
-"""The floor of the store's open + first read: raw ``sqlite3`` on the store's own file.
+"""The store's floors in the peers row: raw ``sqlite3`` on the store's own file and tables.
 
-A new process, on a home ``peer_store.py workload`` left, does what any store must to read the
-50-item session from that file and hand back the store's records, and nothing else: connect
-with the store's pragmas, read the schema's revision (a store must refuse a file it does not
-know) and the journal mode, then in one ``BEGIN`` the session's row, its pair's placement and
-the climb from its active node (the store's own SQL text), each row built by the store's own
-record builder. No engine, no pool, no cache, no thread. It times what ``open_read`` times in
-``_common.py`` (from before the open to the records, the names file read included); what the
-store costs over it is its own, and a target under it cannot be met with this schema and these
-records. Run with the bench's Python (``soong_store`` installed).
+``open_read``: a new process, on a home ``peer_store.py workload`` left, does what any store
+must to read the 50-item session from that file and hand back the store's records, and nothing
+else: connect with the store's pragmas, read the schema's revision (a store must refuse a file
+it does not know) and the journal mode, then in one ``BEGIN`` the session's row, its pair's
+placement and the climb from its active node (the store's own SQL text), each row built by the
+store's own record builder. No engine, no pool, no cache, no thread. It times what ``open_read``
+times in ``_common.py`` (from before the open to the records, the names file read included);
+what the store costs over it is its own, and a target under it cannot be met with this schema
+and these records.
+
+``writes``: the workload's writes (``N`` awaited ones to one session, then ``N`` by 8 coroutines
+to 8 sessions) as the design runs them at ``durability="full"``: an append's statements
+(:class:`_raw.RawWriter`, on the DDL of the workload's own sessions, copied empty) behind one
+writer thread whose waiting jobs commit together (:class:`_floor.ThreadedRaw`), at
+``synchronous=FULL`` like the peers. What the store costs over it is its own; a write target
+above it cannot be met with these tables by a store that commits on a writer thread.
+
+Run with the bench's Python (``soong_store`` installed).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sqlite3
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+from _common import CONCURRENCY, item_role, item_text
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 
 from soong_store import SessionStore  # noqa: F401  # imported as the store's side is at its clock
@@ -66,12 +79,61 @@ def open_read(home: Path, climb: str) -> float:
     return took
 
 
+async def _writes(writer: Any, names: dict[str, str], items: int) -> dict[str, Any]:
+    def content(i: int) -> str:
+        return orjson.dumps([{"type": "text", "text": item_text(i)}]).decode()
+
+    begin = time.perf_counter()
+    for i in range(items):
+        await writer.append(names["seq"], item_role(i), content(i))
+    write_seq = time.perf_counter() - begin
+    per_session = items // CONCURRENCY
+
+    async def worker(sid: str) -> None:
+        for i in range(per_session):
+            await writer.append(sid, item_role(i), content(i))
+
+    begin = time.perf_counter()
+    await asyncio.gather(*(worker(names[f"conc{k}"]) for k in range(CONCURRENCY)))
+    write_8way = time.perf_counter() - begin
+    return {
+        "items": items,
+        "write_seq": write_seq,
+        "write_8way": write_8way,
+        "written_8way": per_session * CONCURRENCY,
+    }
+
+
+def writes(home: Path, items: int) -> dict[str, Any]:
+    """Seconds for the workload's writes, sequential and 8-way, on the design's floor."""
+    # The bench's own modules, imported here: the open's floor runs with the store's imports.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _floor import ThreadedRaw
+    from _raw import RawWriter
+
+    names = json.loads((home / "names.json").read_text())
+    sids = [names["seq"], *(names[f"conc{k}"] for k in range(CONCURRENCY))]
+    with tempfile.TemporaryDirectory(prefix="soong-bench-floor-") as tmp:
+        raw = RawWriter.clone(home, sids, Path(tmp) / "floor.sqlite", "FULL")
+        writer = ThreadedRaw(raw)
+        try:
+            return asyncio.run(_writes(writer, names, items))
+        finally:
+            writer.close()
+            raw.close()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="raw sqlite3's open + first read of the store")
-    parser.add_argument("mode", choices=("open_read",))
+    parser = argparse.ArgumentParser(description="raw sqlite3 doing the store's part of the peers")
+    parser.add_argument("mode", choices=("open_read", "writes"))
     parser.add_argument("--db", required=True)
+    parser.add_argument("--items", type=int, default=5000)
     args = parser.parse_args()
     home = Path(args.db)
+    if args.mode == "writes":
+        json.dump({**writes(home, args.items), "peer": "store floor"}, sys.stdout)
+        sys.stdout.write("\n")
+        return
     sid = json.loads((home / "names.json").read_text())["small"]
     # The statement's text, made before the clock starts: a store without SQLAlchemy would
     # hold it as a constant.
