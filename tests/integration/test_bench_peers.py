@@ -68,3 +68,65 @@ def test_raw_is_never_the_fastest_peer_and_its_rows_carry_no_verdict(peers_modul
     assert against_adk.ratio == pytest.approx(5e-3 / 2.5e-4)
     first_write = figures["peers: open + first write"]
     assert first_write.baseline_name == sdk and first_write.passed is None
+
+
+def run_bench_script(script: str, *args: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "peers" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_store_floor_writes_the_workload_on_copies_of_the_stores_tables(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    run_bench_script(
+        "peer_store.py", "workload", "--db", str(home), "--items", "64", "--reads", "1"
+    )
+    names = json.loads((home / "names.json").read_text())
+    database = home / "sessions.sqlite"
+
+    def stored() -> dict[str, int]:
+        with sqlite3.connect(database) as connection:
+            return {
+                name: connection.execute(f'SELECT count(*) FROM "nodes_{sid}"').fetchone()[0]
+                for name, sid in names.items()
+            }
+
+    before = stored()
+    out = run_bench_script("floor_store.py", "writes", "--db", str(home), "--items", "64")
+    assert out["peer"] == "store floor" and out["items"] == 64 and out["written_8way"] == 64
+    assert out["write_seq"] > 0 and out["write_8way"] > 0
+    assert stored() == before  # the floor writes its own copy, never the store's file
+    assert before["seq"] == 64 and before["small"] == 50
+    assert run_bench_script("floor_store.py", "open_read", "--db", str(home))["open_read"] > 0
+
+
+def test_store_floors_face_the_fastest_peer_and_adk_without_a_verdict(peers_module) -> None:
+    p = peers_module
+    adk = next(s.label for s in p.PEERS if s.key == "adk")
+    sdk = next(s.label for s in p.PEERS if s.key == "openai_agents")
+    per_item = {p.STORE: 6e-4, p.RAW: 2.5e-4, sdk: 4e-4, adk: 5e-3}
+    values = {label: {k: [v, v, v] for k in p.FIGURES} for label, v in per_item.items()}
+    values[p.STORE]["write_seq_floor"] = [5e-4] * 3
+    values[p.STORE]["write_8way_floor"] = [2e-4] * 3
+    info = {label: {"items": 5000} for label in values}
+    figures = {f.name: f for f in p._figures(values, info, 5000)}
+    expected = {
+        "peers: sequential writes: the store's floor": (sdk, 4e-4 / 5e-4),
+        "peers: vs ADK, sequential writes: the store's floor": (adk, 5e-3 / 5e-4),
+        "peers: 8-way writes: the store's floor": (sdk, 4e-4 / 2e-4),
+        "peers: vs ADK, 8-way writes: the store's floor": (adk, 5e-3 / 2e-4),
+    }
+    for name, (baseline, ratio) in expected.items():
+        figure = figures[name]
+        assert figure.baseline_name == baseline and figure.passed is None
+        assert figure.ratio_kind == "speed" and figure.ratio == pytest.approx(ratio)
+    assert figures["peers: open + first read: the store's floor"].baseline_name == sdk
+    del values[p.STORE]["write_seq_floor"]  # a round without the floor: no row, no error
+    names = {f.name for f in p._figures(values, info, 5000)}
+    assert "peers: sequential writes: the store's floor" not in names
