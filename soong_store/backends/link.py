@@ -17,8 +17,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
+
+from soong_store.backends.values import ReadOnAThread
 
 
 class DriverRecord(Protocol):
@@ -115,3 +118,10 @@ class DriverLink:
         """
         self._closed = True
         return self.connection.driver_connection, self.connection.info
+
+
+def engine_connection(connection: Link, why: str) -> Connection:
+    """``connection`` as an engine's, for a read no link runs (else a thread reads it: ``why``)."""
+    if not isinstance(connection, Connection):
+        raise ReadOnAThread(why)
+    return connection

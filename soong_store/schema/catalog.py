@@ -48,8 +48,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 
 from soong_store.backends.base import dialect_of
-from soong_store.backends.link import Link
-from soong_store.backends.values import BeforeBegin, ReadOnAThread
+from soong_store.backends.link import Link, engine_connection
+from soong_store.backends.values import BeforeBegin
 from soong_store.model.ids import check_session_id
 from soong_store.schema.models import (
     INTEGER,
@@ -225,9 +225,7 @@ def tables_of(connection: Link, session_id: str) -> SessionTables | None:
 
 def _attaching(connection: Link, session_id: str, file: str) -> Connection:
     """``connection`` as one a shard is attached to: an engine's (a link goes to a thread)."""
-    if not isinstance(connection, Connection):
-        raise ReadOnAThread(f"session {session_id!r} is in shard {file!r}")
-    return connection
+    return engine_connection(connection, f"session {session_id!r} is in shard {file!r}")
 
 
 def nodes_sql_name(connection: Link, session_id: str) -> str | None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from soong_store.backends.base import dialect_of
-from soong_store.backends.link import Link
+from soong_store.backends.link import Link, engine_connection
 from soong_store.backends.values import DataVersion, ReadOnAThread
 from soong_store.errors import NotFound
 from soong_store.model.enums import NodeType
@@ -269,9 +269,7 @@ def _version(connection: Link, budget: int | None) -> DataVersion | None:
 
 def _engines(connection: Link) -> Connection:
     """``connection`` as an engine's (a backend without data versions lends no link)."""
-    if not isinstance(connection, Connection):
-        raise ReadOnAThread("no cache, and no engine's connection to read without one")
-    return connection
+    return engine_connection(connection, "no cache, and no engine's connection to read without one")
 
 
 class _Walk:
