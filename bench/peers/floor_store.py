@@ -6,7 +6,7 @@ else: connect with the store's pragmas, read the schema's revision (a store must
 it does not know) and the journal mode, then in one ``BEGIN`` the session's row, its pair's
 placement and the climb from its active node (the store's own SQL text), each row built by the
 store's own record builder. No engine, no pool, no cache, no thread. It times what ``open_read``
-times in ``_common.py`` (from before the open to the records, the names file read included);
+times in ``_common.py`` (from before the open to the records; the names file read before);
 what the store costs over it is its own, and a target under it cannot be met with this schema
 and these records.
 
@@ -54,10 +54,9 @@ _SESSION = (
 _PLACE = "SELECT file, epoch FROM session_files WHERE session_id = ?"
 
 
-def open_read(home: Path, climb: str) -> float:
-    """Seconds from before the open to the 50 records (the file must hold the pair in main)."""
+def open_read(home: Path, sid: str, climb: str) -> float:
+    """Seconds from before the open to session ``sid``'s 50 records (its pair in main)."""
     begin = time.perf_counter()
-    sid = json.loads((home / "names.json").read_text())["small"]
     connection = sqlite3.connect(home / DATABASE_FILE, isolation_level=None)
     for pragma in _PRAGMAS:
         connection.execute(pragma)
@@ -139,7 +138,7 @@ def main() -> None:
     # hold it as a constant.
     table = f'"nodes_{sid}"'
     climb = climb_statement(table, False, SQLiteDialect_pysqlite()).sql
-    json.dump({"open_read": open_read(home, climb), "peer": "store floor"}, sys.stdout)
+    json.dump({"open_read": open_read(home, sid, climb), "peer": "store floor"}, sys.stdout)
     sys.stdout.write("\n")
 
 

@@ -5,7 +5,8 @@ own like every peer. Writes are ``append_node`` of a one-block text node; "all i
 ``context(sid)`` (the whole path: the workload writes no compaction), "the last 50" is
 ``context(sid, limit=50)``, or, where ``context`` has no ``limit=`` yet, the whole context cut
 in Python (noted in the output). The store generates its own session ids, so the names the
-workload uses are kept in ``names.json`` beside the database.
+workload uses are kept in ``names.json`` beside the database, and loaded before an ``open_read``
+or ``open_write`` clock starts (``recall``), as an application holds its ids.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ class StorePeer(Peer):
         if not self.limit:
             self.notes.append("needs limit=: a tail read is the whole context, cut in Python")
 
+    def recall(self, db: str) -> None:
+        names = Path(db) / "names.json"
+        if names.exists():
+            self.names = json.loads(names.read_text())
+
     async def open(self, db: str) -> None:
         self.home = Path(db)
         self.store = SessionStore(home=self.home, durability="full")
@@ -42,8 +48,6 @@ class StorePeer(Peer):
 
     async def session(self, session_id: str) -> Any:
         assert self.store is not None
-        if not self.names and self._names_file().exists():
-            self.names = json.loads(self._names_file().read_text())
         if session_id not in self.names:
             record = await self.store.create_session(cwd=str(self.home))
             self.names[session_id] = record.session_id
