@@ -106,6 +106,24 @@ def test_store_floor_writes_the_workload_on_copies_of_the_stores_tables(tmp_path
     assert run_bench_script("floor_store.py", "open_read", "--db", str(home))["open_read"] > 0
 
 
+def test_store_open_read_finds_the_workload_session_by_the_names_recalled(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    run_bench_script(
+        "peer_store.py", "workload", "--db", str(home), "--items", "64", "--reads", "1"
+    )
+    names = (home / "names.json").read_text()
+    # Without the names recalled before the clock, "small" would be a new, empty session and
+    # the read would fail its count of 50 items.
+    assert run_bench_script("peer_store.py", "open_read", "--db", str(home))["open_read"] > 0
+    assert run_bench_script("peer_store.py", "open_write", "--db", str(home))["open_write"] > 0
+    assert (home / "names.json").read_text() == names  # no session made for a known name
+    with sqlite3.connect(home / "sessions.sqlite") as connection:
+        small = json.loads(names)["small"]
+        nodes = connection.execute(f'SELECT count(*) FROM "nodes_{small}"').fetchone()[0]
+    assert nodes == 51  # the 50 of the workload and the one open_write added
+
+
 def test_store_floors_face_the_fastest_peer_and_adk_without_a_verdict(peers_module) -> None:
     p = peers_module
     adk = next(s.label for s in p.PEERS if s.key == "adk")
