@@ -25,6 +25,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 CONCURRENCY = 8
@@ -108,24 +109,38 @@ async def _timed(awaitable: Any) -> tuple[float, Any]:
     return time.perf_counter() - begin, result
 
 
-async def workload(peer: Peer, db: str, items: int, reads: int) -> dict[str, Any]:
-    """Writes (sequential, 8-way), reads (all, last 50) and a small session for ``open_read``."""
-    await peer.open(db)
-    first = await peer.session("seq")
+async def timed_writes(
+    write: Callable[[Any, int], Awaitable[None]], first: Any, handles: list[Any], items: int
+) -> dict[str, Any]:
+    """The workload's writes: ``items`` awaited to ``first``, then ``items`` by one coroutine a
+    handle of ``handles`` (``items // len(handles)`` each); ``write(handle, i)`` writes item ``i``.
+    """
     begin = time.perf_counter()
     for i in range(items):
-        await peer.write(first, i)
+        await write(first, i)
     write_seq = time.perf_counter() - begin
-    handles = [await peer.session(f"conc{k}") for k in range(CONCURRENCY)]
-    per_session = items // CONCURRENCY
+    per_session = items // len(handles)
 
     async def worker(handle: Any) -> None:
         for i in range(per_session):
-            await peer.write(handle, i)
+            await write(handle, i)
 
     begin = time.perf_counter()
     await asyncio.gather(*(worker(h) for h in handles))
     write_8way = time.perf_counter() - begin
+    return {
+        "write_seq": write_seq,
+        "write_8way": write_8way,
+        "written_8way": per_session * len(handles),
+    }
+
+
+async def workload(peer: Peer, db: str, items: int, reads: int) -> dict[str, Any]:
+    """Writes (sequential, 8-way), reads (all, last 50) and a small session for ``open_read``."""
+    await peer.open(db)
+    first = await peer.session("seq")
+    handles = [await peer.session(f"conc{k}") for k in range(CONCURRENCY)]
+    written = await timed_writes(peer.write, first, handles, items)
     read_all: list[float] = []
     read_last: list[float] = []
     for _ in range(reads):
@@ -143,9 +158,7 @@ async def workload(peer: Peer, db: str, items: int, reads: int) -> dict[str, Any
         await peer.write(small, i)
     out = {
         "items": items,
-        "write_seq": write_seq,
-        "write_8way": write_8way,
-        "written_8way": per_session * CONCURRENCY,
+        **written,
         "read_all": _median_time(read_all),
         "read_last50": _median_time(read_last) if read_last else None,
         "pragmas": await peer.pragmas(),

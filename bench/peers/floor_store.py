@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _common import CONCURRENCY, item_role, item_text
+from _common import CONCURRENCY, item_role, item_text, timed_writes
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 
 from soong_store import SessionStore  # noqa: F401  # imported as the store's side is at its clock
@@ -79,28 +79,12 @@ def open_read(home: Path, sid: str, climb: str) -> float:
 
 
 async def _writes(writer: Any, names: dict[str, str], items: int) -> dict[str, Any]:
-    def content(i: int) -> str:
-        return orjson.dumps([{"type": "text", "text": item_text(i)}]).decode()
+    async def write(sid: str, i: int) -> None:
+        content = orjson.dumps([{"type": "text", "text": item_text(i)}]).decode()
+        await writer.append(sid, item_role(i), content)
 
-    begin = time.perf_counter()
-    for i in range(items):
-        await writer.append(names["seq"], item_role(i), content(i))
-    write_seq = time.perf_counter() - begin
-    per_session = items // CONCURRENCY
-
-    async def worker(sid: str) -> None:
-        for i in range(per_session):
-            await writer.append(sid, item_role(i), content(i))
-
-    begin = time.perf_counter()
-    await asyncio.gather(*(worker(names[f"conc{k}"]) for k in range(CONCURRENCY)))
-    write_8way = time.perf_counter() - begin
-    return {
-        "items": items,
-        "write_seq": write_seq,
-        "write_8way": write_8way,
-        "written_8way": per_session * CONCURRENCY,
-    }
+    handles = [names[f"conc{k}"] for k in range(CONCURRENCY)]
+    return {"items": items, **await timed_writes(write, names["seq"], handles, items)}
 
 
 def writes(home: Path, items: int) -> dict[str, Any]:
