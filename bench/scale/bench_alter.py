@@ -1,6 +1,6 @@
 """A per-session schema change: one ``ADD COLUMN`` on every ``nodes_`` table.
 
-Run: ``python bench/scale/build.py --only seed,lean,shards`` once, then
+Run: ``python bench/scale/homes.py --only seed,lean,shards`` once, then
 ``python bench/scale/bench_alter.py [--rounds 3]``.
 
 Every figure runs on a fresh copy of a built file, in one transaction, medians of the rounds:

@@ -1,6 +1,6 @@
 """The issue's targets on the recommended layout: a 100-session home against a 100,000-session one.
 
-Run: ``python bench/scale/build.py --only home`` once (the 100,000-session home: ``HOT`` lean
+Run: ``python bench/scale/homes.py --only home`` once (the 100,000-session home: ``HOT`` lean
 pairs in ``sessions.sqlite``, the rest in shards of ``SHARD``), then
 ``python bench/scale/bench_home.py [--rounds 5]``. Interleaved per round, medians:
 
@@ -28,7 +28,7 @@ import _common as c
 import move
 from _layout import ShardedReader
 from bench_schema import BENCH_PREFIX, bench_sid, create_eager, create_lazy, drop_bench_sessions
-from build import HOT, SHARD, build_design_home, shard_name
+from homes import HOT, SHARD, build_design_home, shard_name
 
 PAGE = (
     "SELECT session_id, updated_at FROM sessions WHERE status = 'active' "

@@ -1,6 +1,6 @@
 """Memory of a process that touched 1,000 sessions once each: SQLite's schema cache, per layout.
 
-Run: ``python bench/scale/build.py`` once, then ``python bench/scale/bench_rss.py [--rounds 3]``.
+Run: ``python bench/scale/homes.py`` once, then ``python bench/scale/bench_rss.py [--rounds 3]``.
 
 Each case runs in a fresh child process: it imports ``sqlite3``, notes its RSS and SQLite's own
 allocator total (``sqlite3_memory_used``, through the same shared library), opens one read
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import _common as c
 from _layout import ShardedReader, sqlite_memory
-from build import HOT, SHARD
+from homes import HOT, SHARD
 
 TOUCHED = 1000
 

@@ -1,6 +1,6 @@
 """Per-session schema cost in one file: the seed's DDL against the lean pair, eager against lazy.
 
-Run: ``python bench/scale/build.py --only seed,lean,checked,empty`` once, then
+Run: ``python bench/scale/homes.py --only seed,lean,checked,empty`` once, then
 ``python bench/scale/bench_schema.py [--rounds 5] [--largest 10000]``.
 
 For each shape (seed, lean, and lean with the seed's CHECKs and foreign keys) and each home size
@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import _common as c
-from build import EMPTY_SIZES, SHAPE_SIZES
+from homes import EMPTY_SIZES, SHAPE_SIZES
 
 BENCH_PREFIX = "sess_20990101_000000_"
 

@@ -1,6 +1,6 @@
 """Shard files attached on demand: what an attach costs, when SQLite parses, what it invalidates.
 
-Run: ``python bench/scale/build.py --only lean,shards,home`` once, then
+Run: ``python bench/scale/homes.py --only lean,shards,home`` once, then
 ``python bench/scale/bench_shards.py [--rounds 5]``.
 
 1. On a warm connection to a 100-session home: ``ATTACH`` of a shard of S lean sessions
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import _common as c
 from bench_schema import bench_sid, create_eager, drop_bench_sessions
-from build import SHARD_SIZES, build_design_home, shard_name
+from homes import SHARD_SIZES, build_design_home, shard_name
 
 
 def shard_path(connection: sqlite3.Connection, db: str, index: int) -> list[tuple[object, ...]]:

@@ -1,6 +1,6 @@
 """Build (once) every home the scale experiments read, and say how long each build took.
 
-Run: ``python bench/scale/build.py [--dir DIR] [--only seed,lean,checked,empty,shards,home]``.
+Run: ``python bench/scale/homes.py [--dir DIR] [--only seed,lean,checked,empty,shards,home]``.
 
 - ``seed-N`` / ``lean-N``: one file, N sessions of 5 nodes each, pairs in the seed's DDL or the
   lean shape (N = 100, 1,000, 10,000); ``checked-N``: the lean shape with the seed's CHECKs and
