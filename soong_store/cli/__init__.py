@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from soong_store import __version__
+from soong_store.cli.redact import masked
 from soong_store.errors import (
     InvalidArgument,
     NotFound,
@@ -239,7 +240,8 @@ def _exit_code(error: SoongStoreError) -> int:
 
 
 def _fail(message: str) -> None:
-    sys.stderr.write(f"{PROG}: {' '.join(message.split())}\n")
+    """Write the one error line (any password in it masked: it may quote the command line)."""
+    sys.stderr.write(f"{PROG}: {masked(' '.join(message.split()))}\n")
 
 
 def _command_module(name: str, freeze: bool) -> ModuleType:

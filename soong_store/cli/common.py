@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soong_store.errors import NotFound
+from soong_store.cli.redact import masked
+from soong_store.errors import InvalidArgument, NotFound
 from soong_store.home import default_home
 from soong_store.model import codec
 from soong_store.model.ids import check_id
@@ -66,18 +67,35 @@ class Progress:
 
 
 def open_store(args: argparse.Namespace, home: Path | None = None) -> SessionStore:
-    """The store the command line names (opening it creates the database if there is none)."""
+    """The store the command line names (opening it creates the database if there is none).
+
+    A URL whose password holds a raw ``@`` is refused: SQLAlchemy would take the password's
+    end for the host, and the driver's error would then quote it.
+    """
     from soong_store.store import SessionStore
 
+    if args.url is not None and "@" in (_parsed_host(args.url) or ""):
+        raise InvalidArgument(
+            f"the URL {masked(args.url)} has more than one '@': write one in the password as %40"
+        )
     return SessionStore(home=home or args.home, url=args.url, sqlite_module=args.sqlite_module)
+
+
+def _parsed_host(url: str) -> str | None:
+    """The host SQLAlchemy reads in ``url`` (``None`` if it reads none, or cannot parse it)."""
+    from sqlalchemy import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).host
+    except (ArgumentError, ValueError):  # the store reports it, as it reports any bad URL
+        return None
 
 
 def where(args: argparse.Namespace) -> str:
     """Where the command looks: ``home DIR``, or the database URL given with ``--url``."""
     if args.url is not None:
-        from sqlalchemy import make_url
-
-        return make_url(args.url).render_as_string(hide_password=True)
+        return masked(args.url)
     return f"home {args.home or default_home()}"
 
 

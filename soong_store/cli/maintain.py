@@ -20,6 +20,7 @@ from soong_store.cli.common import (
     out_lines,
     width_of,
 )
+from soong_store.cli.redact import masked
 from soong_store.demo import write_demo
 from soong_store.migrate import current_revision, head_revision, upgrade
 from soong_store.model.ids import check_session_id
@@ -41,7 +42,7 @@ async def cmd_upgrade(args: argparse.Namespace) -> int:
         after = await asyncio.to_thread(current_revision, engine)
     finally:
         engine.dispose()
-    url = engine.url.render_as_string(hide_password=True)
+    url = masked(engine.url.render_as_string(hide_password=False))
     if args.json:
         emit({"url": url, "from": before, "to": after, "head": head_revision()})
     elif before == after:
