@@ -61,12 +61,14 @@ DESCRIPTION = "Look into the sessions of a soong agent home; check, export and i
 
 
 class _BadArguments(InvalidArgument):
-    """The command line itself was refused."""
+    """The command line itself was refused (``prog``: the parser that refused it)."""
+
+    prog: str
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise _BadArguments(f"{message} (see '{self.prog} --help')")
+        raise _BadArguments(message, prog=self.prog)
 
 
 # -- parser and entry point -----------------------------------------------------------------
@@ -136,6 +138,21 @@ def command_named(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _misplaced(words: Sequence[str]) -> str:
+    """A hint for a global option given after the command (argparse only calls it unrecognized)."""
+    command = command_named(words)
+    if command is None or command not in words:
+        return ""
+    for word in words[words.index(command) + 1 :]:
+        option = word.split("=", 1)[0]
+        if option in _TOP_OPTIONS:
+            return (
+                f"; {option} is a global option: put it before the command, as in "
+                f"'{PROG} {option} ... {command} ...'"
+            )
+    return ""
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of ``soong-store`` and all its commands, or with ``only`` one.
 
@@ -184,6 +201,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add("--level", choices=LEVELS, default="debug", help="lowest level shown (default debug)")
     add("--type", action="append", help="only events of this type (repeatable)")
     add("--after", type=_nonnegative, default=0, metavar="SEQ", help="only events after SEQ")
+    add("--limit", type=_positive, metavar="N",
+        help="stop after N events (those after --after that pass the filters)")  # fmt: skip
     add("--follow", action="store_true", help="keep printing new events until Ctrl-C")
     add("--interval", type=_seconds, default=0.5, metavar="SECONDS",
         help="pause between polls with --follow (default 0.5)")  # fmt: skip
@@ -296,6 +315,10 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except _BadArguments as exc:
+        hint = _misplaced(words) if str(exc).startswith("unrecognized arguments") else ""
+        _fail(f"{exc}{hint} (see '{exc.prog} --help')")
+        return 2
     except SoongStoreError as exc:
         message = str(exc)
         if isinstance(exc, NotFound) and message.startswith("no session ") and args is not None:

@@ -45,12 +45,12 @@ async def cmd_show(args: argparse.Namespace) -> int:
         runs = await store.list_runs(sid)
         artifacts = await store.list_artifacts(sid)
         counts = await run_read(store, partial(session_counts, session_id=sid))
-        active = session.active_node_id
-        active_seq = (await store.get_node(sid, active)).node_seq if active else None
+        named = {session.active_node_id, *(a.fork_from_node_id for a in agents)} - {None}
+        seqs = {node: (await store.get_node(sid, node)).node_seq for node in named if node}
     if args.json:
         emit(render.show_document(session, agents, runs, artifacts, counts))
     else:
-        out_lines(render.show_lines(session, agents, runs, artifacts, counts, active_seq))
+        out_lines(render.show_lines(session, agents, runs, artifacts, counts, seqs))
     return 0
 
 
@@ -106,7 +106,7 @@ async def cmd_path(args: argparse.Namespace) -> int:
 
 
 async def cmd_timeline(args: argparse.Namespace) -> int:
-    """A session's events in order; ``--follow`` keeps printing new ones."""
+    """A session's events in order; ``--follow`` keeps printing new ones, ``--limit`` stops."""
     sid = check_session_id(args.session_id)
     low = LEVELS.index(args.level)
     width = width_of(args)
@@ -115,13 +115,15 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
         await store.get_session(sid)
         if args.run is not None and (await store.get_run(args.run)).session_id != sid:
             raise NotFound(f"no run {args.run!r} in session {sid!r}", run_id=args.run)
-        after = args.after
+        after, shown, full = args.after, 0, False
         node_seqs: dict[str, int] = {}
         if not args.json:
             out(render.TIMELINE_HEADER)
-        while True:
+        while not full:
             batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
-            if not args.json and any(e.node_id not in node_seqs for e in batch if e.node_id):
+            if not args.json and any(
+                node not in node_seqs for e in batch for node in render.nodes_named(e)
+            ):
                 node_seqs = await run_read(store, partial(_node_seqs, session_id=sid))
             for e in batch:
                 after = max(after, e.seq)
@@ -133,6 +135,14 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
                     emit(e.model_dump(mode="json"))
                 else:
                     out(render.event_line(e, width, node_seqs))
+                shown += 1
+                if shown == args.limit:
+                    full = True
+                    break
+            if full:
+                if not args.json:
+                    out(f"more may follow: --after {after}")
+                break
             if len(batch) == 1000:
                 continue
             if not args.follow:
