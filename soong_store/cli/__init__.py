@@ -100,7 +100,7 @@ _positive.__name__ = "integer >= 1"
 _seconds.__name__ = "seconds"
 
 
-_SID = {"metavar": "SID", "help": "session id"}
+_SID = {"metavar": "SID", "help": "session id, or one of its keys"}
 _WIDTH = {"type": _positive, "metavar": "N", "help": "line width (default: the terminal's, or 120)"}
 _JSON = "print one JSON document"
 

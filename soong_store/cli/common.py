@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soong_store.cli.redact import masked
-from soong_store.errors import InvalidArgument, NotFound
+from soong_store.errors import InvalidArgument, InvalidIdentifier, NotFound
 from soong_store.home import default_home
 from soong_store.model import codec
-from soong_store.model.ids import check_id
+from soong_store.model.ids import check_id, check_session_id
 
 if TYPE_CHECKING:  # imported by the commands that open a store (``sessions`` may not)
     from soong_store.store import SessionStore
@@ -112,6 +112,40 @@ def open_existing(args: argparse.Namespace) -> SessionStore:
     if not backend.database_exists():
         raise NotFound(f"no database in {where(args)}: {backend.location} does not exist")
     return store
+
+
+async def session_arg(store: SessionStore, value: str) -> str:
+    """The session ``value`` names: its id, or one of its keys, of any namespace.
+
+    A key is an outside name of the session (an SDK's session id, an import's source id). The id
+    of a session that exists wins; a key that names two sessions is refused, naming both; a
+    value that is neither a key nor shaped as an id is an ``InvalidIdentifier``. An id that
+    names nothing is returned as it is, for the command to report.
+    """
+    from functools import partial
+
+    from soong_store.sql import session_keys
+    from soong_store.store import run_read
+
+    try:
+        sid: str | None = check_session_id(value)
+    except InvalidIdentifier as exc:
+        sid, malformed = None, exc
+    if sid is not None:
+        try:
+            await store.get_session(sid)
+            return sid
+        except NotFound:
+            pass
+    keyed = await run_read(store, partial(session_keys.sessions_keyed, key=value))
+    if len({session_id for _, session_id in keyed}) > 1:
+        named = ", ".join(f"{session_id} ({namespace})" for namespace, session_id in keyed)
+        raise InvalidArgument(f"session key {value!r} names several sessions: {named}")
+    if keyed:
+        return keyed[0][1]
+    if sid is None:
+        raise InvalidIdentifier(f"{malformed} (nor is it a session key)", session_id=value)
+    return sid
 
 
 async def node_arg(store: SessionStore, sid: str, value: str) -> str:

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from soong_store.cli.common import open_existing
+from soong_store.cli.common import open_existing, session_arg
 from soong_store.cli.redact import masked
 from soong_store.cli.render import agent_labels
 from soong_store.model import codec
@@ -32,9 +32,10 @@ class _Place:
 async def cmd_search(args: argparse.Namespace) -> int:
     """Print the hits of a query, best first, each with where it sits and how to open it."""
     async with open_existing(args) as store:
+        session = None if args.session is None else await session_arg(store, args.session)
         hits = await store.search(
             args.query,
-            session_id=args.session,
+            session_id=session,
             role=args.role,
             limit=args.limit,
             offset=args.offset,
