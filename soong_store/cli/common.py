@@ -1,4 +1,4 @@
-"""What every command shares: printing, opening the home, naming a node by ``#seq``."""
+"""What every command shares: printing, opening the home, naming a session (id or key), a node."""
 
 from __future__ import annotations
 
