@@ -1,4 +1,10 @@
-"""Shared fixtures: a store on a real database file in a temporary home; a PostgreSQL server."""
+"""Shared fixtures: a store on a real database file in a temporary home; a PostgreSQL server.
+
+No test reaches the real home of whoever runs the suite: ``$HOME`` is a temporary folder for the
+whole run and another for each test, and ``$SOONG_AGENT_HOME`` is unset, so a store or command
+opened without a home (``~/.soong-agent``) and every subprocess a test starts (they inherit the
+environment) land there. A run that creates ``~/.soong-agent`` in the real home fails anyway.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,41 @@ from soong_store.backends.base import open_backend
 from soong_store.backends.link import DriverLink
 from soong_store.backends.sqlite import load_sqlite_module, sqlite_version
 from tests import postgres_server
+
+REAL_HOME = Path.home()
+"""The home of whoever runs the suite, as it was before any fixture replaced ``$HOME``."""
+_REAL_AGENT_HOME = REAL_HOME / ".soong-agent"
+_AGENT_HOME_BEFORE = _REAL_AGENT_HOME.exists()
+
+
+def _own_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SOONG_AGENT_HOME", raising=False)
+    return home
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _run_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``$HOME`` for the session- and module-scoped fixtures, set up before any test's."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _own_home(monkeypatch, tmp_path_factory.mktemp("run-home"))
+
+
+@pytest.fixture(autouse=True)
+def user_home(
+    _run_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The test's own ``$HOME`` (not under ``tmp_path``, which tests compare whole)."""
+    return _own_home(monkeypatch, tmp_path_factory.mktemp("user-home"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run if it created ``~/.soong-agent`` in the real home (a fixture was bypassed)."""
+    if not _AGENT_HOME_BEFORE and _REAL_AGENT_HOME.exists():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("=", f"the test run created {_REAL_AGENT_HOME}", red=True)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from soong_store import __version__
+from soong_store.cli.redact import masked
 from soong_store.errors import (
     InvalidArgument,
     NotFound,
@@ -60,12 +61,14 @@ DESCRIPTION = "Look into the sessions of a soong agent home; check, export and i
 
 
 class _BadArguments(InvalidArgument):
-    """The command line itself was refused."""
+    """The command line itself was refused (``prog``: the parser that refused it)."""
+
+    prog: str
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise _BadArguments(f"{message} (see '{self.prog} --help')")
+        raise _BadArguments(message, prog=self.prog)
 
 
 # -- parser and entry point -----------------------------------------------------------------
@@ -97,7 +100,7 @@ _positive.__name__ = "integer >= 1"
 _seconds.__name__ = "seconds"
 
 
-_SID = {"metavar": "SID", "help": "session id"}
+_SID = {"metavar": "SID", "help": "session id, or one of its keys"}
 _WIDTH = {"type": _positive, "metavar": "N", "help": "line width (default: the terminal's, or 120)"}
 _JSON = "print one JSON document"
 
@@ -133,6 +136,21 @@ def command_named(argv: Sequence[str]) -> str | None:
         else:
             return None
     return None
+
+
+def _misplaced(words: Sequence[str]) -> str:
+    """A hint for a global option given after the command (argparse only calls it unrecognized)."""
+    command = command_named(words)
+    if command is None or command not in words:
+        return ""
+    for word in words[words.index(command) + 1 :]:
+        option = word.split("=", 1)[0]
+        if option in _TOP_OPTIONS:
+            return (
+                f"; {option} is a global option: put it before the command, as in "
+                f"'{PROG} {option} ... {command} ...'"
+            )
+    return ""
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -183,6 +201,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add("--level", choices=LEVELS, default="debug", help="lowest level shown (default debug)")
     add("--type", action="append", help="only events of this type (repeatable)")
     add("--after", type=_nonnegative, default=0, metavar="SEQ", help="only events after SEQ")
+    add("--limit", type=_positive, metavar="N",
+        help="stop after N events (those after --after that pass the filters)")  # fmt: skip
     add("--follow", action="store_true", help="keep printing new events until Ctrl-C")
     add("--interval", type=_seconds, default=0.5, metavar="SECONDS",
         help="pause between polls with --follow (default 0.5)")  # fmt: skip
@@ -239,7 +259,8 @@ def _exit_code(error: SoongStoreError) -> int:
 
 
 def _fail(message: str) -> None:
-    sys.stderr.write(f"{PROG}: {' '.join(message.split())}\n")
+    """Write the one error line (any password in it masked: it may quote the command line)."""
+    sys.stderr.write(f"{PROG}: {masked(' '.join(message.split()))}\n")
 
 
 def _command_module(name: str, freeze: bool) -> ModuleType:
@@ -294,6 +315,10 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except _BadArguments as exc:
+        hint = _misplaced(words) if str(exc).startswith("unrecognized arguments") else ""
+        _fail(f"{exc}{hint} (see '{exc.prog} --help')")
+        return 2
     except SoongStoreError as exc:
         message = str(exc)
         if isinstance(exc, NotFound) and message.startswith("no session ") and args is not None:

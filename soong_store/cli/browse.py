@@ -26,10 +26,10 @@ from soong_store.cli.common import (
     open_existing,
     out,
     out_lines,
+    session_arg,
     width_of,
 )
 from soong_store.errors import InvalidArgument, NotFound
-from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import tables_of
 from soong_store.store import SessionStore, run_read
 
@@ -38,19 +38,19 @@ async def cmd_show(args: argparse.Namespace) -> int:
     """A session, its agents, runs, artifacts and usage."""
     from soong_store.transfer import session_counts
 
-    sid = check_session_id(args.session_id)
     async with open_existing(args) as store:
+        sid = await session_arg(store, args.session_id)
         session = await store.get_session(sid)
         agents = await store.list_agents(sid)
         runs = await store.list_runs(sid)
         artifacts = await store.list_artifacts(sid)
         counts = await run_read(store, partial(session_counts, session_id=sid))
-        active = session.active_node_id
-        active_seq = (await store.get_node(sid, active)).node_seq if active else None
+        named = {session.active_node_id, *(a.fork_from_node_id for a in agents)} - {None}
+        seqs = {node: (await store.get_node(sid, node)).node_seq for node in named if node}
     if args.json:
         emit(render.show_document(session, agents, runs, artifacts, counts))
     else:
-        out_lines(render.show_lines(session, agents, runs, artifacts, counts, active_seq))
+        out_lines(render.show_lines(session, agents, runs, artifacts, counts, seqs))
     return 0
 
 
@@ -58,8 +58,8 @@ async def cmd_tree(args: argparse.Namespace) -> int:
     """The whole tree of a session, the active path marked."""
     from soong_store.cli import render_nodes
 
-    sid = check_session_id(args.session_id)
     async with open_existing(args) as store:
+        sid = await session_arg(store, args.session_id)
         doc = await tree_of(store, sid, args.agent)
     if args.json:
         emit(doc)
@@ -81,8 +81,8 @@ async def cmd_path(args: argparse.Namespace) -> int:
     """The context the model gets at a node: the active path from its last compaction on."""
     from soong_store.cli import render_nodes
 
-    sid = check_session_id(args.session_id)
     async with open_existing(args) as store:
+        sid = await session_arg(store, args.session_id)
         node = None if args.node is None else await node_arg(store, sid, args.node)
         path = await store.active_path(sid, node)
         # The context of the path's own end node: both reads see the same path (nodes never
@@ -106,22 +106,24 @@ async def cmd_path(args: argparse.Namespace) -> int:
 
 
 async def cmd_timeline(args: argparse.Namespace) -> int:
-    """A session's events in order; ``--follow`` keeps printing new ones."""
-    sid = check_session_id(args.session_id)
+    """A session's events in order; ``--follow`` keeps printing new ones, ``--limit`` stops."""
     low = LEVELS.index(args.level)
     width = width_of(args)
     collected: list[dict[str, Any]] = []
     async with open_existing(args) as store:
+        sid = await session_arg(store, args.session_id)
         await store.get_session(sid)
         if args.run is not None and (await store.get_run(args.run)).session_id != sid:
             raise NotFound(f"no run {args.run!r} in session {sid!r}", run_id=args.run)
-        after = args.after
+        after, shown, full = args.after, 0, False
         node_seqs: dict[str, int] = {}
         if not args.json:
             out(render.TIMELINE_HEADER)
-        while True:
+        while not full:
             batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
-            if not args.json and any(e.node_id not in node_seqs for e in batch if e.node_id):
+            if not args.json and any(
+                node not in node_seqs for e in batch for node in render.nodes_named(e)
+            ):
                 node_seqs = await run_read(store, partial(_node_seqs, session_id=sid))
             for e in batch:
                 after = max(after, e.seq)
@@ -133,6 +135,14 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
                     emit(e.model_dump(mode="json"))
                 else:
                     out(render.event_line(e, width, node_seqs))
+                shown += 1
+                if shown == args.limit:
+                    full = True
+                    break
+            if full:
+                if not args.json:
+                    out(f"more may follow: --after {after}")
+                break
             if len(batch) == 1000:
                 continue
             if not args.follow:
@@ -156,10 +166,10 @@ def _node_seqs(connection: Connection, session_id: str) -> dict[str, int]:
 
 async def cmd_switch(args: argparse.Namespace) -> int:
     """Make a node the session's active node, or (``--none``) clear it."""
-    sid = check_session_id(args.session_id)
     if (args.node is None) == (not args.none):
         raise InvalidArgument("switch takes a NODE or --none (one of the two)")
     async with open_existing(args) as store:
+        sid = await session_arg(store, args.session_id)
         node = None if args.none else await node_arg(store, sid, args.node)
         session = await store.switch_node(sid, node)
         record = None if node is None else await store.get_node(sid, node)

@@ -1,4 +1,4 @@
-"""What every command shares: printing, opening the home, naming a node by ``#seq``."""
+"""What every command shares: printing, opening the home, naming a session (id or key), a node."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soong_store.errors import NotFound
+from soong_store.cli.redact import masked
+from soong_store.errors import InvalidArgument, InvalidIdentifier, NotFound
 from soong_store.home import default_home
 from soong_store.model import codec
-from soong_store.model.ids import check_id
+from soong_store.model.ids import check_id, check_session_id
 
 if TYPE_CHECKING:  # imported by the commands that open a store (``sessions`` may not)
     from soong_store.store import SessionStore
@@ -66,18 +67,35 @@ class Progress:
 
 
 def open_store(args: argparse.Namespace, home: Path | None = None) -> SessionStore:
-    """The store the command line names (opening it creates the database if there is none)."""
+    """The store the command line names (opening it creates the database if there is none).
+
+    A URL whose password holds a raw ``@`` is refused: SQLAlchemy would take the password's
+    end for the host, and the driver's error would then quote it.
+    """
     from soong_store.store import SessionStore
 
+    if args.url is not None and "@" in (_parsed_host(args.url) or ""):
+        raise InvalidArgument(
+            f"the URL {masked(args.url)} has more than one '@': write one in the password as %40"
+        )
     return SessionStore(home=home or args.home, url=args.url, sqlite_module=args.sqlite_module)
+
+
+def _parsed_host(url: str) -> str | None:
+    """The host SQLAlchemy reads in ``url`` (``None`` if it reads none, or cannot parse it)."""
+    from sqlalchemy import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).host
+    except (ArgumentError, ValueError):  # the store reports it, as it reports any bad URL
+        return None
 
 
 def where(args: argparse.Namespace) -> str:
     """Where the command looks: ``home DIR``, or the database URL given with ``--url``."""
     if args.url is not None:
-        from sqlalchemy import make_url
-
-        return make_url(args.url).render_as_string(hide_password=True)
+        return masked(args.url)
     return f"home {args.home or default_home()}"
 
 
@@ -94,6 +112,40 @@ def open_existing(args: argparse.Namespace) -> SessionStore:
     if not backend.database_exists():
         raise NotFound(f"no database in {where(args)}: {backend.location} does not exist")
     return store
+
+
+async def session_arg(store: SessionStore, value: str) -> str:
+    """The session ``value`` names: its id, or one of its keys, of any namespace.
+
+    A key is an outside name of the session (an SDK's session id, an import's source id). The id
+    of a session that exists wins; a key that names two sessions is refused, naming both; a
+    value that is neither a key nor shaped as an id is an ``InvalidIdentifier``. An id that
+    names nothing is returned as it is, for the command to report.
+    """
+    from functools import partial
+
+    from soong_store.sql import session_keys
+    from soong_store.store import run_read
+
+    try:
+        sid: str | None = check_session_id(value)
+    except InvalidIdentifier as exc:
+        sid, malformed = None, exc
+    if sid is not None:
+        try:
+            await store.get_session(sid)
+            return sid
+        except NotFound:
+            pass
+    keyed = await run_read(store, partial(session_keys.sessions_keyed, key=value))
+    if len({session_id for _, session_id in keyed}) > 1:
+        named = ", ".join(f"{session_id} ({namespace})" for namespace, session_id in keyed)
+        raise InvalidArgument(f"session key {value!r} names several sessions: {named}")
+    if keyed:
+        return keyed[0][1]
+    if sid is None:
+        raise InvalidIdentifier(f"{malformed} (nor is it a session key)", session_id=value)
+    return sid
 
 
 async def node_arg(store: SessionStore, sid: str, value: str) -> str:

@@ -18,11 +18,12 @@ from soong_store.cli.common import (
     open_store,
     out,
     out_lines,
+    session_arg,
     width_of,
 )
+from soong_store.cli.redact import masked
 from soong_store.demo import write_demo
 from soong_store.migrate import current_revision, head_revision, upgrade
-from soong_store.model.ids import check_session_id
 from soong_store.store import backend_of
 
 
@@ -41,7 +42,7 @@ async def cmd_upgrade(args: argparse.Namespace) -> int:
         after = await asyncio.to_thread(current_revision, engine)
     finally:
         engine.dispose()
-    url = engine.url.render_as_string(hide_password=True)
+    url = masked(engine.url.render_as_string(hide_password=False))
     if args.json:
         emit({"url": url, "from": before, "to": after, "head": head_revision()})
     elif before == after:
@@ -53,10 +54,10 @@ async def cmd_upgrade(args: argparse.Namespace) -> int:
 
 async def cmd_check(args: argparse.Namespace) -> int:
     """Check the database, the sessions' rows, artifact files and task logs."""
-    sid = None if args.session_id is None else check_session_id(args.session_id)
     progress = Progress("check")
     try:
         async with open_existing(args) as store:
+            sid = None if args.session_id is None else await session_arg(store, args.session_id)
             report = await check_store(store, sid, progress=progress)
     finally:
         progress.close()

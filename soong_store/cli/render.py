@@ -33,6 +33,11 @@ def _when(record: Any) -> str:
     return str(record.created_at.strftime("%Y-%m-%d %H:%M:%S"))
 
 
+def _unknown(value: object) -> str:
+    """``value`` as text, ``-`` where it is not known (``None``)."""
+    return "-" if value is None else str(value)
+
+
 def agent_labels(agents: Sequence[AgentRecord], root_agent_id: str) -> dict[str, str]:
     """Short names for a session's agents: the root's type, then ``sub1``, ``fork1`` ..."""
     labels: dict[str, str] = {}
@@ -108,16 +113,20 @@ def show_lines(
     runs: Sequence[RunRecord],
     artifacts: Sequence[ArtifactRecord],
     counts: dict[str, int],
-    active_seq: int | None,
+    node_seqs: Mapping[str, int],
 ) -> list[str]:
-    """The ``show`` text: the session, then its agents, runs, artifacts and usage."""
+    """The ``show`` text: the session, then its agents, runs, artifacts and usage.
+
+    ``node_seqs`` holds the ``node_seq`` of the nodes it names (the active node, where forks
+    start): a node is named ``#SEQ`` as ``tree`` names it.
+    """
     usage = usage_total(runs)
     labels = agent_labels(agents, session.root_agent_id)
     active = session.active_node_id
     lines = [f"session  {session.session_id} ({session.status})", f"cwd      {session.cwd}"]
     lines.append(f"created  {_when(session)}, updated {session.updated_at:%Y-%m-%d %H:%M:%S}")
     if active:
-        shown = f"#{active_seq} {active}"
+        shown = f"{_seq_of(active, node_seqs)} {active}"
     elif counts.get("nodes"):
         shown = "(none: the next message starts a new root)"
     else:
@@ -132,7 +141,8 @@ def show_lines(
     for a in agents:
         purpose = a.metadata.get("purpose") if isinstance(a.metadata, dict) else None
         extra = f" purpose={purpose}" if purpose else ""
-        extra += f" fork_from={a.fork_from_node_id}" if a.fork_from_node_id else ""
+        if a.fork_from_node_id:
+            extra += f" fork_from={_seq_of(a.fork_from_node_id, node_seqs)}"
         line = f"  {labels[a.agent_id]:<6} {a.agent_id}  {a.agent_type:<12} {a.status:<9}{extra}"
         lines.append(line.rstrip())
     lines.append(f"\nruns ({len(runs)})")
@@ -140,7 +150,7 @@ def show_lines(
         spent = " ".join(f"{k}={v}" for k, v in (r.usage or {}).items()) if r.usage else ""
         lines.append(
             f"  {r.run_id}  {labels.get(r.agent_id, r.agent_id):<6} status={r.status:<9} "
-            f"end_reason={r.end_reason or '-':<10} turns={r.turn_count or 0} {spent}".rstrip()
+            f"end_reason={r.end_reason or '-':<10} turns={_unknown(r.turn_count)} {spent}".rstrip()
         )
     if artifacts:
         lines.append(f"\nartifacts ({len(artifacts)})")
@@ -157,13 +167,37 @@ def show_lines(
 TIMELINE_HEADER = f"{'seq':>5} {'run_seq':<7} {'time':<12} {'level':<7} event"
 
 
+def _seq_of(node_id: str, node_seqs: Mapping[str, int]) -> str:
+    """A node named ``#SEQ`` as ``tree`` names it (by its id if ``node_seqs`` lacks it)."""
+    seq = node_seqs.get(node_id)
+    return node_id if seq is None else f"#{seq}"
+
+
+def _seqs_in(value: Any, node_seqs: Mapping[str, int]) -> Any:
+    """``value`` (a payload) with each node id in it named ``#SEQ``."""
+    if isinstance(value, str):
+        return _seq_of(value, node_seqs)
+    if isinstance(value, dict):
+        return {key: _seqs_in(item, node_seqs) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_seqs_in(item, node_seqs) for item in value]
+    return value
+
+
+def nodes_named(e: EventRecord) -> set[str]:
+    """The nodes an event names: its ``node_id``, and node ids in its payload's values."""
+    named = {e.node_id} if e.node_id else set()
+    if isinstance(e.payload, dict):
+        named.update(v for v in e.payload.values() if isinstance(v, str) and v.startswith("node_"))
+    return named
+
+
 def event_line(e: EventRecord, width: int, node_seqs: Mapping[str, int]) -> str:
     """One ``timeline`` line: seq, run seq, time, level, type, ids, and the payload clipped.
 
-    A node is named ``#SEQ`` as ``tree`` names it (by id if ``node_seqs`` lacks it).
+    Nodes, also in the payload (``node_switched``'s ``from`` and ``to``), are named ``#SEQ``.
     """
-    seq = node_seqs.get(e.node_id) if e.node_id else None
-    node = f"#{seq}" if seq is not None else e.node_id
+    node = _seq_of(e.node_id, node_seqs) if e.node_id else None
     ids = " ".join(
         f"{k}={v}" for k, v in (("node", node), ("run", e.run_id), ("tool", e.tool_call_id)) if v
     )
@@ -172,4 +206,5 @@ def event_line(e: EventRecord, width: int, node_seqs: Mapping[str, int]) -> str:
     head = f"{e.seq:>5} {run_seq:<7} {when} {e.level:<7} {e.event_type} {ids}".rstrip()
     if e.payload is None:
         return head
-    return f"{head} {clip(codec.dumps_text(e.payload), max(width - len(head) - 1, 16))}"
+    payload = codec.dumps_text(_seqs_in(e.payload, node_seqs))
+    return f"{head} {clip(payload, max(width - len(head) - 1, 16))}"

@@ -37,7 +37,7 @@ def _leaf_text(_: Place, leaf: Leaf) -> str:
     if isinstance(leaf, TextBlock):
         return leaf.text
     if isinstance(leaf, ToolCallBlock):
-        return f"→ {leaf.name}({codec.dumps_text(leaf.arguments)})"
+        return f"→ [{leaf.tool_call_id}] {leaf.name}({codec.dumps_text(leaf.arguments)})"
     if isinstance(leaf, JsonBlock):
         if leaf.artifact_ref is not None:
             return f"[json in {leaf.artifact_ref}: {leaf.summary}]"
@@ -46,11 +46,15 @@ def _leaf_text(_: Place, leaf: Leaf) -> str:
 
 
 def _result_text(block: ToolResultBlock, items: list[str]) -> str:
-    return f"← {'ERROR ' if block.is_error else ''}{' '.join(items)}"
+    return f"← {'ERROR ' if block.is_error else ''}[{block.tool_call_id}] {' '.join(items)}"
 
 
 def block_text(block: ContentBlock) -> str:
-    """One content block as one line of text (the tree and timeline show these)."""
+    """One content block as one line of text (the tree and timeline show these).
+
+    A tool call and its result both show the call's id, ``→ [call_1] read(...)`` and
+    ``← [call_1] ...``, so a result is matched to its call.
+    """
     return fold([block], _leaf_text, _result_text)[0]
 
 
@@ -67,6 +71,7 @@ def tree_document(
 ) -> dict[str, Any]:
     """The tree as JSON-ready data: agents, and nodes with their children and path flag."""
     labels = agent_labels(agents, session.root_agent_id)
+    seqs = {n.node_id: n.node_seq for n in nodes}
     if agent is not None:
         wanted = {a for a, label in labels.items() if agent in (a, label)}
         if not wanted:
@@ -102,6 +107,7 @@ def tree_document(
                 "node_id": n.node_id,
                 "node_seq": n.node_seq,
                 "parent_id": n.parent_id,
+                "parent_seq": seqs.get(n.parent_id) if n.parent_id is not None else None,
                 "agent": labels.get(n.agent_id, n.agent_id),
                 "agent_id": n.agent_id,
                 "run_id": n.run_id,
@@ -141,7 +147,7 @@ def tree_lines(doc: dict[str, Any], *, width: int, depth: int | None = None) -> 
     stack: list[tuple[dict[str, Any], str, str, int, bool]] = []
     for index in range(len(roots) - 1, -1, -1):
         root, last = roots[index], index == len(roots) - 1
-        under = "" if root["parent_id"] is None else f"(under {root['parent_id']}) "
+        under = "" if root["parent_id"] is None else f"(under #{root['parent_seq']}) "
         lead, cont = ((elbow if last else tee) + under, "   " if last else pipe)
         stack.append(
             (root, lead if len(roots) > 1 else under, cont if len(roots) > 1 else "", 0, False)

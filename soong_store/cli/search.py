@@ -12,7 +12,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from soong_store.cli.common import open_existing
+from soong_store.cli.common import open_existing, session_arg
+from soong_store.cli.redact import masked
 from soong_store.cli.render import agent_labels
 from soong_store.model import codec
 from soong_store.model.search import SearchHit
@@ -31,9 +32,10 @@ class _Place:
 async def cmd_search(args: argparse.Namespace) -> int:
     """Print the hits of a query, best first, each with where it sits and how to open it."""
     async with open_existing(args) as store:
+        session = None if args.session is None else await session_arg(store, args.session)
         hits = await store.search(
             args.query,
-            session_id=args.session,
+            session_id=session,
             role=args.role,
             limit=args.limit,
             offset=args.offset,
@@ -53,11 +55,15 @@ async def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _prefix(args: argparse.Namespace) -> str:
-    """``soong-store`` with the global options this run was given, to open a hit."""
+    """``soong-store`` with the global options this run was given, to open a hit.
+
+    A password in ``--url`` is shown as ``***``: the reader puts their own back.
+    """
     words = ["soong-store"]
-    for option, value in (("--home", args.home), ("--url", args.url)):
-        if value is not None:
-            words += [option, str(value)]
+    if args.home is not None:
+        words += ["--home", str(args.home)]
+    if args.url is not None:
+        words += ["--url", masked(args.url)]
     if args.sqlite_module is not None:
         words += ["--sqlite-module", args.sqlite_module]
     return shlex.join(words)

@@ -12,17 +12,17 @@ from soong_store.cli.common import (
     open_existing,
     out,
     out_lines,
+    session_arg,
     width_of,
 )
 from soong_store.errors import NotFound, StorageError, TaskDagUnavailable
-from soong_store.model.ids import check_session_id
 from soong_store.tasks.wal import WAL_SUFFIX, Task, TaskDag, task_root, task_wal_path
 
 
 async def cmd_tasks(args: argparse.Namespace) -> int:
     """The task DAGs of a session, read from their write-ahead logs (nothing is changed)."""
-    sid = check_session_id(args.session_id)
     async with open_existing(args) as store:
+        sid = await session_arg(store, args.session_id)
         session = await store.get_session(sid)
     folder = task_root(session.cwd, sid)
     if args.name is None:

@@ -16,18 +16,18 @@ from soong_store.cli.common import (
     open_store,
     out,
     out_lines,
+    session_arg,
 )
 from soong_store.cli.markdown import export_markdown
 from soong_store.errors import InvalidArgument
-from soong_store.model.ids import check_session_id
 from soong_store.store import SessionStore
 from soong_store.transfer import export_session, import_session
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
     """Write one session as JSON Lines (or its active path as Markdown)."""
-    sid = check_session_id(args.session_id)
     async with open_existing(args) as store:
+        sid = await session_arg(store, args.session_id)
         await store.get_session(sid)
         if args.output is None:
             await _export(store, sid, args, sys.stdout)

@@ -46,6 +46,21 @@ def lookup(connection: Connection, namespace: str, key: str) -> str | None:
     return found
 
 
+def sessions_keyed(connection: Connection, key: str) -> list[tuple[str, str]]:
+    """``(namespace, session_id)`` of each session ``key`` names, in any namespace.
+
+    For a name given without its namespace (the CLI takes a session's key where it takes its id).
+    The primary key leads with the namespace, so this reads the whole table: one row a keyed
+    session, read once per command.
+    """
+    rows = connection.execute(
+        select(_keys.c.namespace, _keys.c.session_id)
+        .where(_keys.c["key"] == key)
+        .order_by(_keys.c.namespace)
+    )
+    return [(namespace, session_id) for namespace, session_id in rows]
+
+
 def claim(connection: Connection, namespace: str, key: str, session_id: str) -> None:
     """Give the name to ``session_id`` in the current write transaction.
 

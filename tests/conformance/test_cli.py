@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import queue
@@ -16,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import make_url
 
 from soong_store import __version__
-from soong_store.cli import main
+from soong_store.cli import build_parser, main
 from soong_store.migrate import head_revision
 from tests.backends import Backend, Kind
 from tests.conftest import text
@@ -394,3 +396,55 @@ def test_gc_removes_old_orphan_files(
     assert "removed 1 orphan" in run("gc")
     assert not orphan.exists()
     assert run("check").endswith("no problems\n")
+
+
+def with_password(url: str) -> str | None:
+    """``url`` with a password its server ignores, or ``None`` where a URL takes none.
+
+    The test servers trust local connections, so a password in the URL changes nothing but what
+    a command could print; SQLite's URLs have no place for one.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return None
+    return parsed.set(password=SECRET).render_as_string(hide_password=False)
+
+
+SECRET = "s3cret-pw"
+
+
+def test_no_command_prints_the_password_of_its_url(
+    demo_copy: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every command of the parser, on its success path, with a URL that carries a password
+    (the error paths: ``tests/unit/test_cli_passwords.py``)."""
+    backend, sid = demo_copy["backend"], demo_copy["sid"]
+    url = with_password(backend.url)
+    if url is None:
+        pytest.skip("a SQLite URL carries no password")
+    export = tmp_path / "export.jsonl"
+    argvs = {
+        "upgrade": ["upgrade"],
+        "sessions": ["sessions"],
+        "show": ["show", sid],
+        "tree": ["tree", sid],
+        "path": ["path", sid],
+        "timeline": ["timeline", sid],
+        "switch": ["switch", sid, "#6"],
+        "tasks": ["tasks", sid],
+        "gc": ["gc", "--dry-run"],
+        "check": ["check"],
+        "export": ["export", sid, "-o", str(export)],
+        "import": ["import", str(export), "--new-id"],
+        "demo": ["demo"],
+        "search": ["search", "date"],
+    }
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(argvs) == set(sub.choices), "a new command: add its success path here"
+    for argv in argvs.values():
+        for extra in ([], ["--json"]) if argv[0] != "export" else ([],):
+            code = main(["--home", str(backend.home), "--url", url, *argv, *extra])
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            assert SECRET not in out + err, argv
+    assert "--url" in out and ":***@" in out  # search's open hint: the password masked
