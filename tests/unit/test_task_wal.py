@@ -852,6 +852,30 @@ def test_the_worker_thread_ends_when_idle_and_comes_back(wal: Path) -> None:
     assert reopen(wal).tasks() == dag.tasks() and len(dag) == 22
 
 
+def test_close_ends_the_worker_thread_and_a_stopped_worker_still_serves(wal: Path) -> None:
+    async def scenario() -> None:
+        dag = await TaskDag.open(wal, NAME)
+        await dag.add("a", "first")
+        worker = dag._worker
+        assert worker is not None and worker._thread is not None
+        thread = worker._thread
+        await dag.aclose()
+        assert not thread.is_alive() and worker._serving == 0
+        ran: list[int] = []
+        jobs = [Job(lambda i=i: ran.append(i), asyncio.get_running_loop()) for i in range(3)]
+        worker.submit(jobs[0])
+        worker._jobs.put(None)  # a stop that lands between two jobs: the next is still run
+        worker.submit(jobs[1])
+        await asyncio.wait_for(asyncio.gather(jobs[0].waiter, jobs[1].waiter), 5)
+        worker.stop()
+        worker.submit(jobs[2])  # after a stop, a job starts a thread again
+        await asyncio.wait_for(jobs[2].waiter, 5)
+        worker.stop()
+        assert ran == [0, 1, 2] and worker._thread is None
+
+    run(scenario())
+
+
 class LateQueue:
     """A job queue whose first wait times out just as a job is submitted: the worker's race."""
 
