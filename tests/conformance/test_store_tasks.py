@@ -53,7 +53,7 @@ async def test_reopened_store_replays_the_dag(backend: Backend, tmp_path: Path):
         ]
 
 
-async def test_close_leaves_no_thread_of_the_store_behind(backend: Backend, tmp_path: Path):
+async def test_close_leaves_no_thread_of_the_store_behind(backend: Backend, tmp_path: Path) -> None:
     before = set(threading.enumerate())
     for _ in range(3):
         async with backend.store() as store:

@@ -4,6 +4,7 @@ import asyncio
 import dataclasses
 import errno
 import fcntl
+import functools
 import logging
 import os
 import queue
@@ -862,7 +863,7 @@ def test_close_ends_the_worker_thread_and_a_stopped_worker_still_serves(wal: Pat
         await dag.aclose()
         assert not thread.is_alive() and worker._serving == 0
         ran: list[int] = []
-        jobs = [Job(lambda i=i: ran.append(i), asyncio.get_running_loop()) for i in range(3)]
+        jobs = [Job(functools.partial(ran.append, i), asyncio.get_running_loop()) for i in range(3)]
         worker.submit(jobs[0])
         worker._jobs.put(None)  # a stop that lands between two jobs: the next is still run
         worker.submit(jobs[1])
