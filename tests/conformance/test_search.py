@@ -228,7 +228,7 @@ async def test_pages_follow_each_other(store: SessionStore) -> None:
 
 
 TIES = 3 * few_variables.LIMIT
-LONGER = 3
+BETTER = 3
 
 
 async def test_more_ties_than_a_statement_binds_come_in_order_page_by_page(
@@ -242,32 +242,32 @@ async def test_more_ties_than_a_statement_binds_come_in_order_page_by_page(
     async with backend.store() as store:
         sid = (await store.create_session(cwd=".")).session_id
         async with store.transaction(sid) as tx:
+            for _ in range(BETTER):  # the word twice scores higher, on every backend
+                tx.add_node("assistant", "message", text("continue, continue"))
             for _ in range(TIES):
                 tx.add_node("user", "message", text("continue"))
-            for _ in range(LONGER):  # a longer text scores lower (BM25 weighs by length)
-                tx.add_node("assistant", "message", text("continue with the plan"))
         nodes = await store.list_nodes(sid)
         assert len(await store.search("continue", limit=5)) == 5  # the index takes them in
     newest_first = sorted(nodes, key=lambda node: (node.created_at, node.node_seq), reverse=True)
-    short = [node.node_id for node in newest_first if node.role == "user"]
-    long = [node.node_id for node in newest_first if node.role == "assistant"]
+    better = [node.node_id for node in newest_first if node.role == "assistant"]
+    tied = [node.node_id for node in newest_first if node.role == "user"]
     few = backend.name == "sqlite" and few_variables.CAN_LIMIT
     options = {"sqlite_module": "tests.sqlite.few_variables"} if few else {}
     async with backend.store(**options) as store:
         pages = [
             await store.search("continue", limit=20, offset=offset)
-            for offset in range(0, TIES + LONGER, 20)
+            for offset in range(0, BETTER + TIES, 20)
         ]
-        edge = await store.search("continue", limit=4, offset=TIES - 2)
-        everything = await store.search("continue", limit=TIES + LONGER + 1)
-        narrowed = await store.search("continue", session_id=sid, limit=20, offset=TIES - 10)
+        edge = await store.search("continue", limit=4, offset=1)
+        everything = await store.search("continue", limit=BETTER + TIES + 1)
+        narrowed = await store.search("continue", session_id=sid, limit=20, offset=TIES - 7)
     hits = [hit for page in pages for hit in page]
-    assert [hit.node_id for hit in hits] == short + long
-    assert len({hit.rank for hit in hits[:TIES]}) == 1 and hits[TIES - 1].rank > hits[TIES].rank
-    assert all(hit.snippet == "[continue]" for hit in hits[:TIES])
-    assert [hit.node_id for hit in edge] == short[-2:] + long[:2]
+    assert [hit.node_id for hit in hits] == better + tied
+    assert hits[BETTER - 1].rank > hits[BETTER].rank and len({h.rank for h in hits[BETTER:]}) == 1
+    assert [hit.snippet for hit in hits[BETTER:]] == ["[continue]"] * TIES
+    assert [hit.node_id for hit in edge] == better[1:] + tied[:2]
     assert everything == hits
-    assert [hit.node_id for hit in narrowed] == short[-10:] + long
+    assert [hit.node_id for hit in narrowed] == tied[-10:]
 
 
 HOSTILE = [
