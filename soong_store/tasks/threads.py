@@ -184,6 +184,14 @@ class Worker:
             self._jobs.put(None)
         thread.join()
 
+    def release(self) -> None:
+        """Let the thread end once the jobs queued are run, without waiting for it.
+
+        Never blocks nor takes a lock, so a finalizer may call it in any thread: a DAG
+        collected without a close ends its thread now rather than after ``idle`` seconds.
+        """
+        self._jobs.put(None)
+
     def _serve(self) -> None:
         stopping = False
         while True:

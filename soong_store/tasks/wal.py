@@ -117,6 +117,8 @@ class TaskDag:
         self._file.owner = self._lock
         weakref.finalize(self, LOG_FILES.discard, self._file)
         self._worker = Worker() if offload else None
+        if self._worker is not None:
+            weakref.finalize(self, self._worker.release)
 
     @classmethod
     async def open(

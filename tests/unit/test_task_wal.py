@@ -5,6 +5,7 @@ import dataclasses
 import errno
 import fcntl
 import functools
+import gc
 import logging
 import os
 import queue
@@ -875,6 +876,19 @@ def test_close_ends_the_worker_thread_and_a_stopped_worker_still_serves(wal: Pat
         assert ran == [0, 1, 2] and worker._thread is None
 
     run(scenario())
+
+
+def test_a_dag_collected_without_a_close_ends_its_worker_thread(wal: Path) -> None:
+    async def scenario() -> threading.Thread:
+        dag = await TaskDag.open(wal, NAME)
+        await dag.add("a", "first")
+        assert dag._worker is not None and dag._worker._thread is not None
+        return dag._worker._thread
+
+    thread = run(scenario())  # the DAG is garbage once the loop is gone
+    gc.collect()
+    thread.join(5)  # the idle timeout is 10 s
+    assert not thread.is_alive()
 
 
 class LateQueue:
