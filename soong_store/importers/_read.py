@@ -6,7 +6,8 @@ parser gets can always be stored. A JSON Lines file is read line by line and no 
 - a line holding several JSON objects one after the other (a writer that lost a newline) is
   split into them (``recovered``), when the whole line is exactly those objects;
 - anything else that is not one JSON object (truncated JSON, a string, a number, a list, bytes
-  that are not UTF-8) is ``skipped``; both are reported as :class:`LineIssue` with the line.
+  that are not UTF-8, values nested deeper than orjson's 1,024 levels) is ``skipped``; both
+  are reported as :class:`LineIssue` with the line.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _joined_objects(line: bytes) -> list[dict[str, Any]] | None:
         try:
             _, end = _DECODER.raw_decode(text, pos)
             piece = orjson.loads(text[pos:end])
-        except (ValueError, orjson.JSONDecodeError):
+        except (ValueError, RecursionError):  # orjson's error is a ValueError
             return None
         if not isinstance(piece, dict):
             return None

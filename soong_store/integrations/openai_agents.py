@@ -36,7 +36,7 @@ from soong_store.model import codec
 from soong_store.model.enums import AgentType
 from soong_store.model.records import NodeRecord
 from soong_store.sql import record_reads, session_keys, writes
-from soong_store.store import SessionStore, run_read, run_write
+from soong_store.store import SessionStore, run_read, run_write, runtime_of
 
 __all__ = ["NAMESPACE", "SoongSession"]
 
@@ -76,8 +76,6 @@ class SoongSession:
         )
         self._own = store is None
         self._store = store if store is not None else SessionStore(home=home, url=url)
-        self._opened = False
-        self._closing = threading.Lock()
         self._sid: str | None = None
 
     async def __aenter__(self) -> Self:
@@ -101,20 +99,21 @@ class SoongSession:
         it would for ``SQLiteSession``'s. Closing twice is fine; the next use opens the store
         again. ``async with`` closes without holding up its loop.
         """
-        if self._take_own_store():
+        if self._own_store_open():
             _close_now(self._store)
         return _CLOSED
 
     async def _aclose(self) -> None:
-        if self._take_own_store():
+        if self._own_store_open():
             await self._store.close()
 
-    def _take_own_store(self) -> bool:
-        """Whether this call is the one to close the store this session opened."""
-        with self._closing:
-            taken = self._own and self._opened
-            self._opened = False
-        return taken
+    def _own_store_open(self) -> bool:
+        """Whether this session opened its store and the store is open (so a close has work).
+
+        Asked of the store itself, never of a flag of this object: a flag set by one thread's
+        open could outlive another thread's close, leaving a closed store taken for open.
+        """
+        return self._own and runtime_of(self._store).is_open
 
     @property
     def store(self) -> SessionStore:
@@ -126,9 +125,8 @@ class SoongSession:
         return await self._session()
 
     async def _session(self) -> str:
-        if self._own and not self._opened:
+        if self._own and not runtime_of(self._store).is_open:  # first use, or closed since
             await self._store.open()
-            self._opened = True
         if self._sid is None:
             found = await run_read(
                 self._store, partial(session_keys.lookup, namespace=NAMESPACE, key=self.session_id)

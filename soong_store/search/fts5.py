@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import Connection, Engine, bindparam, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from soong_store.backends.base import dialect_of
@@ -148,21 +148,34 @@ def match_expression(query: SearchQuery) -> str:
     return f"({every}) OR {fts5_string(together)}"
 
 
-_COLUMNS = """t.doc_id, t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type, t.role,
-       t.node_type, t.created_at"""
-_ORDER = "t.created_at DESC, t.doc_id DESC"
-"""Ties of score: the newer node first (its own time: imports keep the source's), then the row
-indexed later."""
-# Unfiltered, the best rows are picked by FTS5 alone (its ORDER BY rank, in C) and only those
-# are joined: joining every match first costs a lookup in search_text and agents per match.
-_TOP = text(
-    f"SELECT rowid, rank FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match "
-    "ORDER BY rank LIMIT :window"
-)
-_ROWS = text(
-    f"SELECT {_COLUMNS} FROM search_text AS t JOIN agents AS a ON a.agent_id = t.agent_id "
-    "WHERE t.doc_id IN :ids"
-).bindparams(bindparam("ids", expanding=True))
+_PAGE = f"""
+SELECT t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type, t.role, t.node_type,
+       t.created_at, -page.score AS rank,
+       snippet(search_fts, 0, '[', ']', '…', {SNIPPET_TOKENS}) AS snippet
+FROM (
+    SELECT search_fts.rowid AS doc_id, bm25(search_fts) AS score
+    FROM search_fts JOIN search_text AS t ON t.doc_id = search_fts.rowid{{agents}}
+    WHERE search_fts MATCH :match{{filters}}
+    ORDER BY score, t.created_at DESC, t.doc_id DESC
+    LIMIT :limit OFFSET :offset
+) AS page
+CROSS JOIN search_text AS t CROSS JOIN agents AS a CROSS JOIN search_fts
+WHERE t.doc_id = page.doc_id AND a.agent_id = t.agent_id
+  AND search_fts MATCH :match AND search_fts.rowid = page.doc_id
+ORDER BY page.score, t.created_at DESC, t.doc_id DESC
+"""
+"""A page of hits in one statement, ordered and cut by the database, whatever ties.
+
+The inner query scores every match (BM25 has no shortcut to the best rows: FTS5's own ``ORDER
+BY rank`` scores them all too) and orders by score, then the newer node (its own time: imports
+keep the source's), then the row indexed later; its ``LIMIT``/``OFFSET`` lets SQLite keep only
+``limit + offset`` rows while it sorts. A run of equal scores of any length (a thousand nodes
+that say "continue") costs a row lookup each, never a bound variable.
+Only the page's rows are then joined to their columns, agent and snippet (``CROSS JOIN``
+keeps that order: FTS5 looks each row up by ``rowid``, rather than scanning every match).
+"""
+_AGENTS = " JOIN agents AS a ON a.agent_id = t.agent_id"
+"""The join the ``agent_type`` filter needs in the inner query (no other filter does)."""
 # A session's rows lie between its first and last doc_id: FTS5 scores only the matches in that
 # range (a search in one session costs what its range holds, not what the whole index holds).
 _SESSION_RANGE = (
@@ -170,20 +183,6 @@ _SESSION_RANGE = (
     " (SELECT min(doc_id) FROM search_text WHERE session_id = :session_id)"
     " AND (SELECT max(doc_id) FROM search_text WHERE session_id = :session_id)"
 )
-_FILTERED = f"""
-SELECT {_COLUMNS}, -bm25(search_fts) AS rank
-FROM search_fts JOIN search_text AS t ON t.doc_id = search_fts.rowid
-JOIN agents AS a ON a.agent_id = t.agent_id
-WHERE search_fts MATCH :match {{filters}}
-ORDER BY bm25(search_fts), {_ORDER}
-LIMIT :limit OFFSET :offset
-"""
-# Snippets are made for the page only: in the query above SQLite would make one for every match
-# before sorting.
-_SNIPPETS = text(
-    f"SELECT rowid, snippet(search_fts, 0, '[', ']', '…', {SNIPPET_TOKENS}) FROM search_fts "
-    "WHERE search_fts MATCH :match AND rowid IN :ids"
-).bindparams(bindparam("ids", expanding=True))
 
 
 class FTS5Search:
@@ -220,20 +219,11 @@ class FTS5Search:
         match = match_expression(query)
         params: dict[str, Any] = {"match": match, "limit": limit, "offset": offset}
         where = filters.clause(params)
-        if not where:
-            rows = _best(connection, match, limit, offset)
-        else:
-            if filters.session_id is not None:
-                where += _SESSION_RANGE
-            found = connection.execute(text(_FILTERED.format(filters=where)), params).mappings()
-            rows = [dict(row) for row in found]
-        if rows:
-            ids = [row["doc_id"] for row in rows]
-            found_snippets = connection.execute(_SNIPPETS, {"match": match, "ids": ids})
-            snippets = {doc_id: snippet for doc_id, snippet in found_snippets}
-            for row in rows:
-                row["snippet"] = snippets.get(row.pop("doc_id"), "")
-        return rows
+        if filters.session_id is not None:
+            where += _SESSION_RANGE
+        agents = _AGENTS if filters.agent_type is not None else ""
+        sql = text(_PAGE.format(agents=agents, filters=where))
+        return [dict(row) for row in connection.execute(sql, params).mappings()]
 
     def index_problems(self, connection: Connection) -> list[str]:
         """FTS5's ``integrity-check`` of the index against ``search_text`` (none without FTS5).
@@ -265,29 +255,6 @@ class FTS5Search:
     def catch_up(self, connection: Connection) -> None:
         """Take the waiting rows into the index in one statement (one segment)."""
         pending.catch_up(connection)
-
-
-def _best(connection: Connection, match: str, limit: int, offset: int) -> list[dict[str, Any]]:
-    """The page of an unfiltered search: FTS5 picks the best rows, ties are ordered by time.
-
-    FTS5 orders by score alone, so the rows it returns are widened until the last one it leaves
-    out scores below the last one kept: every row tied with the page's edge is then among them,
-    and the page is cut after ordering by score, time and row.
-    """
-    wanted = limit + offset
-    window = wanted + 1
-    while True:
-        scored = connection.execute(_TOP, {"match": match, "window": window}).all()
-        if len(scored) < window or scored[wanted - 1][1] != scored[-1][1]:
-            break
-        window *= 4
-    kept = scored[: window - 1] if len(scored) == window else scored
-    score = {doc_id: value for doc_id, value in kept}
-    found = connection.execute(_ROWS, {"ids": list(score)}).mappings()
-    rows = [{**row, "rank": -score[row["doc_id"]]} for row in found]
-    rows.sort(key=lambda row: (row["created_at"], row["doc_id"]), reverse=True)
-    rows.sort(key=lambda row: -row["rank"])
-    return rows[offset:wanted]
 
 
 def _version(connection: Connection) -> str:

@@ -150,32 +150,61 @@ class Worker:
     ``run_in_executor`` goes through a thread pool and chains a concurrent future to an asyncio
     one; a ``SimpleQueue`` and a single wake-up of the loop cost less (about a fifth of an
     offloaded append, measured on a 2-core machine). The thread is a daemon and ends after
-    ``idle`` seconds without work; the DAG's lock serialises its appends, so one is enough.
-    Each job wakes the loop it was submitted from, whichever that is.
+    ``idle`` seconds without work, or at :meth:`stop` (the DAG's close); the DAG's lock
+    serialises its appends, so one is enough. Each job wakes the loop it was submitted from,
+    whichever that is.
     """
 
     def __init__(self, idle: float = 10.0) -> None:
-        self._jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()  # None: stop
         self._mutex = threading.Lock()
-        self._serving = 0  # the pid whose thread serves the queue: 0 once it ended when idle
+        self._serving = 0  # the pid whose thread serves the queue: 0 once it ended
+        self._thread: threading.Thread | None = None
         self._idle = idle
 
     def submit(self, job: Job) -> None:
         """Queue a job, starting the thread if none serves this process."""
         with self._mutex:
-            if self._serving != os.getpid():  # none yet, ended when idle, or left behind by fork
-                threading.Thread(target=self._serve, name="task-wal", daemon=True).start()
+            if self._serving != os.getpid():  # none yet, ended, or left behind by fork
+                self._thread = threading.Thread(target=self._serve, name="task-wal", daemon=True)
+                self._thread.start()
                 self._serving = os.getpid()
             self._jobs.put(job)
 
+    def stop(self) -> None:
+        """End the thread now rather than when idle, and wait for it (jobs queued are run first).
+
+        A later :meth:`submit` starts a new one. Called by the DAG's close, so that a closed
+        store leaves no thread behind.
+        """
+        with self._mutex:
+            thread = self._thread if self._serving == os.getpid() else None
+            if thread is None:
+                return
+            self._jobs.put(None)
+        thread.join()
+
+    def release(self) -> None:
+        """Let the thread end once the jobs queued are run, without waiting for it.
+
+        Never blocks nor takes a lock, so a finalizer may call it in any thread: a DAG
+        collected without a close ends its thread now rather than after ``idle`` seconds.
+        """
+        self._jobs.put(None)
+
     def _serve(self) -> None:
+        stopping = False
         while True:
             try:
-                job = self._jobs.get(timeout=self._idle)
+                job = self._jobs.get(timeout=0 if stopping else self._idle)
             except queue.Empty:
+                job = None
+            if job is None:  # idle for a while, or stopped: end unless a job came meanwhile
+                stopping = True
                 with self._mutex:  # submit() holds it while it puts: no job is left behind
                     if self._jobs.empty():
                         self._serving = 0
+                        self._thread = None
                         return
                 continue
             job.run()

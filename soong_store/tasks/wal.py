@@ -117,6 +117,8 @@ class TaskDag:
         self._file.owner = self._lock
         weakref.finalize(self, LOG_FILES.discard, self._file)
         self._worker = Worker() if offload else None
+        if self._worker is not None:
+            weakref.finalize(self, self._worker.release)
 
     @classmethod
     async def open(
@@ -334,12 +336,15 @@ class TaskDag:
     async def aclose(self) -> None:
         """Refuse further appends (``StoreClosed``), wait for the one in flight, release the file.
 
-        Once it returns, no append of this DAG runs or starts, and an append it refused left
-        nothing in the log. Reads keep working. Closing twice is harmless.
+        Once it returns, no append of this DAG runs or starts, an append it refused left
+        nothing in the log, and its writer thread has ended. Reads keep working. Closing twice
+        is harmless.
         """
         self._closed = True
         async with self._lock:
             LOG_FILES.discard(self._file)
+            if self._worker is not None:  # idle: the last job's caller has been woken
+                self._worker.stop()
 
     def close(self) -> None:
         """Release the file now, or when the append in flight ends; a later append reopens it.

@@ -93,6 +93,72 @@ async def test_damaged_lines_are_recovered_or_skipped_and_listed(
     assert path_ids == ["a", "b", "c"]
 
 
+DEEP = b'{"type": "message", "nested": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+"""A line nested deeper than any JSON reader takes (orjson stops at 1,024, Python at ~1,000)."""
+LINE_FORMATS = [
+    ("claude-code", CORPUS / "claude-code/agent-sessions__claude-small.jsonl"),
+    ("codex", CORPUS / "codex/agent-sessions__codex-small.jsonl"),
+    ("pi", CORPUS / "pi/agent-sessions__pi-small.jsonl"),
+    ("openhands", CORPUS / "openhands/openhands__resolver-mock-output.jsonl"),
+]
+DOCUMENT_FORMATS = [
+    ("chatgpt", CORPUS / "librechat/chatgpt-tree.json"),
+    ("librechat", CORPUS / "librechat/librechat-tree.json"),
+    ("openwebui", CORPUS / "librechat/openwebui-export.json"),
+    ("openhands", CORPUS / "openhands/openhands__trajs-basic_interactions.json"),
+]
+
+
+@pytest.mark.parametrize("fmt", ["auto", "named"])
+@pytest.mark.parametrize(("name", "source"), LINE_FORMATS, ids=[f for f, _ in LINE_FORMATS])
+async def test_a_line_nested_too_deep_is_skipped_like_any_damaged_line(
+    store: SessionStore, tmp_path: Path, name: str, source: Path, fmt: str
+) -> None:
+    lines = source.read_bytes().split(b"\n")
+    path = tmp_path / source.name
+    path.write_bytes(b"\n".join([*lines[:2], DEEP, *lines[2:]]))
+    report = await import_report(store, path, name if fmt == "named" else "auto", cwd=tmp_path)
+    assert [(i.line, i.action) for i in report.issues] == [(3, "skipped")]
+    assert report.issues[0].reason.startswith("not JSON")
+    damaged = [summary.counts for summary in report.summaries]
+    for session in report.sessions:
+        await store.delete_session(session.session_id)
+    clean = await import_report(store, source, name, cwd=tmp_path)
+    assert damaged == [summary.counts for summary in clean.summaries]  # the rest all imported
+
+
+@pytest.mark.parametrize(("name", "source"), DOCUMENT_FORMATS, ids=[f for f, _ in DOCUMENT_FORMATS])
+async def test_a_document_nested_too_deep_is_refused(
+    store: SessionStore, tmp_path: Path, name: str, source: Path
+) -> None:
+    data = source.read_bytes().lstrip()
+    path = tmp_path / source.name
+    path.write_bytes(data[:1] + b"[" * 5000 + b"]" * 5000 + b", " + data[1:])  # a first item
+    if data[:1] == b"{":
+        path.write_bytes(b'{"deep": ' + b"[" * 5000 + b"]" * 5000 + b", " + data[1:])
+    with pytest.raises(InvalidArgument, match="not a JSON document"):
+        await import_file(store, path, name)
+    with pytest.raises(InvalidArgument, match="cannot tell the format"):
+        await import_file(store, path)
+    assert await store.list_sessions() == []
+
+
+async def test_an_export_with_a_line_nested_too_deep_is_refused(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    original = (await import_file(store, CORPUS / "pi/agent-sessions__pi-small.jsonl"))[0]
+    out = io.StringIO()
+    await export_session(store, original.session_id, out)
+    await store.delete_session(original.session_id)
+    lines = out.getvalue().encode().split(b"\n")
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(b"\n".join([*lines[:2], DEEP, *lines[2:]]))
+    for fmt in ("auto", "soong"):
+        with pytest.raises(InvalidArgument, match="line 3: not JSON"):
+            await import_file(store, path, fmt)
+    assert await store.list_sessions() == []
+
+
 async def test_source_times_are_kept_and_bad_ones_noted(
     store: SessionStore, tmp_path: Path
 ) -> None:

@@ -26,6 +26,7 @@ from tests.backends import SEARCH_FOLDS_DIACRITICS, Backend
 from tests.conformance.test_importers_corpus import CORPUS
 from tests.conftest import text
 from tests.helpers import execute
+from tests.sqlite import few_variables
 
 pytestmark = pytest.mark.asyncio
 
@@ -224,6 +225,49 @@ async def test_pages_follow_each_other(store: SessionStore) -> None:
     assert await store.search("heron", offset=7) == []
     narrowed = [await store.search("heron", session_id=sid, limit=3, offset=k) for k in (0, 3, 6)]
     assert narrowed == pages  # a filtered search orders and pages as an unfiltered one
+
+
+TIES = 3 * few_variables.LIMIT
+BETTER = 3
+
+
+async def test_more_ties_than_a_statement_binds_come_in_order_page_by_page(
+    backend: Backend,
+) -> None:
+    """Equal short texts ("continue") all score the same: the page is decided by time alone.
+
+    On SQLite the search runs on a library that binds at most ``few_variables.LIMIT`` variables
+    in a statement (where the driver can set that limit), fewer than the ties.
+    """
+    async with backend.store() as store:
+        sid = (await store.create_session(cwd=".")).session_id
+        async with store.transaction(sid) as tx:
+            for _ in range(BETTER):  # the word twice scores higher, on every backend
+                tx.add_node("assistant", "message", text("continue, continue"))
+            for _ in range(TIES):
+                tx.add_node("user", "message", text("continue"))
+        nodes = await store.list_nodes(sid)
+        assert len(await store.search("continue", limit=5)) == 5  # the index takes them in
+    newest_first = sorted(nodes, key=lambda node: (node.created_at, node.node_seq), reverse=True)
+    better = [node.node_id for node in newest_first if node.role == "assistant"]
+    tied = [node.node_id for node in newest_first if node.role == "user"]
+    few = backend.name == "sqlite" and few_variables.CAN_LIMIT
+    options = {"sqlite_module": "tests.sqlite.few_variables"} if few else {}
+    async with backend.store(**options) as store:
+        pages = [
+            await store.search("continue", limit=20, offset=offset)
+            for offset in range(0, BETTER + TIES, 20)
+        ]
+        edge = await store.search("continue", limit=4, offset=1)
+        everything = await store.search("continue", limit=BETTER + TIES + 1)
+        narrowed = await store.search("continue", session_id=sid, limit=20, offset=TIES - 7)
+    hits = [hit for page in pages for hit in page]
+    assert [hit.node_id for hit in hits] == better + tied
+    assert hits[BETTER - 1].rank > hits[BETTER].rank and len({h.rank for h in hits[BETTER:]}) == 1
+    assert [hit.snippet for hit in hits[BETTER:]] == ["[continue]"] * TIES
+    assert [hit.node_id for hit in edge] == better[1:] + tied[:2]
+    assert everything == hits
+    assert [hit.node_id for hit in narrowed] == tied[-10:]
 
 
 HOSTILE = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,19 @@ async def test_reopened_store_replays_the_dag(backend: Backend, tmp_path: Path):
             ("a", TaskStatus.COMPLETED),
             ("b", TaskStatus.PENDING),
         ]
+
+
+async def test_close_leaves_no_thread_of_the_store_behind(backend: Backend, tmp_path: Path) -> None:
+    before = set(threading.enumerate())
+    for _ in range(3):
+        async with backend.store() as store:
+            sid = (await store.create_session(cwd=str(tmp_path))).session_id
+            dag = await store.task_dag(sid, "t")
+            await dag.add("a", "A")
+            await dag.set_status("a", "completed")
+        left = [t.name for t in set(threading.enumerate()) - before]
+        # asyncio_N: the loop's own pool (asyncio.to_thread), which the loop ends at its close
+        assert [name for name in left if not name.startswith("asyncio_")] == []
 
 
 async def test_damaged_wal_blocks_only_that_task(backend: Backend, tmp_path: Path):

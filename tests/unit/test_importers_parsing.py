@@ -47,6 +47,15 @@ def test_joined_objects_are_split_and_other_damage_skipped() -> None:
     assert issues[2].reason == "a JSON int, not an object"
 
 
+def test_a_line_nested_deeper_than_any_reader_is_skipped() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    data = b'{"a": 1}\n{"b": ' + deep + b'}\n{"c": ' + deep + b'}{"d": 2}\n{"e": 3}\n'
+    records, issues = read_jsonl(data)
+    assert records == [(1, {"a": 1}), (4, {"e": 3})]
+    assert [(i.line, i.action) for i in issues] == [(2, "skipped"), (3, "skipped")]
+    assert issues[0].reason.startswith("not JSON")
+
+
 def test_a_bom_and_crlf_line_ends_are_read() -> None:
     records, issues = read_jsonl(b'\xef\xbb\xbf{"a": 1}\r\n{"b": 2}\r\n')
     assert records == [(1, {"a": 1}), (2, {"b": 2})] and issues == []

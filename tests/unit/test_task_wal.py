@@ -4,6 +4,8 @@ import asyncio
 import dataclasses
 import errno
 import fcntl
+import functools
+import gc
 import logging
 import os
 import queue
@@ -850,6 +852,43 @@ def test_the_worker_thread_ends_when_idle_and_comes_back(wal: Path) -> None:
 
     dag = run(scenario())
     assert reopen(wal).tasks() == dag.tasks() and len(dag) == 22
+
+
+def test_close_ends_the_worker_thread_and_a_stopped_worker_still_serves(wal: Path) -> None:
+    async def scenario() -> None:
+        dag = await TaskDag.open(wal, NAME)
+        await dag.add("a", "first")
+        worker = dag._worker
+        assert worker is not None and worker._thread is not None
+        thread = worker._thread
+        await dag.aclose()
+        assert not thread.is_alive() and worker._serving == 0
+        ran: list[int] = []
+        jobs = [Job(functools.partial(ran.append, i), asyncio.get_running_loop()) for i in range(3)]
+        worker.submit(jobs[0])
+        worker._jobs.put(None)  # a stop that lands between two jobs: the next is still run
+        worker.submit(jobs[1])
+        await asyncio.wait_for(asyncio.gather(jobs[0].waiter, jobs[1].waiter), 5)
+        worker.stop()
+        worker.submit(jobs[2])  # after a stop, a job starts a thread again
+        await asyncio.wait_for(jobs[2].waiter, 5)
+        worker.stop()
+        assert ran == [0, 1, 2] and worker._thread is None
+
+    run(scenario())
+
+
+def test_a_dag_collected_without_a_close_ends_its_worker_thread(wal: Path) -> None:
+    async def scenario() -> threading.Thread:
+        dag = await TaskDag.open(wal, NAME)
+        await dag.add("a", "first")
+        assert dag._worker is not None and dag._worker._thread is not None
+        return dag._worker._thread
+
+    thread = run(scenario())  # the DAG is garbage once the loop is gone
+    gc.collect()
+    thread.join(5)  # the idle timeout is 10 s
+    assert not thread.is_alive()
 
 
 class LateQueue:
