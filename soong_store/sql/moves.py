@@ -386,19 +386,6 @@ def _sparse(connection: Connection, limits: Limits, among: Collection[str] | Non
     return None if found is None else str(found)
 
 
-def _forget_unused(connection: Connection, among: Collection[str] | None) -> bool:
-    """R1: drop the ``shard_files`` rows of unused shards (one main commit); whether any."""
-    with connection.begin():
-        unused = _unused(connection, among)
-        if unused:
-            connection.execute(
-                delete(shard_files_table).where(shard_files_table.c.file.in_(unused))
-            )
-    if unused:
-        _step("reclaim:forgotten")
-    return bool(unused)
-
-
 def _remove_strays(connection: Connection, backend: Backend) -> None:
     """R2: remove the shard files on disk that no row names, under the main file's write lock.
 
@@ -457,10 +444,16 @@ def reclaim(
     outside any transaction.
     """
     limits = limits or LIMITS
-    if _forget_unused(connection, among) or sweep:
-        _remove_strays(connection, backend)
-    with connection.begin():
+    with connection.begin():  # R1: the rows of unused shards go, in one main commit
+        unused = _unused(connection, among)
+        if unused:
+            files = shard_files_table.c.file
+            connection.execute(delete(shard_files_table).where(files.in_(unused)))
         sparse = _sparse(connection, limits, among)
+    if unused:
+        _step("reclaim:forgotten")
+    if unused or sweep:
+        _remove_strays(connection, backend)
     if sparse is None:
         return False
     _empty_sparse(connection, sparse, limits)

@@ -140,11 +140,12 @@ READER = PRELUDE + textwrap.dedent(
 )
 
 
-async def _reclaimed(home: Path) -> None:
+async def _reclaimed(home: Path, timeout: float = 60.0) -> None:
     """Wait for the writer's reclaim at start (a round of its own after recovery)."""
-    for _ in range(100):
-        if not stray_shard_files(home):
-            return
+    deadline = time.monotonic() + timeout
+    while stray := stray_shard_files(home):
+        if time.monotonic() > deadline:
+            pytest.fail(f"files no shard_files row names stayed: {stray}")
         await asyncio.sleep(0.05)
 
 
@@ -168,7 +169,7 @@ async def _check_sessions(store: SessionStore, acked: dict[str, set[str]]) -> No
 async def test_sigkill_during_moves_loses_nothing(
     home: Path, tmp_path: Path, figures: dict[str, Any], spawn: Callable[..., Child]
 ) -> None:
-    await _kill_rounds(home, tmp_path, figures, spawn, STEPS, ROUNDS)
+    await _kill_rounds(home, tmp_path, figures, spawn, STEPS, ROUNDS, step_wait=1.5)
 
 
 @pytest.mark.slow
@@ -177,7 +178,7 @@ async def test_sigkill_while_shards_are_reclaimed_loses_nothing(
 ) -> None:
     """The same rounds, killed at the steps of removing an emptied shard and emptying a sparse
     one; after recovery no file is left on disk that no ``shard_files`` row names."""
-    await _kill_rounds(home, tmp_path, figures, spawn, RECLAIM_STEPS, RECLAIM_ROUNDS)
+    await _kill_rounds(home, tmp_path, figures, spawn, RECLAIM_STEPS, RECLAIM_ROUNDS, step_wait=8)
 
 
 async def _kill_rounds(
@@ -187,7 +188,11 @@ async def _kill_rounds(
     spawn: Callable[..., Child],
     steps: tuple[str, ...],
     rounds: int,
+    *,
+    step_wait: float,
 ) -> None:
+    """Kill an appender ``rounds`` times: every other round at a step of ``steps`` (waiting
+    up to ``step_wait`` s for it: reclaim's steps come after whole moves), else anywhere."""
     rng = random.Random(SEED)
     with limited():
         async with SessionStore(home=home) as store:
@@ -206,7 +211,7 @@ async def _kill_rounds(
             child.wait_for("READY", timeout=60)
             delay = rng.uniform(0.05, 0.5)
             with contextlib.suppress(subprocess.TimeoutExpired):  # died at its step already
-                child.proc.wait(timeout=1.5 if step else delay)
+                child.proc.wait(timeout=step_wait if step else delay)
             child.kill()
             lines = child.finish(timeout=30)
             if step and lines and lines[-1] == f"STEP {step}":
