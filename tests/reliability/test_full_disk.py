@@ -5,7 +5,9 @@ A tiny file system is not available here, so space runs out by other means:
 - the database: ``PRAGMA max_page_count`` on the writer's own connection (a writer job), so
   SQLite answers ``SQLITE_FULL`` exactly as on a full disk;
 - files: ``OSError(ENOSPC)`` injected into ``os.write``/``os.fsync``/``os.replace`` for the
-  artifact folder or the task WAL only (the SQLite file is written by C code, never through them).
+  artifact folder or the task WAL only (the SQLite file is written by C code, never through them);
+- shards: a child process under a file-size limit (``RLIMIT_FSIZE``), so that SQLite's own
+  writes fail as on a full disk, also where it makes an attached shard's ``-shm``.
 
 Each time the failing call raises a clear ``StorageError``, nothing of it is stored (database
 snapshot, artifact folder and WAL bytes equal before and after), earlier data is intact, the
