@@ -379,3 +379,31 @@ async def test_a_shard_removed_since_the_catalog_was_read_is_looked_for_again(
                 pair_files.attach(connection, named)
     finally:
         engine.dispose()
+
+
+async def test_check_on_a_live_store_passes_over_a_shard_reclaimed_meanwhile(
+    home: Path, small_limits: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog check read named a shard the writer emptied and removed before check came
+    to it: its sessions are checked where they are now, and no shard is reported unreadable."""
+    from soong_store import check as check_module
+    from soong_store.check_reads import database_facts
+    from soong_store.store import run_read
+
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+        first = min(file for file, _ in placed.values() if file != catalog.MAIN)
+        stale = await run_read(store, lambda c: database_facts(c, None))
+        for sid in sorted(sid for sid, (file, _) in placed.items() if file == first):
+            await store.append_node(sid, "user", "message", text("back"))
+        await settle(store)
+        for _ in range(200):  # the writer's maintenance removes the emptied shard
+            if not (home / first).exists():
+                break
+            await asyncio.sleep(0.05)
+        assert not (home / first).exists()
+        monkeypatch.setattr(check_module, "database_facts", lambda _c, session_id: stale)
+        report = await check_store(store)
+        assert report.problems == []
+        assert sorted(report.sessions) == sorted(sids)
