@@ -199,7 +199,7 @@ async def check_store(
                 shard = await run_read(store, partial(shard_facts, file=file))
             except StorageError as exc:
                 report.problems.append(Problem("unreadable_shard", None, (file,), str(exc)))
-            else:
+            if shard is not None:
                 report.problems += _shard_revision(file, shard, facts)
         for start in range(0, len(sids), BATCH):
             batch = _Batch(facts, file, shard, sids[start : start + BATCH])

@@ -24,7 +24,13 @@ from soong_store.errors import SoongStoreError
 from soong_store.rules.session import Problem, SessionRows
 from soong_store.schema import catalog, pair_files
 from soong_store.schema.catalog import MAIN, StoredTables, stored_tables
-from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.schema.models import (
+    agents_table,
+    artifacts_table,
+    runs_table,
+    session_files_table,
+    sessions_table,
+)
 from soong_store.search.check import compare
 from soong_store.search.index import search_text_table
 from soong_store.search.text import node_text
@@ -104,8 +110,15 @@ class Shard:
     """Its ``shard_revision`` row (``None``: a shard from before revisions were kept)."""
 
 
-def shard_facts(connection: Connection, file: str) -> Shard:
-    """A shard's tables, copies and revision, in one snapshot (attached first)."""
+def shard_facts(connection: Connection, file: str) -> Shard | None:
+    """A shard's tables, copies and revision, in one snapshot (attached first).
+
+    ``None`` when the catalog places no pair there any more: the writer emptied it since the
+    catalog was read, and may have removed it; its sessions are read where they are now.
+    """
+    column = session_files_table.c.file
+    if connection.execute(select(column).where(column == file).limit(1)).first() is None:
+        return None
     tables = stored_tables(connection, file)
     alias = pair_files.attached_alias(connection, file)
     revision = pair_files.shard_revision(connection, alias)

@@ -116,3 +116,20 @@ def assert_each_pair_in_one_file(home: Path) -> None:
         assert {sid: placed[sid][1] for sid in copies if placed.get(sid, ("",))[0] == file} == (
             copies
         ), file
+
+
+def stray_shard_files(home: Path) -> list[str]:
+    """The files in ``shards/`` (SQLite's ``-wal``/``-shm`` too) of no ``shard_files`` row."""
+    main = connect_raw(home / "sessions.sqlite")
+    try:
+        listed = {str(f) for (f,) in main.execute("SELECT file FROM shard_files")}
+    finally:
+        main.close()
+    folder = home / "shards"
+    found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    return [n for n in found if f"shards/{n.split('-')[0]}" not in listed]
+
+
+def assert_no_stray_shard_file(home: Path) -> None:
+    """After the writer's maintenance: every file in ``shards/`` belongs to a listed shard."""
+    assert stray_shard_files(home) == []

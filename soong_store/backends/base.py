@@ -310,6 +310,14 @@ class Backend(ABC):
         """An engine on ``file`` beside the database, the database attached as ``main_as``."""
         raise StorageError(f"{self.title} keeps every pair in its database")
 
+    def shard_files_on_disk(self) -> list[str]:
+        """The shard files beside the database, as the catalog names them (none here)."""
+        return []
+
+    def remove_shard_file(self, file: str) -> None:
+        """Remove a shard file no catalog row, journal row or ``shard_files`` row names."""
+        raise StorageError(f"{self.title} keeps every pair in its database")
+
     @classmethod
     def add_column(cls, connection: Connection, tables: set[str], definition: str) -> None:
         """Add the nullable column ``definition`` to those of ``tables`` that exist.

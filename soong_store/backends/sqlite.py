@@ -221,6 +221,14 @@ class SQLiteBackend(Backend):
 
         return sqlite_files.file_engine(self._file(), file, main_as, self._engine_kwargs(), install)
 
+    def shard_files_on_disk(self) -> list[str]:
+        """The shard files in the database's folder (:mod:`.sqlite_files`)."""
+        return sqlite_files.files_on_disk(self._file())
+
+    def remove_shard_file(self, file: str) -> None:
+        """Remove a shard file and SQLite's files of it (:mod:`.sqlite_files`)."""
+        sqlite_files.remove_file(self._file(), file)
+
     @classmethod
     def attached_as(cls, connection: Connection, file: str) -> str | None:
         """The alias of an attached shard file (:mod:`.sqlite_files`)."""

@@ -11,7 +11,8 @@ file's schema at ``ATTACH``, and gives each its own page cache: kept small
 
 A move writes a shard in a transaction of its own while the writer's connection holds the main
 file's write lock: :func:`file_engine` opens the shard as a connection's main database, with
-the store's database attached to read from.
+the store's database attached to read from. The writer's maintenance lists the shard files on
+disk (:func:`files_on_disk`) and removes those no longer used (:func:`remove_file`).
 """
 
 from __future__ import annotations
@@ -128,3 +129,36 @@ def file_engine(
         dbapi_connection.execute(f"ATTACH DATABASE ? AS {main_as}", (os.fspath(database),))
 
     return engine
+
+
+SHARD_FOLDER = "shards"
+"""The folder beside the database that shard files live in."""
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def files_on_disk(database: Path) -> list[str]:
+    """The shard files beside ``database``, named as the catalog names them.
+
+    A file of SQLite's (``-wal``, ``-shm``, ``-journal``) left without its database file counts.
+    """
+    found: set[str] = set()
+    folder = database.parent / SHARD_FOLDER
+    if folder.is_dir():
+        for path in folder.iterdir():
+            name = path.name
+            for side in _SIDE_FILES:
+                name = name.removesuffix(side)
+            if name.endswith(".sqlite"):
+                found.add(f"{SHARD_FOLDER}/{name}")
+    return sorted(found)
+
+
+def remove_file(database: Path, file: str) -> None:
+    """Remove shard ``file`` beside ``database`` and SQLite's files of it.
+
+    The database file first: a ``-wal`` or ``-shm`` a crash leaves is found by
+    :func:`files_on_disk` again.
+    """
+    path = database.parent / file
+    for name in (path.name, *(path.name + side for side in _SIDE_FILES)):
+        (path.parent / name).unlink(missing_ok=True)

@@ -43,31 +43,47 @@ class Classifier(Protocol):
 def translate(exc: BaseException, by: Iterable[Classifier]) -> SoongStoreError:
     """The soong_store error that stands for ``exc`` (itself when it already is one).
 
-    A driver error becomes a :class:`StorageError` saying what its kind (the first of ``by``
-    that knows it) means: the call stored nothing, or the database is damaged; it names the
-    driver's class. Another SQLAlchemy or file-system error becomes a ``StorageError`` of its
-    own, anything else an "unexpected" one.
+    A driver error, as SQLAlchemy wraps it or as the driver raised it (``ATTACH``, a pragma:
+    statements run on the driver's own connection), becomes a :class:`StorageError` saying what
+    its kind (the first of ``by`` that knows it) means: the call stored nothing, or the database
+    is damaged; it names the driver's class. Another SQLAlchemy or file-system error becomes a
+    ``StorageError`` of its own, anything else an "unexpected" one.
     """
     if isinstance(exc, SoongStoreError):
         return exc
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        detail = str(exc.orig)
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc if _is_driver_error(exc) else None
+    if orig is not None:
+        detail = str(orig)
         kind = next((k for c in by if (k := c.classify(exc)) is not None), None)
         if kind is ErrorKind.FULL:
-            message = f"storage failed: {detail} (nothing of this call was stored)"
+            message = (
+                f"storage failed: {detail} (the disk is full or failing: "
+                "nothing of this call was stored)"
+            )
         elif kind is ErrorKind.DAMAGED:
             message = f"the database file is damaged: {detail}"
         elif kind is ErrorKind.LOST:
             message = f"the database could not be reached: {detail}"
         else:
             message = f"database error: {detail}"
-        error = StorageError(message, driver_error=type(exc.orig).__name__)
+        error = StorageError(message, driver_error=type(orig).__name__)
     elif isinstance(exc, SQLAlchemyError | OSError):
         error = StorageError(f"storage failed: {exc}")
     else:
         return StorageError(f"unexpected {type(exc).__name__}: {exc}")
     error.__cause__ = exc
     return error
+
+
+def _is_driver_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a DB-API driver's own error, by PEP 249's hierarchy of names.
+
+    Every driver error derives from the driver's ``Error`` through ``DatabaseError`` or
+    ``InterfaceError``; the drivers share no class, and an error of any other library whose
+    words happen to match a driver's message must not be taken for one.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "Error" in names and not names.isdisjoint(("DatabaseError", "InterfaceError"))
 
 
 class Translated:

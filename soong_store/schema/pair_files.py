@@ -32,6 +32,7 @@ from sqlalchemy.engine import Dialect
 from soong_store.backends.base import dialect_of
 from soong_store.backends.link import Link
 from soong_store.backends.values import BeforeBegin
+from soong_store.errors import StorageError
 from soong_store.schema.models import INTEGER, session_files_table, session_moves_table
 from soong_store.sql.prepared import Prepared, Runner
 
@@ -132,8 +133,21 @@ def copy_epoch(connection: Connection, alias: str, session_id: str) -> int | Non
 
 
 def attach(connection: Connection, file: str) -> None:
-    """Attach shard ``file`` to ``connection`` (a ``BeforeBegin``'s preparation)."""
-    dialect_of(connection).attach(connection, file)
+    """Attach shard ``file`` to ``connection`` (a ``BeforeBegin``'s preparation).
+
+    A file gone since the catalog was read (the writer's maintenance removes a shard once no
+    pair is left in it) is nothing to attach: the next snapshot finds the pair where it went.
+    One still named by the catalog is missing, and says so.
+    """
+    try:
+        dialect_of(connection).attach(connection, file)
+    except StorageError as exc:
+        if getattr(exc, "file", None) != file:
+            raise
+        with connection.begin():
+            named = select(session_files_table.c.file).where(session_files_table.c.file == file)
+            if connection.execute(named.limit(1)).first() is not None:
+                raise
 
 
 def look_again(connection: Connection) -> None:

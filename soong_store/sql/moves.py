@@ -13,6 +13,12 @@ holding a whole copy of the epoch it names; ``session_moves`` journals each move
   main; the copy left in the shard is dropped later by :func:`recover`.
 - :func:`recover` (at the writer's start, and for the rows this writer left): drop the pair
   from the files of the row the catalog does not name, one file per transaction, then the row.
+- :func:`reclaim` (the writer's maintenance once nothing is left to archive): a shard that
+  holds no pair loses its ``shard_files`` row (one commit), then its file, under the main
+  file's write lock, with any file on disk no row names (left by a crash between the two); a
+  shard less than half full has its pairs brought back, a batch per commit, for archiving to
+  move them on into the shard being filled. The shard being filled (the last) is never
+  reclaimed, so no shard's name is ever used twice: a reader may hold a removed file attached.
 
 Only SQLite moves pairs (:attr:`~soong_store.backends.base.Backend.places_pairs`); on every
 other backend the catalog names the main database for every session and nothing here runs.
@@ -20,12 +26,12 @@ other backend the catalog names the main database for every session and nothing 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, inspect, select, update
+from sqlalchemy import Connection, Select, delete, func, inspect, select, update
 
 from soong_store.backends.base import Backend, dialect_of
 from soong_store.backends.values import BeforeBegin
@@ -78,7 +84,7 @@ def _journal(connection: Connection, session_id: str, source: str, target: str, 
 
 
 def _attach(connection: Connection, file: str) -> None:
-    dialect_of(connection).attach(connection, file)
+    pair_files.attach(connection, file)
 
 
 # -- reactivate: shard -> main, in the first write's transaction ---------------------------
@@ -99,7 +105,7 @@ def bring_back(connection: Connection, session_id: str) -> None:
     if alias is None:
         raise BeforeBegin(partial(_attach, file=file), f"attach {file}")
     if pair_files.move_of(connection, session_id) is not None:
-        raise BeforeBegin(partial(recover, session_ids=[session_id]), f"recover {session_id}")
+        raise BeforeBegin(partial(_settle_first, session_id=session_id), f"recover {session_id}")
     if pair_files.copy_epoch(connection, alias, session_id) != epoch:
         raise StorageError(
             f"shard {file} holds no copy of session {session_id!r} at epoch {epoch}: run check",
@@ -119,22 +125,29 @@ def bring_back(connection: Connection, session_id: str) -> None:
     connection.info[pair_files.HOT_GREW] = True
 
 
+def _settle_first(connection: Connection, session_id: str) -> None:
+    """Settle an earlier move of ``session_id`` (a ``BeforeBegin``'s preparation)."""
+    recover(connection, [session_id])
+
+
 # -- recover: settle journal rows ----------------------------------------------------------
 
 
-def recover(connection: Connection, session_ids: Iterable[str] | None = None) -> None:
+def recover(connection: Connection, session_ids: Iterable[str] | None = None) -> set[str]:
     """Settle the journal rows of ``session_ids`` (all of them: ``None``), outside a transaction.
 
     For each row: the pair is dropped from whichever of its files the catalog does not name
     (a transaction of that file alone, under the main file's write lock), then the row goes.
     Idempotent, and safe against moves in other processes: each step checks, under the lock,
-    that the row is the one it read.
+    that the row is the one it read. Returns the shards a pair left (to :func:`reclaim`).
     """
     if session_ids is None:
         with connection.begin():
             session_ids = list(connection.execute(select(_moves.session_id)).scalars())
+    left: set[str] = set()
     for session_id in session_ids:
-        _settle(connection, session_id)
+        left |= _settle(connection, session_id)
+    return left
 
 
 def _where(connection: Connection, session_id: str) -> str | None:
@@ -142,24 +155,27 @@ def _where(connection: Connection, session_id: str) -> str | None:
     return None if place is None else place[0]
 
 
-def _settle(connection: Connection, session_id: str) -> None:
+def _settle(connection: Connection, session_id: str) -> set[str]:
+    """Settle one journal row; the shards it named that the pair is not in."""
     with connection.begin():
         row = pair_files.move_of(connection, session_id)
         if row is None:
-            return
+            return set()
         where = _where(connection, session_id)
     stale = [f for f in dict.fromkeys((str(row["source"]), str(row["target"]))) if f != where]
+    left = {f for f in stale if f != MAIN}
     for file in stale:
         if file != MAIN and not _drop_copy(connection, session_id, file, row):
-            return  # the row changed meanwhile: whoever changed it settles it
+            return left  # the row changed meanwhile: whoever changed it settles it
     with connection.begin():
         if pair_files.move_of(connection, session_id) != row:
-            return
+            return left
         if MAIN in stale and _where(connection, session_id) != MAIN:
             pair_text.drop(connection, session_id, MAIN)
             catalog.forget_pair(connection.engine, session_id)
         connection.execute(delete(session_moves_table).where(_moves.session_id == session_id))
     _step("recover:settled")
+    return left
 
 
 def _drop_copy(connection: Connection, session_id: str, file: str, row: dict[str, Any]) -> bool:
@@ -325,6 +341,125 @@ def _copy_into_shard(shard: Connection, moving: list[tuple[str, int]]) -> None:
         _step("archive:T1 before commit")
 
 
+# -- reclaim: shards that hold nothing go, sparse ones are emptied ------------------------
+
+
+def _is_named(file: Any) -> Any:
+    """Whether a catalog row or a journal row names ``file`` (a SQL expression)."""
+    placed = select(_files.session_id).where(_files.file == file)
+    moving = select(_moves.session_id).where((_moves.source == file) | (_moves.target == file))
+    return placed.exists() | moving.exists()
+
+
+def _candidates(among: Collection[str] | None) -> Select[tuple[str]]:
+    """The shards of ``among`` (``None``: every one) but the last (the one being filled)."""
+    files = shard_files_table.c.file
+    found = select(files).where(files != select(func.max(files)).scalar_subquery())
+    return found if among is None else found.where(files.in_(sorted(among)))
+
+
+def _unused(connection: Connection, among: Collection[str] | None) -> list[str]:
+    """The shards of ``among`` no catalog or journal row names, but the last."""
+    files = shard_files_table.c.file
+    found = connection.execute(_candidates(among).where(~_is_named(files)).order_by(files))
+    return [str(f) for f in found.scalars()]
+
+
+def _sparse(connection: Connection, limits: Limits, among: Collection[str] | None) -> str | None:
+    """A shard of ``among``, not the last, less than half full and with no move under way."""
+    files = shard_files_table.c.file
+    moving = select(_moves.session_id).where((_moves.source == files) | (_moves.target == files))
+    held = (
+        select(func.count())
+        .select_from(session_files_table)
+        .where(_files.file == files)
+        .scalar_subquery()
+    )
+    found = connection.execute(
+        _candidates(among)
+        .where(~moving.exists())
+        .where(held > 0)
+        .where(held * 2 < limits.shard)
+        .order_by(files)
+        .limit(1)
+    ).scalar()
+    return None if found is None else str(found)
+
+
+def _remove_strays(connection: Connection, backend: Backend) -> None:
+    """R2: remove the shard files on disk that no row names, under the main file's write lock.
+
+    The lock keeps any move (its T1 creates a file, under that lock, once journaled) out
+    meanwhile; nothing is written, so the transaction ends in a rollback.
+    """
+    on_disk = backend.shard_files_on_disk()
+    if not on_disk:
+        return
+    dialect = dialect_of(connection)
+    for file in dialect.attached_files(connection):
+        dialect.detach(connection, file)
+    with connection.begin() as transaction:
+        listed = set(connection.execute(select(shard_files_table.c.file)).scalars())
+        for file in on_disk:
+            if file in listed:
+                continue
+            if connection.execute(select(_is_named(file))).scalar():
+                continue  # a move's T1 left it: recovery settles that row first
+            backend.remove_shard_file(file)
+            _step("reclaim:removed")
+        transaction.rollback()
+
+
+def _empty_sparse(connection: Connection, file: str, limits: Limits) -> None:
+    """Bring a batch of a sparse shard's pairs back to the main file (one main commit)."""
+    pair_files.attach(connection, file)
+    if dialect_of(connection).attached_as(connection, file) is None:
+        return  # gone meanwhile
+    journaled = select(_moves.session_id).where(_moves.session_id == _files.session_id)
+    with connection.begin():
+        found = connection.execute(
+            select(_files.session_id)
+            .where(_files.file == file)
+            .where(~journaled.exists())
+            .order_by(_files.session_id)
+            .limit(limits.batch)
+        )
+        for session_id in list(found.scalars()):
+            bring_back(connection, session_id)
+        _step("reclaim:brought back")
+
+
+def reclaim(
+    connection: Connection,
+    backend: Backend,
+    limits: Limits | None = None,
+    among: Collection[str] | None = None,
+    *,
+    sweep: bool = True,
+) -> bool:
+    """Remove the shards of ``among`` (``None``: all) that hold nothing; empty a sparse one.
+
+    ``sweep`` also removes the files on disk no row names (a crash's leftovers). Returns
+    whether a batch was brought back (the writer then archives it and calls again). Run
+    outside any transaction.
+    """
+    limits = limits or LIMITS
+    with connection.begin():  # R1: the rows of unused shards go, in one main commit
+        unused = _unused(connection, among)
+        if unused:
+            files = shard_files_table.c.file
+            connection.execute(delete(shard_files_table).where(files.in_(unused)))
+        sparse = _sparse(connection, limits, among)
+    if unused:
+        _step("reclaim:forgotten")
+    if unused or sweep:
+        _remove_strays(connection, backend)
+    if sparse is None:
+        return False
+    _empty_sparse(connection, sparse, limits)
+    return True
+
+
 def _read_all(driver: Any, sql: str, *parameters: object) -> list[Any]:
     """Every row of a query on a DB-API connection, its statement finished and closed."""
     cursor = driver.cursor()
@@ -348,10 +483,36 @@ class Maintenance:
         self._started = False
         self._shard = ShardConnection(backend)
         self._failed = False
+        self._left: set[str] | None = None  # shards pairs left since the last reclaim (None: all)
+        self._last: str | None = None  # the last shard at the last reclaim
 
     def close(self) -> None:
         """Close the shard connection kept between batches (after the writer has stopped)."""
         self._shard.close()
+
+    def _note_left(self, files: set[str]) -> None:
+        if self._left is not None:
+            self._left |= files
+
+    def _reclaim(self, connection: Connection, limits: Limits) -> bool:
+        """Reclaim the shards pairs left, and the one that stopped being filled; whether more."""
+        driver: Any = connection.connection.driver_connection  # autocommit: a read, no lock
+        found = _read_all(driver, "SELECT max(file) FROM shard_files")[0][0]
+        last = None if found is None else str(found)
+        among, sweep = self._left, self._left is None
+        if among is not None and self._last is not None and self._last != last:
+            among = among | {self._last}
+        self._left, self._last = set(), last
+        if among is not None and not among - {last}:
+            return False
+        try:
+            more = reclaim(connection, self._backend, limits, among, sweep=sweep)
+        except BaseException:
+            self._left = among  # tried again after the next batch
+            raise
+        if more:
+            self._left = among  # the same shards again, once the batch is archived
+        return more
 
     def _look(self, connection: Connection) -> tuple[bool, int]:
         """Whether the journal holds rows, and how many pairs the main database holds."""
@@ -383,6 +544,7 @@ class Maintenance:
         limits = self._limits or LIMITS
         if not self._started:
             self._started = True
+            self._left = None
             journaled, hot = self._look(connection)
             if journaled:
                 recover(connection)
@@ -390,7 +552,7 @@ class Maintenance:
                 info[pair_files.HOT_GREW] = True
         settle = info.pop(pair_files.JOURNALED, None)
         if settle:
-            recover(connection, sorted(settle))
+            self._note_left(recover(connection, sorted(settle)))
         grew = info.pop(pair_files.HOT_GREW, False) or self._failed
         self._failed = False
         if (
@@ -399,6 +561,8 @@ class Maintenance:
             and archive(connection, self._backend, limits, self._shard)
         ):
             info[pair_files.HOT_GREW] = True
+            return True
+        if (grew or self._left is None or self._left) and self._reclaim(connection, limits):
             return True
         dialect = dialect_of(connection)
         for file in dialect.attached_files(connection):

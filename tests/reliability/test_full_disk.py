@@ -5,7 +5,9 @@ A tiny file system is not available here, so space runs out by other means:
 - the database: ``PRAGMA max_page_count`` on the writer's own connection (a writer job), so
   SQLite answers ``SQLITE_FULL`` exactly as on a full disk;
 - files: ``OSError(ENOSPC)`` injected into ``os.write``/``os.fsync``/``os.replace`` for the
-  artifact folder or the task WAL only (the SQLite file is written by C code, never through them).
+  artifact folder or the task WAL only (the SQLite file is written by C code, never through them);
+- shards: a child process under a file-size limit (``RLIMIT_FSIZE``), so that SQLite's own
+  writes fail as on a full disk, also where it makes an attached shard's ``-shm``.
 
 Each time the failing call raises a clear ``StorageError``, nothing of it is stored (database
 snapshot, artifact folder and WAL bytes equal before and after), earlier data is intact, the
@@ -26,10 +28,13 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError
+from soong_store.check import check_store
+from soong_store.schema import catalog
 from soong_store.store import run_write, runtime_of
 from soong_store.tasks.wal import TaskDag
 from tests.conftest import snapshot, text
 from tests.reliability.conftest import artifact_files, integrity, tree_files
+from tests.shard_support import assert_each_pair_in_one_file, limited, settle
 
 pytestmark = pytest.mark.reliability
 
@@ -174,6 +179,75 @@ async def test_a_unit_that_does_not_fit_harms_no_other_unit_of_its_batch(home: P
         assert seen[1].startswith("StorageError") and "full" in seen[1], seen
         stored = [n.metadata for n in await store.list_nodes(sid)]
         assert stored == [None, "s1", "s2"]
+
+
+# -- a shard attached on a full disk ------------------------------------------------------------
+
+FULL_WITH_SHARDS = """
+import asyncio, resource, signal, sys
+from soong_store import SessionStore
+from soong_store.sql import moves
+moves.LIMITS = moves.Limits(hot=3, shard=4, batch=2)
+
+async def main(home, limit):
+    async with SessionStore(home=home) as store:
+        sids = sorted(s.session_id for s in await store.list_sessions())
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, no signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), resource.RLIM_INFINITY))
+        content = [{"type": "text", "text": "x" * 5000}]
+        for sid in sids:
+            for name, call in (
+                ("read", lambda: store.active_path(sid)),
+                ("write", lambda: store.append_node(sid, "user", "message", content)),
+            ):
+                try:
+                    await call()
+                    print("OK", name, sid, flush=True)
+                except Exception as exc:
+                    print("FAILED", name, sid, type(exc).__name__, exc, flush=True)
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def test_a_full_disk_while_shards_are_attached_says_so(
+    home: Path, tmp_path: Path, spawn: Callable[..., Any]
+) -> None:
+    """A shard attached on a full disk: SQLite's own error (the ``-shm`` it cannot size, an
+    ``SQLITE_IOERR``) comes from ``ATTACH``, run on the driver, and must say the disk is full.
+
+    No space is had by a file-size limit of the child's (``RLIMIT_FSIZE``): every write past
+    16 KB fails as on a full disk, and a shard's 32 KB ``-shm`` cannot be made.
+    """
+    with limited():
+        async with SessionStore(home=home) as store:
+            sids = [(await store.create_session(cwd=".")).session_id for _ in range(8)]
+            for sid in sids:
+                await store.append_node(sid, "user", "message", text("first"))
+            placed = await settle(store)
+            before = {sid: await store.list_nodes(sid) for sid in sids}
+        idle = {sid for sid, (file, _) in placed.items() if file != catalog.MAIN}
+        assert idle
+        child = spawn(FULL_WITH_SHARDS, str(home), "16384", cwd=tmp_path)
+        lines = child.finish(timeout=120)
+        failed = [line.split(" ", 4) for line in lines if line.startswith("FAILED")]
+        assert {(name, sid) for _, name, sid, *_ in failed} >= {("read", sid) for sid in idle}
+        unclear = [
+            " ".join(line)
+            for line in failed
+            if line[3] != "StorageError"
+            or "full" not in line[4]
+            or "nothing of this call was stored" not in line[4]
+        ]
+        assert not unclear, f"calls failed for lack of space without saying so: {unclear}"
+        async with SessionStore(home=home) as store:
+            for sid in sids:
+                assert await store.list_nodes(sid) == before[sid]
+            await store.append_node(sids[0], "user", "message", text("space is back"))
+            await settle(store)
+            assert (await check_store(store)).ok
+    assert_each_pair_in_one_file(home)
+    assert integrity(home) == ["ok"]
 
 
 # -- the artifact folder ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ process of its own reads every session throughout and reports any read that is n
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import subprocess
@@ -28,7 +29,13 @@ import pytest
 from soong_store import SessionStore
 from soong_store.check import check_store
 from tests.reliability.conftest import Child, assert_dense, integrity
-from tests.shard_support import assert_each_pair_in_one_file, limited, settle
+from tests.shard_support import (
+    assert_each_pair_in_one_file,
+    assert_no_stray_shard_file,
+    limited,
+    settle,
+    stray_shard_files,
+)
 
 pytestmark = pytest.mark.reliability
 
@@ -48,6 +55,9 @@ STEPS = (
     "recover:copy dropped",
     "recover:settled",
 )
+
+RECLAIM_STEPS = ("reclaim:forgotten", "reclaim:removed", "reclaim:brought back")
+RECLAIM_ROUNDS = 18
 
 PRELUDE = """
 import asyncio, os, random, signal, sys, threading
@@ -130,6 +140,15 @@ READER = PRELUDE + textwrap.dedent(
 )
 
 
+async def _reclaimed(home: Path, timeout: float = 60.0) -> None:
+    """Wait for the writer's reclaim at start (a round of its own after recovery)."""
+    deadline = time.monotonic() + timeout
+    while stray := stray_shard_files(home):
+        if time.monotonic() > deadline:
+            pytest.fail(f"files no shard_files row names stayed: {stray}")
+        await asyncio.sleep(0.05)
+
+
 async def _check_sessions(store: SessionStore, acked: dict[str, set[str]]) -> None:
     for session in await store.list_sessions():
         sid = session.session_id
@@ -150,6 +169,30 @@ async def _check_sessions(store: SessionStore, acked: dict[str, set[str]]) -> No
 async def test_sigkill_during_moves_loses_nothing(
     home: Path, tmp_path: Path, figures: dict[str, Any], spawn: Callable[..., Child]
 ) -> None:
+    await _kill_rounds(home, tmp_path, figures, spawn, STEPS, ROUNDS, step_wait=1.5)
+
+
+@pytest.mark.slow
+async def test_sigkill_while_shards_are_reclaimed_loses_nothing(
+    home: Path, tmp_path: Path, figures: dict[str, Any], spawn: Callable[..., Child]
+) -> None:
+    """The same rounds, killed at the steps of removing an emptied shard and emptying a sparse
+    one; after recovery no file is left on disk that no ``shard_files`` row names."""
+    await _kill_rounds(home, tmp_path, figures, spawn, RECLAIM_STEPS, RECLAIM_ROUNDS, step_wait=8)
+
+
+async def _kill_rounds(
+    home: Path,
+    tmp_path: Path,
+    figures: dict[str, Any],
+    spawn: Callable[..., Child],
+    steps: tuple[str, ...],
+    rounds: int,
+    *,
+    step_wait: float,
+) -> None:
+    """Kill an appender ``rounds`` times: every other round at a step of ``steps`` (waiting
+    up to ``step_wait`` s for it: reclaim's steps come after whole moves), else anywhere."""
     rng = random.Random(SEED)
     with limited():
         async with SessionStore(home=home) as store:
@@ -161,14 +204,14 @@ async def test_sigkill_during_moves_loses_nothing(
         hit: Counter[str] = Counter()
         killed_at: Counter[str] = Counter()
         started = time.monotonic()
-        for rnd in range(ROUNDS):
-            step = STEPS[rnd // 2 % len(STEPS)] if rnd % 2 == 0 else ""
+        for rnd in range(rounds):
+            step = steps[rnd // 2 % len(steps)] if rnd % 2 == 0 else ""
             args = (str(home), str(SEED + rnd), step, str(rng.randint(1, 3)))
             child = spawn(APPENDER, *args, cwd=tmp_path)
             child.wait_for("READY", timeout=60)
             delay = rng.uniform(0.05, 0.5)
             with contextlib.suppress(subprocess.TimeoutExpired):  # died at its step already
-                child.proc.wait(timeout=1.5 if step else delay)
+                child.proc.wait(timeout=step_wait if step else delay)
             child.kill()
             lines = child.finish(timeout=30)
             if step and lines and lines[-1] == f"STEP {step}":
@@ -184,9 +227,11 @@ async def test_sigkill_during_moves_loses_nothing(
                 await _check_sessions(store, acked)  # as the crash left it, recovery under way
                 await settle(store)
                 await _check_sessions(store, acked)
-                if rnd == ROUNDS - 1:
+                await _reclaimed(home)
+                if rnd == rounds - 1:
                     assert (await check_store(store)).ok
             assert_each_pair_in_one_file(home)
+            assert_no_stray_shard_file(home)
         reader.kill()
         seen = reader.finish(timeout=30)
     bad = [line for line in seen if line.startswith("BAD")]
@@ -194,9 +239,9 @@ async def test_sigkill_during_moves_loses_nothing(
     assert bad == []
     assert reads > 0
     assert integrity(home) == ["ok"]
-    assert sum(killed_at.values()) >= ROUNDS // 4  # most step rounds died at their step
+    assert sum(killed_at.values()) >= rounds // 4  # most step rounds died at their step
     figures.update(
-        rounds=ROUNDS,
+        rounds=rounds,
         acknowledged=sum(len(ids) for ids in acked.values()),
         steps_killed=dict(sorted(killed_at.items())),
         reader_reads=reads,

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine
 from soong_store import NotFound, SessionStore, StorageError
 from soong_store.backends import sqlite_files
 from soong_store.check import check_store
-from soong_store.schema import catalog
+from soong_store.schema import catalog, pair_files
 from soong_store.transfer import export_session, import_session
 from tests.conftest import connect_raw, text
 from tests.shard_support import (
@@ -330,3 +330,80 @@ async def test_check_compares_the_search_index_with_a_session_in_a_shard(
         report = await check_store(store)
     found = {(p.kind, p.session_id, p.ids) for p in report.problems}
     assert found == {("search_index", idle, (node.node_id,))}
+
+
+async def test_shard_files_stay_proportional_to_the_pairs_they_hold(
+    home: Path, small_limits: Any
+) -> None:
+    """Sessions written round-robin keep coming back from their shards: the files they leave
+    go (empty) or are compacted (sparse), so the shard files never outnumber their pairs."""
+    async with SessionStore(home=home) as store:
+        sids = await fill(store, 12)
+        await settle(store)
+        for written in range(96):
+            await store.append_node(sids[written % 12], "user", "message", text(f"n{written}"))
+            if written % 12 == 11:
+                await settle(store)
+        placed = await settle(store)
+        before = {sid: await reads_of(store, sid) for sid in sids}
+        assert (await check_store(store)).ok
+    layout = raw_layout(home)
+    in_shards = sum(1 for file, _ in placed.values() if file != catalog.MAIN)
+    files = sorted(layout["files"].keys() - {catalog.MAIN})
+    *earlier, last = files
+    assert all(layout["copies"][file] for file in earlier), "an empty shard file remains"
+    assert len(earlier) * small_limits.shard <= 2 * in_shards  # each at least half full
+    assert sorted(p.name for p in (home / "shards").iterdir()) == [f[7:] for f in files]
+    assert_each_pair_in_one_file(home)
+    async with SessionStore(home=home) as again:
+        for sid in sids:
+            assert await reads_of(again, sid) == before[sid]
+
+
+async def test_a_shard_removed_since_the_catalog_was_read_is_looked_for_again(
+    home: Path, small_limits: Any
+) -> None:
+    """A reader that read the catalog before the writer removed an emptied shard attaches
+    nothing and reads again; a shard the catalog still names is missing, and says so."""
+    async with SessionStore(home=home) as store:
+        await fill(store)
+        placed = await settle(store)
+    named = next(file for file, _ in placed.values() if file != catalog.MAIN)
+    engine = create_engine(f"sqlite:///{home / 'sessions.sqlite'}")
+    try:
+        with engine.connect() as connection:
+            pair_files.attach(connection, "shards/0999.sqlite")  # gone: nothing to attach
+            assert sqlite_files.attached_files(connection) == []
+            (home / named).rename(home / "moved-away.sqlite")
+            with pytest.raises(StorageError, match=named.split("/")[-1]):
+                pair_files.attach(connection, named)
+    finally:
+        engine.dispose()
+
+
+async def test_check_on_a_live_store_passes_over_a_shard_reclaimed_meanwhile(
+    home: Path, small_limits: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog check read named a shard the writer emptied and removed before check came
+    to it: its sessions are checked where they are now, and no shard is reported unreadable."""
+    from soong_store import check as check_module
+    from soong_store.check_reads import database_facts
+    from soong_store.store import run_read
+
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+        first = min(file for file, _ in placed.values() if file != catalog.MAIN)
+        stale = await run_read(store, lambda c: database_facts(c, None))
+        for sid in sorted(sid for sid, (file, _) in placed.items() if file == first):
+            await store.append_node(sid, "user", "message", text("back"))
+        await settle(store)
+        for _ in range(200):  # the writer's maintenance removes the emptied shard
+            if not (home / first).exists():
+                break
+            await asyncio.sleep(0.05)
+        assert not (home / first).exists()
+        monkeypatch.setattr(check_module, "database_facts", lambda _c, session_id: stale)
+        report = await check_store(store)
+        assert report.problems == []
+        assert sorted(report.sessions) == sorted(sids)

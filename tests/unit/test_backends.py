@@ -140,8 +140,8 @@ def test_the_store_s_own_errors_are_never_taken_for_a_driver_s() -> None:
 @pytest.mark.parametrize(
     ("message", "said"),
     [
-        ("database or disk is full", "storage failed: database or disk is full (nothing of this"),
-        ("disk I/O error", "storage failed: disk I/O error (nothing of this call was stored)"),
+        ("database or disk is full", "storage failed: database or disk is full (the disk is full"),
+        ("disk I/O error", "storage failed: disk I/O error (the disk is full or failing: nothing"),
         ("database disk image is malformed", "the database file is damaged: database disk"),
         ("file is not a database", "the database file is damaged: file is not a database"),
         ("database is locked", "database error: database is locked"),
@@ -157,6 +157,31 @@ def test_each_sqlite_message_translates_to_a_storage_error_saying_what_it_means(
         assert str(error).startswith(said)
         assert error.driver_error == "OperationalError"
         assert error.__cause__ is exc
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        ("database or disk is full", "storage failed: database or disk is full (the disk is full"),
+        ("disk I/O error", "storage failed: disk I/O error (the disk is full or failing: nothing"),
+        ("file is not a database", "the database file is damaged: file is not a database"),
+        ("database is locked", "database error: database is locked"),
+    ],
+)
+def test_a_driver_error_raised_outside_a_statement_translates_the_same(
+    message: str, said: str
+) -> None:
+    """``ATTACH``, ``DETACH`` and pragmas run on the driver's connection: its errors, unwrapped."""
+    exc = sqlite3.OperationalError(message)
+    for error in (SQLiteBackend.translate(exc), translate(exc)):
+        assert isinstance(error, StorageError)
+        assert str(error).startswith(said)
+        assert error.driver_error == "OperationalError"
+        assert error.__cause__ is exc
+
+
+def test_words_of_a_driver_in_another_error_are_not_taken_for_a_driver_error() -> None:
+    assert str(translate(ValueError("malformed JSON"))) == "unexpected ValueError: malformed JSON"
 
 
 def test_other_errors_translate_without_a_driver() -> None:
