@@ -330,3 +330,35 @@ async def test_check_compares_the_search_index_with_a_session_in_a_shard(
         report = await check_store(store)
     found = {(p.kind, p.session_id, p.ids) for p in report.problems}
     assert found == {("search_index", idle, (node.node_id,))}
+
+
+async def test_check_of_a_damaged_shard_reports_it_without_a_traceback(
+    home: Path, small_limits: Any
+) -> None:
+    """The writer's maintenance fails on the shard too; the command says so once, in its report."""
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    gone = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+    shard, epoch = placed[gone]
+    # A delete of an idle session: its catalog row gone, a journal row to drop its copy.
+    main = connect_raw(home / "sessions.sqlite")
+    with main:
+        main.execute("DELETE FROM session_files WHERE session_id = ?", (gone,))
+        main.execute("INSERT INTO session_moves VALUES (?, ?, ?, ?)", (gone, shard, shard, epoch))
+    main.close()
+    (home / shard).write_bytes(b"not a database" * 100)
+    done = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "soong_store",
+        "--home",
+        str(home),
+        "check",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await done.communicate()
+    assert done.returncode == 1
+    assert "unreadable_shard: " in out.decode()
+    assert "Traceback" not in err.decode(), err.decode()
