@@ -310,6 +310,14 @@ class Backend(ABC):
         """An engine on ``file`` beside the database, the database attached as ``main_as``."""
         raise StorageError(f"{self.title} keeps every pair in its database")
 
+    def shards_marked_at(self, revision: str) -> bool:
+        """Whether, without reading them, no shard file can be past ``revision`` (cheap)."""
+        return True
+
+    def refuse_shards_ahead(self, revision: str) -> None:
+        """Refuse (``SchemaVersionError``) a shard file past ``revision``, the database's."""
+        return None
+
     @classmethod
     def add_column(cls, connection: Connection, tables: set[str], definition: str) -> None:
         """Add the nullable column ``definition`` to those of ``tables`` that exist.

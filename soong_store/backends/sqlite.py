@@ -50,6 +50,7 @@ from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from soong_store import migrate_shards
 from soong_store.backends import sqlite_connect, sqlite_files, sqlite_wal
 from soong_store.backends.base import Backend, Durability, Role
 from soong_store.backends.link import DriverLink, Link
@@ -220,6 +221,14 @@ class SQLiteBackend(Backend):
             self._install_hooks(engine, "read")
 
         return sqlite_files.file_engine(self._file(), file, main_as, self._engine_kwargs(), install)
+
+    def shards_marked_at(self, revision: str) -> bool:
+        """Whether the shards' mark rules out a shard past ``revision`` (cheap: no shard read)."""
+        return migrate_shards.marked_at(self._file().parent, revision)
+
+    def refuse_shards_ahead(self, revision: str) -> None:
+        """Refuse a shard file past ``revision`` (:mod:`soong_store.migrate_shards`)."""
+        migrate_shards.refuse_shards_ahead(self._file().parent, revision, self._module)
 
     @classmethod
     def attached_as(cls, connection: Connection, file: str) -> str | None:

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Dialect
 from soong_store.backends.base import dialect_of
 from soong_store.backends.link import Link
 from soong_store.backends.values import BeforeBegin
+from soong_store.migrate_shards import ahead_error, holds_shape_of
 from soong_store.schema.models import INTEGER, session_files_table, session_moves_table
 from soong_store.sql.prepared import Prepared, Runner
 
@@ -84,10 +85,29 @@ def stamp_new_shard(connection: Connection, main_as: str) -> None:
     """
     if inspect(connection).has_table(shard_pairs().name):
         return
+    revision = main_revision(connection, main_as)
+    if revision is not None:
+        set_shard_revision(connection, revision)
+
+
+def refuse_other_shape(connection: Connection, main_as: str, file: str) -> None:
+    """Refuse to fill shard ``file`` (a move's T1) unless its pairs have the main file's shape.
+
+    Raises:
+        SchemaVersionError: the shard is at a revision past the main database's (a newer
+            version's upgrade changed it and never committed the main database).
+    """
+    found = shard_revision(connection)
+    revision = main_revision(connection, main_as)
+    if revision is not None and not holds_shape_of(found, revision):
+        raise ahead_error(file, found, revision)
+
+
+def main_revision(connection: Connection, main_as: str) -> str | None:
+    """The revision of the store's database, attached as ``main_as`` to a shard's connection."""
     stored = Table("alembic_version", MetaData(schema=main_as), Column("version_num", Text))
     revision = connection.execute(select(stored.c.version_num)).scalar()
-    if revision is not None:
-        set_shard_revision(connection, str(revision))
+    return None if revision is None else str(revision)
 
 
 @lru_cache(maxsize=8)
