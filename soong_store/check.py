@@ -14,7 +14,8 @@ sessions are still checked), ``orphan_table``; of shard files (checked shard by 
 attached while its sessions are read), ``unreadable_shard``, ``shard_copy`` (the shard holds no
 copy of the epoch the catalog names), ``shard_revision`` (its pairs are at another revision than
 the main file's), ``stale_copy`` (a copy the catalog does not place there
-and no move under way names); of a row on its own, ``invalid_row`` (a type,
+and no move under way names), ``shard_link`` (a symbolic link where shard files live, which the
+store refuses); of a row on its own, ``invalid_row`` (a type,
 range, enum, id, timestamp or JSON text the store would not write), ``invalid_content``; of a
 session's rows together, ``duplicate_id``, ``missing_parent``, ``node_order`` (a parent numbered
 after its child), ``parent_cycle``, ``branch_rule``, ``node_without_event``,
@@ -46,6 +47,7 @@ from soong_store.check_reads import (
     search_problems,
     session_facts,
     shard_facts,
+    shard_links,
 )
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.files.store import ArtifactFiles
@@ -217,6 +219,7 @@ async def check_store(
             Problem("orphan_table", None, (name,), f"table {name} belongs to no session")
             for name in facts.tables.orphans(facts.named(MAIN))
         ]
+        report.problems += await run_read(store, shard_links)
         checked = frozenset(report.sessions)
         report.problems += await asyncio.to_thread(
             lambda: _orphan_files(files.files(), facts.paths, None, "", checked)

@@ -34,7 +34,7 @@ from sqlalchemy import Connection, Engine, select
 from soong_store.backends import sqlite_files
 from soong_store.backends.base import dialect_of
 from soong_store.backends.sqlite import make_engine
-from soong_store.errors import InvalidArgument, StorageError
+from soong_store.errors import InvalidArgument
 from soong_store.migrate_shards import SHARD_FOLDER as SHARD_FOLDER
 from soong_store.migrate_shards import ahead_error, ancestors, known, write_mark
 from soong_store.model.ids import check_session_id
@@ -107,9 +107,7 @@ def _upgrade_shard(
     connection: Connection, database: Path, file: str, revision: str, change: PairChange
 ) -> bool:
     """One shard's change and record in one transaction of it; whether it needed the change."""
-    path = database / file
-    if not path.is_file():
-        raise StorageError(f"the shard file {path.name} is missing from {path.parent}")
+    path = sqlite_files.shard_path(database, file)  # never through a link
     engine = _shard_engine(connection, path)
     try:
         with engine.connect() as shard, shard.begin():

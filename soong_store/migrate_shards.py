@@ -124,6 +124,8 @@ def recorded_revision(path: Path, module: ModuleType | None = None) -> str | Non
 
     A file that cannot be read as a database says nothing here: ``check`` reports it.
     """
+    if path.is_symlink():  # never followed: attaching it is refused
+        return None
     driver = module or sqlite3
     try:
         connection = driver.connect(os.fspath(path), timeout=5.0)

@@ -12,11 +12,18 @@ file's schema at ``ATTACH``, and gives each its own page cache: kept small
 A move writes a shard in a transaction of its own while the writer's connection holds the main
 file's write lock: :func:`file_engine` opens the shard as a connection's main database, with
 the store's database attached to read from.
+
+A shard's path is never a symbolic link's (:func:`shard_path`, the artifact folders' rule): the
+shard folder, the file and its ``-wal``/``-shm``/``-journal`` companions must be what they say,
+else the shard is refused, so that a link planted in the home never has the store read another
+home's file or write this home's sessions outside it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +38,9 @@ ALIASES = ("s0", "s1", "s2", "s3")
 """The schema names shards are attached under; their number is the bound per connection."""
 CACHE_KB = 256
 """The page cache of each attached shard, in KB."""
+
+_COMPANIONS = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a shard: none may be a link."""
 
 _HELD = "soong_store.attached"
 _FOLDER = "soong_store.folder"
@@ -80,9 +90,7 @@ def attach(connection: Connection, file: str) -> str:
     if file in held:
         held.move_to_end(file)
         return held[file]
-    path = folder(connection) / file
-    if not path.is_file():  # ATTACH would create an empty file
-        raise StorageError(f"the shard file {file} is missing from {path.parent}", file=file)
+    path = shard_path(folder(connection), file)
     driver = _driver(connection)
     if len(held) >= len(ALIASES):
         oldest, alias = held.popitem(last=False)
@@ -118,8 +126,7 @@ def file_engine(
     transaction of this engine writes the file only, so it never waits for the main file's
     write lock, which the writer holds meanwhile.
     """
-    path = database.parent / file
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = shard_path(database.parent, file, create=True)
     engine = create_engine(f"sqlite:///{path}", poolclass=NullPool, **kwargs)
     install(engine)
 
@@ -128,3 +135,78 @@ def file_engine(
         dbapi_connection.execute(f"ATTACH DATABASE ? AS {main_as}", (os.fspath(database),))
 
     return engine
+
+
+def shard_path(home: Path, file: str, *, create: bool = False) -> Path:
+    """The path of shard ``file`` (``shards/NNNN.sqlite``) in the database's folder ``home``.
+
+    Nothing on the way is followed: the shard folder must be a folder, the file a regular file,
+    and neither they nor the files SQLite keeps beside it links. ``create`` makes the folder
+    and an empty file (SQLite's new database) where they are missing, refusing a link there.
+
+    Raises:
+        StorageError: the name is not ``<folder>/<file>``, a link or something else stands
+            there, or the file is missing (and ``create`` is false); it names the file.
+    """
+    parts = file.split("/")
+    if len(parts) != 2 or any(p in ("", ".", "..") or "\0" in p for p in parts):
+        raise StorageError(f"shard file name {file!r} is not <folder>/<file>", file=file)
+    shards, path = home / parts[0], home / file
+    if create:
+        _create(shards, folder=True)
+    mode = _mode(shards, parts[0], home)
+    if mode is not None and not stat.S_ISDIR(mode):
+        raise StorageError(f"{parts[0]} in {home} is not a folder: refused", file=file)
+    if create:
+        _create(path, folder=False)
+    mode = _mode(path, file, home)
+    if mode is None:  # ATTACH would create an empty file
+        raise StorageError(f"the shard file {file} is missing from {home}", file=file)
+    if not stat.S_ISREG(mode):
+        raise StorageError(f"the shard file {file} in {home} is not a file: refused", file=file)
+    for suffix in _COMPANIONS:
+        _mode(Path(f"{path}{suffix}"), f"{file}{suffix}", home)
+    return path
+
+
+def _mode(path: Path, name: str, home: Path) -> int | None:
+    """``path``'s mode as it stands, unfollowed (``None``: absent); a link is refused."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        target = ""
+        with contextlib.suppress(OSError):
+            target = f" (to {os.readlink(path)})"
+        raise StorageError(
+            f"{name} in {home} is a symbolic link{target}: shard files are never reached "
+            "through links; remove it",
+            file=name,
+        )
+    return mode
+
+
+def _create(path: Path, *, folder: bool) -> None:
+    """Create a missing folder or empty file without following a link that stands there."""
+    try:
+        if folder:
+            os.mkdir(path)
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+    except FileExistsError:  # made meanwhile, or a link: judged next
+        pass
+
+
+def shard_links(home: Path) -> list[str]:
+    """The links where shard files live in the database's folder ``home`` (folder included)."""
+    from soong_store.migrate_shards import SHARD_FOLDER
+
+    shards = home / SHARD_FOLDER
+    if shards.is_symlink():
+        return [SHARD_FOLDER]
+    if not shards.is_dir():
+        return []
+    return sorted(
+        f"{SHARD_FOLDER}/{entry.name}" for entry in os.scandir(shards) if entry.is_symlink()
+    )

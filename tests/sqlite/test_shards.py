@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -362,3 +364,54 @@ async def test_check_of_a_damaged_shard_reports_it_without_a_traceback(
     assert done.returncode == 1
     assert "unreadable_shard: " in out.decode()
     assert "Traceback" not in err.decode(), err.decode()
+
+
+async def test_a_link_at_the_next_shard_name_is_never_followed(
+    home: Path, tmp_path: Path, small_limits: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store, 6)
+        await settle(store)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = [
+        name for n in range(1, 10) if not (home / (name := f"shards/{n:04d}.sqlite")).exists()
+    ]
+    for name in planted:  # dangling: SQLite would create the file at the target
+        (home / name).symlink_to(elsewhere / name.split("/")[1])
+    caplog.set_level(logging.WARNING, logger="soong_store.writer")
+    async with SessionStore(home=home) as store:
+        sids += await fill(store, 6)  # the writer wants a new shard
+        deadline = time.monotonic() + 30
+        while "writer maintenance failed" not in caplog.text:
+            assert time.monotonic() < deadline, "the writer never tried to move a batch"
+            await store.append_event(sids[-1], "mark")
+            await asyncio.sleep(0.05)
+        for sid in sids:
+            assert len(await store.active_path(sid)) == 2
+        report = await check_store(store)
+    assert list(elsewhere.iterdir()) == []
+    refused = next(r for r in caplog.records if r.getMessage() == "writer maintenance failed")
+    assert refused.exc_info is not None and "symbolic link" in str(refused.exc_info[1])
+    linked = {p.ids[0] for p in report.problems if p.kind == "shard_link"}
+    assert linked == set(planted)
+
+
+async def test_a_shard_replaced_by_a_link_is_refused_not_read(
+    home: Path, tmp_path: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+    shard = placed[idle][0]
+    moved = tmp_path / "moved.sqlite"
+    (home / shard).rename(moved)
+    (home / shard).symlink_to(moved)  # the same bytes, reached through a link
+    async with SessionStore(home=home) as store:
+        with pytest.raises(StorageError, match=f"{shard}.*symbolic link"):
+            await store.active_path(idle)
+        report = await check_store(store)
+    found = [p for p in report.problems if p.kind == "unreadable_shard"]
+    assert [p.ids for p in found] == [(shard,)]
+    assert "symbolic link" in found[0].message
