@@ -16,7 +16,9 @@ the store's database attached to read from.
 A shard's path is never a symbolic link's (:func:`shard_path`, the artifact folders' rule): the
 shard folder, the file and its ``-wal``/``-shm``/``-journal`` companions must be what they say,
 else the shard is refused, so that a link planted in the home never has the store read another
-home's file or write this home's sessions outside it.
+home's file or write this home's sessions outside it. Nor is another home's shard read: each
+shard names the home that made it (``shard_home``, the id the main file keeps in
+``home_identity``), and :func:`attach` refuses one that names another (:func:`foreign_shard`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 import stat
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +103,13 @@ def attach(connection: Connection, file: str) -> str:
     synchronous = driver.execute("PRAGMA main.synchronous").fetchone()[0]
     driver.execute(f"ATTACH DATABASE ? AS {alias}", (os.fspath(path),))
     held[file] = alias
+    reason = foreign_shard(partial(_rows, driver), alias, "main")
+    if reason is not None:
+        detach(connection, file)
+        raise StorageError(
+            f"the shard file {file} in {path.parent.parent} is not this home's ({reason}): refused",
+            file=file,
+        )
     driver.execute(f"PRAGMA {alias}.cache_size = -{CACHE_KB}")
     driver.execute(f"PRAGMA {alias}.synchronous = {int(synchronous)}")
     return alias
@@ -210,3 +220,93 @@ def shard_links(home: Path) -> list[str]:
     return sorted(
         f"{SHARD_FOLDER}/{entry.name}" for entry in os.scandir(shards) if entry.is_symlink()
     )
+
+
+SHARD_HOME = "shard_home"
+"""A shard's own table naming the home that made it (one row, ``home_id``)."""
+HOME_IDENTITY = "home_identity"
+"""The main file's table of the home's id (one row, ``home_id``)."""
+
+Rows = Callable[[str], list[Any]]
+"""Runs one SQL text (no parameters) and returns its rows."""
+
+
+def foreign_shard(rows: Rows, shard: str, main: str) -> str | None:
+    """Why the shard under schema ``shard`` is not the home's of ``main`` (``None``: it is).
+
+    A shard names its home's id. One from before ids were kept names none: it is adopted unless
+    it holds copies and none is of a session ``main`` has (or has a move of): another home's.
+    A main file without an id (not upgraded yet) compares nothing.
+    """
+    ours = home_id(rows, main, HOME_IDENTITY)
+    if ours is None:
+        return None
+    theirs = home_id(rows, shard, SHARD_HOME)
+    if theirs is not None:
+        return None if theirs == ours else f"it names home {theirs}; this home is {ours}"
+    if not _has_table(rows, shard, "shard_pairs"):
+        return None
+    held, known = rows(
+        f"SELECT count(*), coalesce(sum("
+        f"EXISTS (SELECT 1 FROM {main}.sessions AS s WHERE s.session_id = p.session_id) OR "
+        f"EXISTS (SELECT 1 FROM {main}.session_moves AS m WHERE m.session_id = p.session_id)"
+        f"), 0) FROM {shard}.shard_pairs AS p"
+    )[0]
+    if int(held) == 0 or int(known) > 0:
+        return None
+    return f"it names no home and none of its {held} copies is of a session of this home"
+
+
+def home_id(rows: Rows, schema: str, table: str) -> str | None:
+    """The id in ``schema``'s one-row ``table`` (``None``: no such table, or no row)."""
+    if not _has_table(rows, schema, table):
+        return None
+    found = rows(f"SELECT home_id FROM {schema}.{table} LIMIT 1")
+    return None if not found else str(found[0][0])
+
+
+def stamp_home(connection: Connection, main_as: str) -> None:
+    """Write the id of the home attached as ``main_as`` into the shard ``connection`` writes.
+
+    In a move's T1, once :func:`foreign_shard` found the shard this home's: a new shard gets
+    the id, and so does one from before ids were kept. A shard that names it already is left.
+    """
+    rows = _sqlalchemy_rows(connection)
+    ours = home_id(rows, main_as, HOME_IDENTITY)
+    if ours is None or home_id(rows, "main", SHARD_HOME) is not None:
+        return
+    connection.exec_driver_sql(
+        f"CREATE TABLE IF NOT EXISTS main.{SHARD_HOME} (home_id TEXT PRIMARY KEY) WITHOUT ROWID"
+    )
+    connection.exec_driver_sql(f"INSERT INTO main.{SHARD_HOME} (home_id) VALUES (?)", (ours,))
+
+
+def refuse_foreign(connection: Connection, file: str, main_as: str) -> None:
+    """Refuse to write shard ``file`` (``connection``'s main database) unless it is this home's.
+
+    Raises:
+        StorageError: it names another home, or holds only other sessions; it names the file.
+    """
+    reason = foreign_shard(_sqlalchemy_rows(connection), "main", main_as)
+    if reason is not None:
+        raise StorageError(
+            f"the shard file {file} is not this home's ({reason}): refused", file=file
+        )
+
+
+def _sqlalchemy_rows(connection: Connection) -> Rows:
+    return lambda sql: list(connection.exec_driver_sql(sql).all())
+
+
+def _has_table(rows: Rows, schema: str, table: str) -> bool:
+    found = rows(f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = '{table}'")
+    return bool(found)
+
+
+def _rows(driver: Any, sql: str) -> list[Any]:
+    """Every row of ``sql`` on a DB-API connection, its cursor closed."""
+    cursor = driver.cursor()
+    try:
+        return list(cursor.execute(sql).fetchall())
+    finally:
+        cursor.close()

@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
+from soong_store.backends import sqlite_files
 from soong_store.backends.base import dialect_of
 from soong_store.backends.link import Link
 from soong_store.backends.values import BeforeBegin
@@ -90,13 +91,20 @@ def stamp_new_shard(connection: Connection, main_as: str) -> None:
         set_shard_revision(connection, revision)
 
 
-def refuse_other_shape(connection: Connection, main_as: str, file: str) -> None:
-    """Refuse to fill shard ``file`` (a move's T1) unless its pairs have the main file's shape.
+def claim_shard(connection: Connection, main_as: str, file: str) -> None:
+    """Check, in a move's T1, that shard ``file`` may take this home's pairs; give it the home id.
 
     Raises:
-        SchemaVersionError: the shard is at a revision past the main database's (a newer
-            version's upgrade changed it and never committed the main database).
+        StorageError: the shard is another home's.
+        SchemaVersionError: its pairs have another shape (a newer version's upgrade changed it
+            and never committed the main database).
     """
+    sqlite_files.refuse_foreign(connection, file, main_as)
+    _refuse_other_shape(connection, main_as, file)
+    sqlite_files.stamp_home(connection, main_as)
+
+
+def _refuse_other_shape(connection: Connection, main_as: str, file: str) -> None:
     found = shard_revision(connection)
     revision = main_revision(connection, main_as)
     if revision is not None and not holds_shape_of(found, revision):

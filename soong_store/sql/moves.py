@@ -312,12 +312,12 @@ def _move_out(
 def _copy_into_shard(shard: Connection, file: str, moving: list[tuple[str, int]]) -> None:
     """T1: the batch's pairs copied into the shard, with their epochs, in one commit of it.
 
-    Never into a shard whose pairs have another shape than the main file's.
+    Never into another home's shard, nor one whose pairs have another shape than the main file's.
     """
     with shard.begin():
         pairs = shard_pairs(MAIN)
         pair_files.stamp_new_shard(shard, HOT_AS)
-        pair_files.refuse_other_shape(shard, HOT_AS, file)
+        pair_files.claim_shard(shard, HOT_AS, file)
         pairs.create(shard, checkfirst=True)
         for session_id, epoch in moving:
             pair_text.drop(shard, session_id, MAIN)  # a stale copy a crash left

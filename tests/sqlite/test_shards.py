@@ -24,6 +24,7 @@ from soong_store import NotFound, SessionStore, StorageError
 from soong_store.backends import sqlite_files
 from soong_store.check import check_store
 from soong_store.schema import catalog
+from soong_store.sql import moves
 from soong_store.transfer import export_session, import_session
 from tests.conftest import connect_raw, text
 from tests.shard_support import (
@@ -415,3 +416,67 @@ async def test_a_shard_replaced_by_a_link_is_refused_not_read(
     found = [p for p in report.problems if p.kind == "unreadable_shard"]
     assert [p.ids for p in found] == [(shard,)]
     assert "symbolic link" in found[0].message
+
+
+async def two_homes(home: Path, other: Path) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """This home and another, each with shards; this one's placements and sessions."""
+    async with SessionStore(home=other) as store:
+        await fill(store)
+        await settle(store)
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    return placed, sids
+
+
+def drop_home_id(path: Path) -> None:
+    """Make a shard look as one made before shards named their home."""
+    raw = connect_raw(path)
+    with raw:
+        raw.execute("DROP TABLE shard_home")
+    raw.close()
+
+
+@pytest.mark.parametrize("made", ["now", "before ids"])
+async def test_another_homes_shard_copied_in_is_refused(
+    home: Path, tmp_path: Path, small_limits: Any, made: str
+) -> None:
+    placed, sids = await two_homes(home, tmp_path / "other")
+    idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+    shard = placed[idle][0]
+    (home / shard).write_bytes((tmp_path / "other" / shard).read_bytes())
+    if made == "before ids":
+        drop_home_id(home / shard)
+    async with SessionStore(home=home) as store:
+        with pytest.raises(StorageError, match=f"shard file {shard} .*not this home's"):
+            await store.active_path(idle)
+        report = await check_store(store)
+    found = [p for p in report.problems if p.kind == "unreadable_shard"]
+    assert [p.ids for p in found] == [(shard,)]
+    assert "not this home's" in found[0].message
+
+
+async def test_a_shard_made_before_ids_is_adopted_and_named_by_the_next_move(
+    home: Path,
+) -> None:
+    with limited(moves.Limits(hot=3, shard=5, batch=2)):
+        async with SessionStore(home=home) as store:
+            sids = await fill(store, 7)
+            placed = await settle(store)
+        shards = sorted({file for file, _ in placed.values() if file != catalog.MAIN})
+        assert shards == ["shards/0001.sqlite"]  # four pairs: one more goes there
+        drop_home_id(home / shards[0])
+        async with SessionStore(home=home) as store:
+            for sid in sids:
+                assert len(await store.active_path(sid)) == 2
+            assert (report := await check_store(store)).ok, report.problems
+            sids += await fill(store, 4)
+            await settle(store)
+            assert (report := await check_store(store)).ok, report.problems
+    main = connect_raw(home / "sessions.sqlite")
+    ours = main.execute("SELECT home_id FROM home_identity").fetchone()[0]
+    main.close()
+    named = connect_raw(home / shards[0])
+    assert named.execute("SELECT home_id FROM shard_home").fetchall() == [(ours,)]
+    assert named.execute("SELECT count(*) FROM shard_pairs").fetchone()[0] == 5
+    named.close()
