@@ -480,3 +480,30 @@ async def test_a_shard_made_before_ids_is_adopted_and_named_by_the_next_move(
     assert named.execute("SELECT home_id FROM shard_home").fetchall() == [(ours,)]
     assert named.execute("SELECT count(*) FROM shard_pairs").fetchone()[0] == 5
     named.close()
+
+
+async def test_a_move_never_fills_another_homes_shard(
+    home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with limited(moves.Limits(hot=3, shard=5, batch=2)):
+        for where in (tmp_path / "other", home):
+            async with SessionStore(home=where) as store:
+                await fill(store, 7)
+                await settle(store)
+        filling = home / "shards/0001.sqlite"  # four pairs of five: the next batch goes there
+        filling.write_bytes((tmp_path / "other/shards/0001.sqlite").read_bytes())
+        before = raw_layout(home)["copies"]["shards/0001.sqlite"]
+        caplog.set_level(logging.WARNING, logger="soong_store.writer")
+        async with SessionStore(home=home) as store:
+            sids = await fill(store, 3)
+            deadline = time.monotonic() + 30
+            while "writer maintenance failed" not in caplog.text:
+                assert time.monotonic() < deadline, "the writer never tried to move a batch"
+                await store.append_event(sids[-1], "mark")
+                await asyncio.sleep(0.05)
+            for sid in sids:
+                assert len(await store.active_path(sid)) == 2
+    refused = next(r for r in caplog.records if r.getMessage() == "writer maintenance failed")
+    assert refused.exc_info is not None
+    assert "shards/0001.sqlite is not this home's" in str(refused.exc_info[1])
+    assert raw_layout(home)["copies"]["shards/0001.sqlite"] == before
