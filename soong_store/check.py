@@ -51,6 +51,7 @@ from soong_store.check_reads import (
 )
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.files.store import ArtifactFiles
+from soong_store.migrate_shards import holds_shape_of
 from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import Found, Problem, row_problems, session_problems
@@ -98,8 +99,14 @@ def _shard_orphans(file: str, shard: Shard, facts: Database) -> list[Problem]:
 
 
 def _shard_revision(file: str, shard: Shard, facts: Database) -> list[Problem]:
-    """A shard whose pairs are at another revision than the main file's (an upgrade cut short)."""
-    if shard.revision is None or shard.revision == facts.revision:
+    """A shard whose pairs are at another revision than the main file's (an upgrade cut short).
+
+    A shard recorded at an ancestor of the main file's revision went through every per-session
+    change since (each reaches every shard): its pairs have the main file's shape.
+    """
+    if shard.revision is None or (
+        facts.revision is not None and holds_shape_of(shard.revision, facts.revision)
+    ):
         return []
     message = f"the pairs of {file} are at revision {shard.revision}, "
     message += f"the database at {facts.revision or '(none)'}"
