@@ -507,3 +507,27 @@ async def test_a_move_never_fills_another_homes_shard(
     assert refused.exc_info is not None
     assert "shards/0001.sqlite is not this home's" in str(refused.exc_info[1])
     assert raw_layout(home)["copies"]["shards/0001.sqlite"] == before
+
+
+async def test_a_home_from_before_ids_upgrades_and_reads_its_shards(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    shards = sorted({file for file, _ in placed.values() if file != catalog.MAIN})
+    main = connect_raw(home / "sessions.sqlite")
+    with main:  # the home as revision 0006 left it
+        main.execute("DROP TABLE home_identity")
+        main.execute("UPDATE alembic_version SET version_num = '0006'")
+    main.close()
+    for shard in shards:
+        drop_home_id(home / shard)
+        raw = connect_raw(home / shard)
+        with raw:
+            raw.execute("UPDATE shard_revision SET revision = '0006'")
+        raw.close()
+    async with SessionStore(home=home) as store:
+        for sid in sids:
+            assert len(await store.active_path(sid)) == 2
+        assert (report := await check_store(store)).ok, report.problems
