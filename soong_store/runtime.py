@@ -150,12 +150,12 @@ class StoreRuntime:
         """Open here, on the caller's loop, where that waits for nothing (``opens_on_loop``).
 
         The database must exist, be at head (no shard's mark past it) and have nothing left to
-        settle, and its first
-        connection (the backend's :meth:`~soong_store.backends.base.Backend.link`) must take
-        no lock another holds (it waits for none meanwhile); and no other open may be under
-        way. False: the open is the thread's (nothing made here is kept). What it may still
-        cost the loop is SQLite's own: the schema's parse at the first statement (~5 µs an
-        object) and, after a crash, the rebuild of the WAL's index.
+        settle, and its first connection (the backend's
+        :meth:`~soong_store.backends.base.Backend.link`) must take no lock another holds (it
+        waits for none meanwhile); and no other open may be under way. False: the open is the
+        thread's (nothing made here is kept). What it may still cost the loop is SQLite's own:
+        the schema's parse at the first statement (~5 µs an object) and, after a crash, the
+        rebuild of the WAL's index.
         """
         backend = self.backend
         if not backend.opens_on_loop or not backend.database_exists():

@@ -4,7 +4,8 @@ Part of the catalog (:mod:`soong_store.schema.catalog` builds on it and is what 
 a session's tables): ``session_files`` names the file of each pair and the epoch of its copy,
 ``session_moves`` the moves under way, and each shard file's ``shard_pairs`` the copies it
 holds, with their epochs, and its ``shard_revision`` the schema revision its pairs are at
-(:mod:`soong_store.migrate_pairs` upgrades a shard and its record in one transaction).
+(:mod:`soong_store.migrate_pairs` upgrades a shard and its record in one transaction); a move
+fills a shard only if it is this home's and of the main file's shape (:func:`claim_shard`).
 A shard is reached under the alias it is attached as on a connection; asking for one
 that is not attached raises :class:`~soong_store.backends.values.BeforeBegin`, whose
 ``prepare`` attaches it. The two ``info`` keys are how units of work tell the writer's
