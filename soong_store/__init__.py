@@ -7,9 +7,15 @@ Importing the package loads only the errors and the enums; every other name is i
 use (PEP 562), so that a command line that only prints its help never loads SQLAlchemy,
 Pydantic or the content models, and the records of sessions, agents, runs and artifacts come
 without the content models.
+
+The package logs under ``soong_store`` (a background write's failure, a maintenance round that
+must try again) with only a ``NullHandler`` of its own, as a library should: the application's
+logging configuration decides what is shown, and without one Python's last-resort handler never
+prints a record (and its traceback) on stderr beside what a command reports.
 """
 
 import importlib as _importlib
+import logging as _logging
 import typing as _typing
 
 from soong_store.errors import (
@@ -61,6 +67,8 @@ if _typing.TYPE_CHECKING:
     from soong_store.uow import UnitOfWork
 
 __version__ = "0.1.0"
+
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 _LAZY = {
     "soong_store.migrate": ("current_revision", "upgrade"),

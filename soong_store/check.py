@@ -14,7 +14,8 @@ sessions are still checked), ``orphan_table``; of shard files (checked shard by 
 attached while its sessions are read), ``unreadable_shard``, ``shard_copy`` (the shard holds no
 copy of the epoch the catalog names), ``shard_revision`` (its pairs are at another revision than
 the main file's), ``stale_copy`` (a copy the catalog does not place there
-and no move under way names); of a row on its own, ``invalid_row`` (a type,
+and no move under way names), ``shard_link`` (a symbolic link where shard files live, which the
+store refuses); of a row on its own, ``invalid_row`` (a type,
 range, enum, id, timestamp or JSON text the store would not write), ``invalid_content``; of a
 session's rows together, ``duplicate_id``, ``missing_parent``, ``node_order`` (a parent numbered
 after its child), ``parent_cycle``, ``branch_rule``, ``node_without_event``,
@@ -46,9 +47,11 @@ from soong_store.check_reads import (
     search_problems,
     session_facts,
     shard_facts,
+    shard_links,
 )
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.files.store import ArtifactFiles
+from soong_store.migrate_shards import holds_shape_of
 from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import Found, Problem, row_problems, session_problems
@@ -96,8 +99,14 @@ def _shard_orphans(file: str, shard: Shard, facts: Database) -> list[Problem]:
 
 
 def _shard_revision(file: str, shard: Shard, facts: Database) -> list[Problem]:
-    """A shard whose pairs are at another revision than the main file's (an upgrade cut short)."""
-    if shard.revision is None or shard.revision == facts.revision:
+    """A shard whose pairs are at another revision than the main file's (an upgrade cut short).
+
+    A shard recorded at an ancestor of the main file's revision went through every per-session
+    change since (each reaches every shard): its pairs have the main file's shape.
+    """
+    if shard.revision is None or (
+        facts.revision is not None and holds_shape_of(shard.revision, facts.revision)
+    ):
         return []
     message = f"the pairs of {file} are at revision {shard.revision}, "
     message += f"the database at {facts.revision or '(none)'}"
@@ -217,6 +226,7 @@ async def check_store(
             Problem("orphan_table", None, (name,), f"table {name} belongs to no session")
             for name in facts.tables.orphans(facts.named(MAIN))
         ]
+        report.problems += await run_read(store, shard_links)
         checked = frozenset(report.sessions)
         report.problems += await asyncio.to_thread(
             lambda: _orphan_files(files.files(), facts.paths, None, "", checked)

@@ -19,6 +19,8 @@ from sqlalchemy import Column, Connection, MetaData, Select, Table, Text, bindpa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import SQLAlchemyError
 
+from soong_store.backends import sqlite_files
+from soong_store.backends.base import dialect_of
 from soong_store.backends.values import BeforeBegin
 from soong_store.errors import SoongStoreError
 from soong_store.rules.session import Problem, SessionRows
@@ -49,6 +51,7 @@ __all__ = [
     "search_problems",
     "session_facts",
     "shard_facts",
+    "shard_links",
 ]
 
 BATCH = 250
@@ -108,6 +111,17 @@ class Shard:
     copies: dict[str, int]
     revision: str | None
     """Its ``shard_revision`` row (``None``: a shard from before revisions were kept)."""
+
+
+def shard_links(connection: Connection) -> list[Problem]:
+    """A link where shard files live: the store refuses it (it never follows one), say where."""
+    if not dialect_of(connection).places_pairs:
+        return []
+    home = sqlite_files.folder(connection)
+    return [
+        Problem("shard_link", None, (name,), f"{name} is a symbolic link: the store refuses it")
+        for name in sqlite_files.shard_links(home)
+    ]
 
 
 def shard_facts(connection: Connection, file: str) -> Shard | None:

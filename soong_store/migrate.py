@@ -16,7 +16,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from types import ModuleType
+from typing import Literal, cast
 
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
@@ -29,6 +30,7 @@ from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.home import HEAD_REVISION
 from soong_store.migrate_pairs import MIGRATION_LOGGER, PairChange, add_column, upgrade_pairs
 from soong_store.migrate_scripts import alembic_config, script_location
+from soong_store.migrate_shards import marked_at, refuse_shards_ahead, write_mark
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import events_table_name, nodes_table_name, paired_session_ids
 from soong_store.schema.models import sessions_table
@@ -152,6 +154,20 @@ def link_at_head(link: Link) -> bool:
     return [tuple(row) for row in rows] == [(HEAD_REVISION,)]
 
 
+def shards_marked_at_head(backend: Backend) -> bool:
+    """Whether no shard file can be past head, known without reading one (the open on a loop)."""
+    return backend.shards_marked_at(HEAD_REVISION)
+
+
+def refuse_shards_past_head(backend: Backend) -> None:
+    """Refuse a home with a shard file past head: code at head cannot read its pairs.
+
+    Raises:
+        SchemaVersionError: a shard is at a revision this code does not know; it names it.
+    """
+    backend.refuse_shards_ahead(HEAD_REVISION)
+
+
 def _stored_revision(engine: Engine) -> str | None:
     """The revision recorded in the database, read without Alembic (``None``: not known here).
 
@@ -243,6 +259,26 @@ def _upgrade_locked(engine: Engine, revision: str, retry: RetryPolicy) -> None:
         retry.run(attempt, dialect.is_transient)
 
 
+def _settle_mark(connection: Connection, dialect: type[Backend]) -> None:
+    """Set the shards' mark to the revision this upgrade commits, once no shard is past it.
+
+    In the upgrade's transaction (its write lock held, so no shard changes meanwhile): a crash
+    before the commit leaves the mark ahead of the database, and the next open reads the shards.
+    """
+    from alembic.runtime.migration import MigrationContext
+
+    if not dialect.places_pairs:
+        return
+    from soong_store.backends import sqlite_files
+
+    folder = sqlite_files.folder(connection)
+    reached = MigrationContext.configure(connection).get_current_revision()
+    if reached is None or marked_at(folder, reached):
+        return
+    refuse_shards_ahead(folder, reached, cast(ModuleType, connection.dialect.loaded_dbapi))
+    write_mark(folder, reached)
+
+
 def _upgrade_in_transaction(connection: Connection, revision: str, dialect: type[Backend]) -> None:
     from alembic import command
     from alembic.runtime.migration import MigrationContext
@@ -279,6 +315,7 @@ def _upgrade_in_transaction(connection: Connection, revision: str, dialect: type
         command.upgrade(config, revision)
     except CommandError as exc:
         raise SchemaVersionError(f"cannot upgrade to {revision!r}: {exc}") from exc
+    _settle_mark(connection, dialect)
     build_missing_index(connection)
     violations = dialect.foreign_key_violations(connection)
     if violations:

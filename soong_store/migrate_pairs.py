@@ -6,8 +6,11 @@ tables that file holds. The main database's pairs change in the revision's own t
 SQLite every shard file then changes in a transaction of its own, which also records in the
 shard (its ``shard_revision``) the revision its pairs are now at: a crash part way leaves each
 shard wholly in one shape, named by its record, and the main database at the revision before;
-the next upgrade changes only the shards whose record is older. Shards created later start at
-the revision of the database that fills them (``docs/scaling.md``, per-session upgrades).
+the next upgrade changes only the shards whose record is older. Before the first shard changes,
+the upgrade's revision is written to the mark that keeps code which stops at the main
+database's revision from opening the home (:mod:`soong_store.migrate_shards`). Shards created
+later start at the revision of the database that fills them (``docs/scaling.md``, per-session
+upgrades).
 
 :func:`add_column` is the change for the common case, a nullable column without a default: on
 SQLite it rewrites each table's ``CREATE TABLE`` text to what ``ALTER TABLE ... ADD COLUMN``
@@ -24,28 +27,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Literal, cast
 
 from sqlalchemy import Connection, Engine, select
 
 from soong_store.backends import sqlite_files
 from soong_store.backends.base import dialect_of
 from soong_store.backends.sqlite import make_engine
-from soong_store.errors import InvalidArgument, StorageError
-from soong_store.migrate_scripts import alembic_config
+from soong_store.backends.sqlite_files import SHARD_FOLDER as SHARD_FOLDER
+from soong_store.errors import InvalidArgument
+from soong_store.migrate_shards import ahead_error, ancestors, known, write_mark
 from soong_store.model.ids import check_session_id
 from soong_store.schema.catalog import EVENTS_PREFIX, NODES_PREFIX, table_owner
 from soong_store.schema.models import shard_files_table
 from soong_store.schema.pair_files import set_shard_revision, shard_revision
 
-if TYPE_CHECKING:
-    from alembic.script import ScriptDirectory
-
 PairChange = Callable[[Connection, list[str]], None]
 """A change applied to one file's pairs: its connection, and the ids of the sessions there."""
 
-SHARD_FOLDER = "shards"
-"""Where shard files live, relative to the database's folder (``sql/moves.py`` names them)."""
 COLUMN_TYPES = ("INTEGER", "TEXT", "REAL", "BLOB")
 """The column types :func:`add_column` takes (each means the same on SQLite and PostgreSQL)."""
 
@@ -74,6 +73,7 @@ def upgrade_pairs(connection: Connection, revision: str, change: PairChange) -> 
     Raises:
         StorageError: a shard file could not be upgraded; the shards done before it stay
             done (each with its record), the main database's transaction is the caller's.
+        SchemaVersionError: a shard is at a revision this code does not know.
     """
     started = time.perf_counter()
     change(connection, stored_session_ids(connection))
@@ -81,8 +81,10 @@ def upgrade_pairs(connection: Connection, revision: str, change: PairChange) -> 
         return
     database = sqlite_files.folder(connection)
     files = shard_file_names(connection, database)
+    if files:
+        write_mark(database, revision)
     for number, file in enumerate(files, 1):
-        done = _upgrade_shard(connection, database / file, revision, change)
+        done = _upgrade_shard(connection, database, file, revision, change)
         _log.info(
             "per-session change %s: shard %d of %d (%s) %s, %.1f s",
             revision,
@@ -101,14 +103,15 @@ def shard_file_names(connection: Connection, database: Path) -> list[str]:
     return sorted(listed | found)
 
 
-def _upgrade_shard(connection: Connection, path: Path, revision: str, change: PairChange) -> bool:
+def _upgrade_shard(
+    connection: Connection, database: Path, file: str, revision: str, change: PairChange
+) -> bool:
     """One shard's change and record in one transaction of it; whether it needed the change."""
-    if not path.is_file():
-        raise StorageError(f"the shard file {path.name} is missing from {path.parent}")
+    path = sqlite_files.shard_path(database, file)  # never through a link
     engine = _shard_engine(connection, path)
     try:
         with engine.connect() as shard, shard.begin():
-            if not _behind(shard_revision(shard), revision):
+            if not _behind(file, shard_revision(shard), revision):
                 return False
             change(shard, stored_session_ids(shard))
             set_shard_revision(shard, revision)
@@ -123,26 +126,21 @@ def _shard_engine(connection: Connection, path: Path) -> Engine:
     return make_engine(f"sqlite:///{path}", "admin", sqlite_module=module)
 
 
-def _behind(marker: str | None, revision: str) -> bool:
-    """Whether a shard recorded at ``marker`` lacks ``revision`` (its marker is an ancestor)."""
+def _behind(file: str, marker: str | None, revision: str) -> bool:
+    """Whether a shard recorded at ``marker`` lacks ``revision`` (its marker is an ancestor).
+
+    A marker past ``revision`` that this code knows is a later revision of the same run, done
+    already; one it does not know is refused.
+    """
     if marker is None:
         return True
     if marker == revision:
         return False
-    ancestors = {r.revision for r in _script().iterate_revisions(revision, "base") if r}
-    return marker in ancestors
-
-
-def _script() -> ScriptDirectory:
-    """The revisions of the migration running (their folders), else of ``migrations/``."""
-    from alembic import op
-    from alembic.script import ScriptDirectory
-
-    try:
-        script = op.get_context().script
-    except NameError:  # not inside a migration
-        script = None
-    return script if script is not None else ScriptDirectory.from_config(alembic_config())
+    if marker in ancestors(revision):
+        return True
+    if known(marker):
+        return False
+    raise ahead_error(file, marker, revision)
 
 
 def add_column(kind: Literal["nodes", "events"], column: str, type_: str = "INTEGER") -> PairChange:

@@ -40,7 +40,13 @@ from soong_store.backends.values import BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.store import ArtifactFiles
 from soong_store.loop_reads import MISSED, LoopReads
-from soong_store.migrate import HEAD_REVISION, current_revision, link_at_head
+from soong_store.migrate import (
+    HEAD_REVISION,
+    current_revision,
+    link_at_head,
+    refuse_shards_past_head,
+    shards_marked_at_head,
+)
 from soong_store.readers import ReaderThreads
 
 if TYPE_CHECKING:
@@ -143,12 +149,13 @@ class StoreRuntime:
     def _open_on_loop(self, readers: ReaderThreads) -> bool:
         """Open here, on the caller's loop, where that waits for nothing (``opens_on_loop``).
 
-        The database must exist, be at head and have nothing left to settle, and its first
-        connection (the backend's :meth:`~soong_store.backends.base.Backend.link`) must take
-        no lock another holds (it waits for none meanwhile); and no other open may be under
-        way. False: the open is the thread's (nothing made here is kept). What it may still
-        cost the loop is SQLite's own: the schema's parse at the first statement (~5 µs an
-        object) and, after a crash, the rebuild of the WAL's index.
+        The database must exist, be at head (no shard's mark past it) and have nothing left to
+        settle, and its first connection (the backend's
+        :meth:`~soong_store.backends.base.Backend.link`) must take no lock another holds (it
+        waits for none meanwhile); and no other open may be under way. False: the open is the
+        thread's (nothing made here is kept). What it may still cost the loop is SQLite's own:
+        the schema's parse at the first statement (~5 µs an object) and, after a crash, the
+        rebuild of the WAL's index.
         """
         backend = self.backend
         if not backend.opens_on_loop or not backend.database_exists():
@@ -163,7 +170,7 @@ class StoreRuntime:
             try:
                 self.home.mkdir(parents=True, exist_ok=True)
                 link = backend.link()
-                if link is not None and link_at_head(link):
+                if link is not None and link_at_head(link) and shards_marked_at_head(backend):
                     readers.bind_link(link, self._read_engine_taking)
                     self._bind(readers)
                     return True
@@ -228,6 +235,8 @@ class StoreRuntime:
                     ensure_schema(admin, backend.retry)
                 finally:
                     admin.dispose()
+            # A crash in a newer version's upgrade can leave shards past the database's revision.
+            refuse_shards_past_head(backend)
             # The write engine is made at the first write. The first read connection is kept by
             # its pool, and is what makes the file WAL (settled, or connected after the upgrade):
             # the file is in WAL from the open on, as it must be before another process writes.

@@ -318,6 +318,14 @@ class Backend(ABC):
         """Remove a shard file no catalog row, journal row or ``shard_files`` row names."""
         raise StorageError(f"{self.title} keeps every pair in its database")
 
+    def shards_marked_at(self, revision: str) -> bool:
+        """Whether, without reading them, no shard file can be past ``revision`` (cheap)."""
+        return True
+
+    def refuse_shards_ahead(self, revision: str) -> None:
+        """Refuse (``SchemaVersionError``) a shard file past ``revision``, the database's."""
+        return None
+
     @classmethod
     def add_column(cls, connection: Connection, tables: set[str], definition: str) -> None:
         """Add the nullable column ``definition`` to those of ``tables`` that exist.

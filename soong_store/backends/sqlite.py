@@ -50,6 +50,7 @@ from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from soong_store import migrate_shards
 from soong_store.backends import sqlite_connect, sqlite_files, sqlite_wal
 from soong_store.backends.base import Backend, Durability, Role
 from soong_store.backends.link import DriverLink, Link
@@ -228,6 +229,14 @@ class SQLiteBackend(Backend):
     def remove_shard_file(self, file: str) -> None:
         """Remove a shard file and SQLite's files of it (:mod:`.sqlite_files`)."""
         sqlite_files.remove_file(self._file(), file)
+
+    def shards_marked_at(self, revision: str) -> bool:
+        """Whether the shards' mark rules out a shard past ``revision`` (cheap: no shard read)."""
+        return migrate_shards.marked_at(self._file().parent, revision)
+
+    def refuse_shards_ahead(self, revision: str) -> None:
+        """Refuse a shard file past ``revision`` (:mod:`soong_store.migrate_shards`)."""
+        migrate_shards.refuse_shards_ahead(self._file().parent, revision, self._module)
 
     @classmethod
     def attached_as(cls, connection: Connection, file: str) -> str | None:

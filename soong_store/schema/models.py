@@ -199,6 +199,14 @@ shard_files_table = Table(
 )
 """One shard file: how many pairs it was given and the pair revision its pairs have."""
 
+home_identity_table = Table(
+    "home_identity",
+    metadata,
+    _text("home_id", key=True),
+    sqlite_with_rowid=False,
+)
+"""The home's random id (one row), written into every shard file it makes (``shard_home``)."""
+
 session_keys_table = Table(
     "session_keys",
     metadata,

@@ -4,7 +4,8 @@ Part of the catalog (:mod:`soong_store.schema.catalog` builds on it and is what 
 a session's tables): ``session_files`` names the file of each pair and the epoch of its copy,
 ``session_moves`` the moves under way, and each shard file's ``shard_pairs`` the copies it
 holds, with their epochs, and its ``shard_revision`` the schema revision its pairs are at
-(:mod:`soong_store.migrate_pairs` upgrades a shard and its record in one transaction).
+(:mod:`soong_store.migrate_pairs` upgrades a shard and its record in one transaction); a move
+fills a shard only if it is this home's and of the main file's shape (:func:`claim_shard`).
 A shard is reached under the alias it is attached as on a connection; asking for one
 that is not attached raises :class:`~soong_store.backends.values.BeforeBegin`, whose
 ``prepare`` attaches it. The two ``info`` keys are how units of work tell the writer's
@@ -29,10 +30,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
+from soong_store.backends import sqlite_files
 from soong_store.backends.base import dialect_of
 from soong_store.backends.link import Link
 from soong_store.backends.values import BeforeBegin
 from soong_store.errors import StorageError
+from soong_store.migrate_shards import ahead_error, holds_shape_of
 from soong_store.schema.models import INTEGER, session_files_table, session_moves_table
 from soong_store.sql.prepared import Prepared, Runner
 
@@ -85,10 +88,36 @@ def stamp_new_shard(connection: Connection, main_as: str) -> None:
     """
     if inspect(connection).has_table(shard_pairs().name):
         return
+    revision = main_revision(connection, main_as)
+    if revision is not None:
+        set_shard_revision(connection, revision)
+
+
+def claim_shard(connection: Connection, main_as: str, file: str) -> None:
+    """Check, in a move's T1, that shard ``file`` may take this home's pairs; give it the home id.
+
+    Raises:
+        StorageError: the shard is another home's.
+        SchemaVersionError: its pairs have another shape (a newer version's upgrade changed it
+            and never committed the main database).
+    """
+    sqlite_files.refuse_foreign(connection, file, main_as)
+    _refuse_other_shape(connection, main_as, file)
+    sqlite_files.stamp_home(connection, main_as)
+
+
+def _refuse_other_shape(connection: Connection, main_as: str, file: str) -> None:
+    found = shard_revision(connection)
+    revision = main_revision(connection, main_as)
+    if revision is not None and not holds_shape_of(found, revision):
+        raise ahead_error(file, found, revision)
+
+
+def main_revision(connection: Connection, main_as: str) -> str | None:
+    """The revision of the store's database, attached as ``main_as`` to a shard's connection."""
     stored = Table("alembic_version", MetaData(schema=main_as), Column("version_num", Text))
     revision = connection.execute(select(stored.c.version_num)).scalar()
-    if revision is not None:
-        set_shard_revision(connection, str(revision))
+    return None if revision is None else str(revision)
 
 
 @lru_cache(maxsize=8)

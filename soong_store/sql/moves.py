@@ -294,7 +294,7 @@ def _move_out(
         if not moving:
             return
         _step("archive:L")
-        _copy_into_shard(shard.to(file), moving)
+        _copy_into_shard(shard.to(file), file, moving)
         _step("archive:T1")
         for session_id, epoch in moving:
             connection.execute(
@@ -325,11 +325,15 @@ def _move_out(
     _step("archive:T2")
 
 
-def _copy_into_shard(shard: Connection, moving: list[tuple[str, int]]) -> None:
-    """T1: the batch's pairs copied into the shard, with their epochs, in one commit of it."""
+def _copy_into_shard(shard: Connection, file: str, moving: list[tuple[str, int]]) -> None:
+    """T1: the batch's pairs copied into the shard, with their epochs, in one commit of it.
+
+    Never into another home's shard, nor one whose pairs have another shape than the main file's.
+    """
     with shard.begin():
         pairs = shard_pairs(MAIN)
         pair_files.stamp_new_shard(shard, HOT_AS)
+        pair_files.claim_shard(shard, HOT_AS, file)
         pairs.create(shard, checkfirst=True)
         for session_id, epoch in moving:
             pair_text.drop(shard, session_id, MAIN)  # a stale copy a crash left

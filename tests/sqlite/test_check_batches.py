@@ -129,3 +129,7 @@ async def test_a_shard_at_another_revision_than_the_database_is_reported(
     set_revision(home / shard, None)  # a shard from before revisions were kept: nothing to compare
     async with SessionStore(home=home) as store:
         assert (await check_store(store)).ok
+    # made before a later revision that changed no pair (0007, the home's id): the same shape
+    set_revision(home / shard, "0006")
+    async with SessionStore(home=home) as store:
+        assert (report := await check_store(store)).ok, report.problems

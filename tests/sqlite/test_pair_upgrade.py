@@ -9,23 +9,26 @@ With the hot bound at 3 and shards of 4 (:mod:`tests.shard_support`), ten sessio
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import soong_store
-from soong_store import InvalidArgument, SessionStore, StorageError, cli
+from soong_store import InvalidArgument, SchemaVersionError, SessionStore, StorageError, cli
 from soong_store.backends.sqlite import make_engine
 from soong_store.backends.sqlite_alter import rewrite_add_column
 from soong_store.check import check_store
 from soong_store.migrate import add_column, current_revision
 from soong_store.migrate_pairs import stored_session_ids
 from soong_store.schema import catalog
+from soong_store.sql import moves
 from tests.conftest import connect_raw, text
 from tests.pair_revision import install_revision, use_newest_factory
-from tests.shard_support import assert_each_pair_in_one_file, limited, settle
+from tests.shard_support import assert_each_pair_in_one_file, limited, raw_layout, settle
 
 pytestmark = pytest.mark.sqlite
 
@@ -262,3 +265,65 @@ async def test_cli_upgrade_prints_each_shard_on_stderr(
     ]
     assert all("changed" in line for line in lines)
     assert "Context impl" not in captured.err
+
+
+async def test_a_shard_past_the_main_file_keeps_older_code_out_until_the_upgrade_ends(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{home / 'sessions.sqlite'}"
+    with limited():
+        sids = await home_with_shards(home)
+        newer = pytest.MonkeyPatch()
+        flags_revision = install_revision(tmp_path, newer)
+        newer.setenv("ZTEST_FAIL_AT_FILE", "3")  # the first shard committed, the main file not
+        with pytest.raises(StorageError, match="failed at file 3"):
+            soong_store.upgrade(url)
+        newer.undo()  # the code that stops at the main file's revision
+        first = files_of(home)[1]
+        assert recorded_revision(first) == flags_revision
+        with pytest.raises(SchemaVersionError, match=f"shards/{first.name}") as refused:
+            async with SessionStore(home=home):
+                pass
+        assert flags_revision in str(refused.value)
+        later = tmp_path / "later"
+        later.mkdir()
+        install_revision(later, monkeypatch)
+        use_newest_factory(monkeypatch)
+        soong_store.upgrade(url)  # the newer code's upgrade finishes
+        async with SessionStore(home=home) as store:
+            assert all(len(path) == 2 for path in (await paths_of(store, sids)).values())
+            assert (report := await check_store(store)).ok, report.problems
+        assert current_revision(url) == flags_revision
+        assert shapes(home) == {path.name: {True} for path in files_of(home)}
+
+
+async def test_a_move_never_fills_a_shard_of_another_shape(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A shard changed by a newer version's upgrade while this store is open takes no pair."""
+    with limited(moves.Limits(hot=3, shard=5, batch=2)) as limits:
+        async with SessionStore(home=home) as store:
+            sids = await fill(store, 7)
+            await settle(store)
+        filling = files_of(home)[-1]
+        assert len(raw_layout(home)["copies"][f"shards/{filling.name}"]) < limits.shard
+        con = connect_raw(filling)
+        with con:
+            con.execute("UPDATE shard_revision SET revision = 'ztest_newer'")
+        con.close()
+        held = set(raw_layout(home)["copies"][f"shards/{filling.name}"])
+        caplog.set_level(logging.WARNING, logger="soong_store.writer")
+        async with SessionStore(home=home) as store:
+            sids += await fill(store, 3)  # the hot bound passed: the writer moves a batch
+            deadline = time.monotonic() + 30
+            while "writer maintenance failed" not in caplog.text:
+                assert time.monotonic() < deadline, "the writer never tried to move a batch"
+                await store.append_node(sids[-1], "user", "message", text("more"))
+                await asyncio.sleep(0.05)
+            assert all(len(path) >= 2 for path in (await paths_of(store, sids)).values())
+        refused = [r for r in caplog.records if r.getMessage() == "writer maintenance failed"]
+        assert refused[0].exc_info is not None
+        assert isinstance(refused[0].exc_info[1], SchemaVersionError)
+        assert f"shards/{filling.name}" in str(refused[0].exc_info[1])
+        assert set(raw_layout(home)["copies"][f"shards/{filling.name}"]) == held
+        assert_each_pair_in_one_file(home)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from soong_store import NotFound, SessionStore, StorageError
 from soong_store.backends import sqlite_files
 from soong_store.check import check_store
 from soong_store.schema import catalog, pair_files
+from soong_store.sql import moves
 from soong_store.transfer import export_session, import_session
 from tests.conftest import connect_raw, text
 from tests.shard_support import (
@@ -407,3 +410,201 @@ async def test_check_on_a_live_store_passes_over_a_shard_reclaimed_meanwhile(
         report = await check_store(store)
         assert report.problems == []
         assert sorted(report.sessions) == sorted(sids)
+
+
+async def test_check_of_a_damaged_shard_reports_it_without_a_traceback(
+    home: Path, small_limits: Any
+) -> None:
+    """The writer's maintenance fails on the shard too; the command says so once, in its report."""
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    gone = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+    shard, epoch = placed[gone]
+    # A delete of an idle session: its catalog row gone, a journal row to drop its copy.
+    main = connect_raw(home / "sessions.sqlite")
+    with main:
+        main.execute("DELETE FROM session_files WHERE session_id = ?", (gone,))
+        main.execute("INSERT INTO session_moves VALUES (?, ?, ?, ?)", (gone, shard, shard, epoch))
+    main.close()
+    (home / shard).write_bytes(b"not a database" * 100)
+    done = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "soong_store",
+        "--home",
+        str(home),
+        "check",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await done.communicate()
+    assert done.returncode == 1
+    assert "unreadable_shard: " in out.decode()
+    assert "Traceback" not in err.decode(), err.decode()
+
+
+async def test_a_link_at_the_next_shard_name_is_never_followed(
+    home: Path, tmp_path: Path, small_limits: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store, 6)
+        await settle(store)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = [
+        name for n in range(1, 10) if not (home / (name := f"shards/{n:04d}.sqlite")).exists()
+    ]
+    for name in planted:  # dangling: SQLite would create the file at the target
+        (home / name).symlink_to(elsewhere / name.split("/")[1])
+    caplog.set_level(logging.WARNING, logger="soong_store.writer")
+    async with SessionStore(home=home) as store:
+        sids += await fill(store, 6)  # the writer wants a new shard
+        deadline = time.monotonic() + 30
+        while "writer maintenance failed" not in caplog.text:
+            assert time.monotonic() < deadline, "the writer never tried to move a batch"
+            await store.append_event(sids[-1], "mark")
+            await asyncio.sleep(0.05)
+        for sid in sids:
+            assert len(await store.active_path(sid)) == 2
+        report = await check_store(store)
+    assert list(elsewhere.iterdir()) == []
+    refused = next(r for r in caplog.records if r.getMessage() == "writer maintenance failed")
+    assert refused.exc_info is not None and "symbolic link" in str(refused.exc_info[1])
+    linked = {p.ids[0] for p in report.problems if p.kind == "shard_link"}
+    assert linked == set(planted)
+
+
+async def test_a_shard_replaced_by_a_link_is_refused_not_read(
+    home: Path, tmp_path: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+    shard = placed[idle][0]
+    moved = tmp_path / "moved.sqlite"
+    (home / shard).rename(moved)
+    (home / shard).symlink_to(moved)  # the same bytes, reached through a link
+    async with SessionStore(home=home) as store:
+        with pytest.raises(StorageError, match=f"{shard}.*symbolic link"):
+            await store.active_path(idle)
+        report = await check_store(store)
+    found = [p for p in report.problems if p.kind == "unreadable_shard"]
+    assert [p.ids for p in found] == [(shard,)]
+    assert "symbolic link" in found[0].message
+
+
+async def two_homes(home: Path, other: Path) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """This home and another, each with shards; this one's placements and sessions."""
+    async with SessionStore(home=other) as store:
+        await fill(store)
+        await settle(store)
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    return placed, sids
+
+
+def drop_home_id(path: Path) -> None:
+    """Make a shard look as one made before shards named their home."""
+    raw = connect_raw(path)
+    with raw:
+        raw.execute("DROP TABLE shard_home")
+    raw.close()
+
+
+@pytest.mark.parametrize("made", ["now", "before ids"])
+async def test_another_homes_shard_copied_in_is_refused(
+    home: Path, tmp_path: Path, small_limits: Any, made: str
+) -> None:
+    placed, sids = await two_homes(home, tmp_path / "other")
+    idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+    shard = placed[idle][0]
+    (home / shard).write_bytes((tmp_path / "other" / shard).read_bytes())
+    if made == "before ids":
+        drop_home_id(home / shard)
+    async with SessionStore(home=home) as store:
+        with pytest.raises(StorageError, match=f"shard file {shard} .*not this home's"):
+            await store.active_path(idle)
+        report = await check_store(store)
+    found = [p for p in report.problems if p.kind == "unreadable_shard"]
+    assert [p.ids for p in found] == [(shard,)]
+    assert "not this home's" in found[0].message
+
+
+async def test_a_shard_made_before_ids_is_adopted_and_named_by_the_next_move(
+    home: Path,
+) -> None:
+    with limited(moves.Limits(hot=3, shard=5, batch=2)):
+        async with SessionStore(home=home) as store:
+            sids = await fill(store, 7)
+            placed = await settle(store)
+        shards = sorted({file for file, _ in placed.values() if file != catalog.MAIN})
+        assert shards == ["shards/0001.sqlite"]  # four pairs: one more goes there
+        drop_home_id(home / shards[0])
+        async with SessionStore(home=home) as store:
+            for sid in sids:
+                assert len(await store.active_path(sid)) == 2
+            assert (report := await check_store(store)).ok, report.problems
+            sids += await fill(store, 4)
+            await settle(store)
+            assert (report := await check_store(store)).ok, report.problems
+    main = connect_raw(home / "sessions.sqlite")
+    ours = main.execute("SELECT home_id FROM home_identity").fetchone()[0]
+    main.close()
+    named = connect_raw(home / shards[0])
+    assert named.execute("SELECT home_id FROM shard_home").fetchall() == [(ours,)]
+    assert named.execute("SELECT count(*) FROM shard_pairs").fetchone()[0] == 5
+    named.close()
+
+
+async def test_a_move_never_fills_another_homes_shard(
+    home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with limited(moves.Limits(hot=3, shard=5, batch=2)):
+        for where in (tmp_path / "other", home):
+            async with SessionStore(home=where) as store:
+                await fill(store, 7)
+                await settle(store)
+        filling = home / "shards/0001.sqlite"  # four pairs of five: the next batch goes there
+        filling.write_bytes((tmp_path / "other/shards/0001.sqlite").read_bytes())
+        before = raw_layout(home)["copies"]["shards/0001.sqlite"]
+        caplog.set_level(logging.WARNING, logger="soong_store.writer")
+        async with SessionStore(home=home) as store:
+            sids = await fill(store, 3)
+            deadline = time.monotonic() + 30
+            while "writer maintenance failed" not in caplog.text:
+                assert time.monotonic() < deadline, "the writer never tried to move a batch"
+                await store.append_event(sids[-1], "mark")
+                await asyncio.sleep(0.05)
+            for sid in sids:
+                assert len(await store.active_path(sid)) == 2
+    refused = next(r for r in caplog.records if r.getMessage() == "writer maintenance failed")
+    assert refused.exc_info is not None
+    assert "shards/0001.sqlite is not this home's" in str(refused.exc_info[1])
+    assert raw_layout(home)["copies"]["shards/0001.sqlite"] == before
+
+
+async def test_a_home_from_before_ids_upgrades_and_reads_its_shards(
+    home: Path, small_limits: Any
+) -> None:
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    shards = sorted({file for file, _ in placed.values() if file != catalog.MAIN})
+    main = connect_raw(home / "sessions.sqlite")
+    with main:  # the home as revision 0006 left it
+        main.execute("DROP TABLE home_identity")
+        main.execute("UPDATE alembic_version SET version_num = '0006'")
+    main.close()
+    for shard in shards:
+        drop_home_id(home / shard)
+        raw = connect_raw(home / shard)
+        with raw:
+            raw.execute("UPDATE shard_revision SET revision = '0006'")
+        raw.close()
+    async with SessionStore(home=home) as store:
+        for sid in sids:
+            assert len(await store.active_path(sid)) == 2
+        assert (report := await check_store(store)).ok, report.problems
