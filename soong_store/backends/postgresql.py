@@ -95,6 +95,8 @@ _KEY_TRY = "SELECT pg_try_advisory_xact_lock(hashtextextended(%(key)s, 0))"
 _ANY_TABLE = "SELECT 1 FROM pg_tables WHERE schemaname = current_schema() LIMIT 1"
 _XID = "SELECT pg_current_xact_id_if_assigned()::text"
 _XID_STATUS = "SELECT pg_xact_status(%(xid)s::xid8)"
+_XID_IN_FUTURE = "22023"
+"""invalid_parameter_value: what ``pg_xact_status`` raises for an id beyond the next one."""
 
 
 def _psycopg_error(exc: BaseException) -> BaseException | None:
@@ -222,8 +224,20 @@ class PostgreSQLBackend(Backend):
 
     @classmethod
     def commit_outcome(cls, connection: Connection, token: str) -> bool | None:
-        """``pg_xact_status``: committed, aborted, or (still in progress, unknown) ``None``."""
-        row = _run(connection, _XID_STATUS, {"xid": token})
+        """``pg_xact_status``: committed, aborted, or (still in progress, unknown) ``None``.
+
+        An id the server calls "in the future" never reached its log (a crash lost it with the
+        rest of the transaction), so the transaction did not commit. The question runs under a
+        savepoint, so that answer leaves the asking transaction usable.
+        """
+        _run(connection, "SAVEPOINT soong_store_xact_status", {})
+        try:
+            row = _run(connection, _XID_STATUS, {"xid": token})
+        except DBAPIError as exc:
+            if getattr(_psycopg_error(exc), "sqlstate", None) != _XID_IN_FUTURE:
+                raise
+            _run(connection, "ROLLBACK TO SAVEPOINT soong_store_xact_status", {})
+            return False
         status = None if row is None else row[0]
         if status == "committed":
             return True
