@@ -119,6 +119,13 @@ class Backend(ABC):
     def database_exists(self) -> bool:
         """Whether the database is there already (asking creates nothing)."""
 
+    def absence(self, where: str) -> str:
+        """Why there is no store at ``where`` (:meth:`database_exists` said so), and what to do.
+
+        ``where`` is how the caller names the place (a home, a URL); the sentence names it once.
+        """
+        return f"no database in {where}: {self.location} does not exist"
+
     @property
     def location(self) -> str:
         """Where the database is, for messages (never a password)."""
