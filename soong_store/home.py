@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Final
 
+from soong_store.errors import StorageError
+
 DATABASE_FILE: Final = "sessions.sqlite"
 """The SQLite database of a home (the default backend), inside the home folder."""
 
@@ -29,3 +31,37 @@ def default_home() -> Path:
     """``$SOONG_AGENT_HOME``, else ``~/.soong-agent``."""
     env = os.environ.get("SOONG_AGENT_HOME")
     return Path(env) if env else Path.home() / ".soong-agent"
+
+
+def ensure_home(home: Path) -> None:
+    """Create the home folder (and its parents) unless it is there; a failure is a StorageError.
+
+    A folder that is there is left as it is, writable or not: a home this process may not write
+    is opened for reading (:mod:`soong_store.backends.sqlite`).
+    """
+    if home.is_dir():
+        return
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise StorageError(
+            f"the home {home} is not a folder (a file is there): give a folder as the home",
+            path=home,
+        ) from exc
+    except NotADirectoryError as exc:
+        raise StorageError(
+            f"the home {home} is not a folder (a path above it is a file): give a folder "
+            "as the home",
+            path=home,
+        ) from exc
+    except PermissionError as exc:
+        raise StorageError(
+            f"cannot create the home {home}: permission denied on {exc.filename or home}; "
+            "create it with write access for this user, or give another home",
+            path=home,
+        ) from exc
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create the home {home}: {exc.strerror or exc} ({exc.filename or home})",
+            path=home,
+        ) from exc

@@ -119,6 +119,14 @@ class Backend(ABC):
     def database_exists(self) -> bool:
         """Whether the database is there already (asking creates nothing)."""
 
+    def check_writable(self) -> None:
+        """Raise :class:`StorageError` naming the database if this process may not write it.
+
+        Asked before an upgrade at open; by default every database is writable as far as the
+        store can tell (the server refuses what it refuses).
+        """
+        return None
+
     def absence(self, where: str) -> str:
         """Why there is no store at ``where`` (:meth:`database_exists` said so), and what to do.
 

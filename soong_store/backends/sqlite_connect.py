@@ -16,13 +16,18 @@ as what one job changes. Reads keep the default: their sorts may be large.
 
 A store that opens on its caller's loop reads first on a :func:`link`, a read connection set up
 the same way on the driver alone; the read engine, made later, takes it over (:func:`take_over`).
+
+A file this process may not write (it, or its folder) is opened for reading only
+(:func:`read_only_uri`): no journal-mode switch, a deferred ``BEGIN`` for schema reads too.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, event
@@ -39,6 +44,8 @@ _UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", defaul
 """Set while read connections made in this context must not switch the file to WAL."""
 _TAKEN_OVER = "soong_store.taken_over"
 """In a pool record's ``info`` while its connection is a link's being taken over."""
+READ_ONLY = "soong_store.read_only"
+"""In a pool record's ``info`` when its connection reads a file it may not write."""
 
 
 @contextmanager
@@ -60,10 +67,14 @@ def install_hooks(
     *,
     busy_timeout_ms: int,
     checkpoints_by_hand: bool = False,
+    read_only: bool = False,
 ) -> None:
-    """Set up each new connection of ``engine`` for ``role``, and its transactions' ``BEGIN``."""
+    """Set up each new connection of ``engine`` for ``role``, and its transactions' ``BEGIN``.
+
+    ``read_only``: the engine reads a file it may not write (never the writer's).
+    """
     pragmas = _pragmas(role, durability)
-    begin = "BEGIN" if role == "read" else "BEGIN IMMEDIATE"
+    begin = "BEGIN" if role == "read" or read_only else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, record: Any) -> None:
@@ -71,12 +82,16 @@ def install_hooks(
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+            if read_only:
+                record.info[READ_ONLY] = True
             if record.info.pop(_TAKEN_OVER, False):  # a link: set up already, in WAL
                 return
             for pragma in pragmas:
                 cursor.execute(pragma)
             if checkpoints_by_hand:
                 sqlite_wal.checkpoint_by_hand(cursor, record.info)
+            if read_only:
+                return
             if role == "write" or (role == "read" and not _UNTOUCHED.get()):
                 ensure_wal(cursor, retry, is_busy)
         finally:
@@ -184,3 +199,37 @@ def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException
 def in_wal(cursor: Any) -> bool:
     """Whether the file is in WAL mode already (asking changes nothing)."""
     return bool(cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal")
+
+
+def writable(path: Path) -> bool:
+    """Whether this process may write the database file ``path`` and create files beside it."""
+    return os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
+def read_only_params(path: Path) -> dict[str, str]:
+    """The URI parameters that open ``path`` (a file this process may not write) for reading.
+
+    In WAL mode, a reader needs the log's index (``-shm``), and creates it where it can. In a
+    folder it may not write, a file without a log is opened ``immutable`` (as it is on disk:
+    there is nothing else to read); a log with its index is read through it; a log without
+    one cannot be read here (its content would be missed).
+    """
+    if os.access(path.parent, os.W_OK):
+        return {"mode": "ro"}
+    log = path.with_name(path.name + "-wal")
+    if not log.exists() or log.stat().st_size == 0:
+        return {"mode": "ro", "immutable": "1"}
+    if path.with_name(path.name + "-shm").exists():
+        return {"mode": "ro"}
+    raise StorageError(
+        f"cannot read {path} without write access to {path.parent}: its log {log} holds "
+        "writes not yet in the file, and their index (-shm) is missing; open it once as a user "
+        "who may write the folder (that folds the log back in)",
+        path=str(path),
+    )
+
+
+def read_only_uri(path: Path) -> str:
+    """A URI (for ``ATTACH``) that opens ``path`` for reading only (:func:`read_only_params`)."""
+    params = "&".join(f"{key}={value}" for key, value in read_only_params(path).items())
+    return f"{path.absolute().as_uri()}?{params}"
