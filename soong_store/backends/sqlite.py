@@ -57,7 +57,7 @@ from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
 from soong_store.backends.values import DataVersion
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
-from soong_store.home import DATABASE_FILE, SQLITE_MODULE_ENV
+from soong_store.home import DATABASE_FILE, SQLITE_MODULE_ENV, read_only_params, writable
 
 STATEMENT_CACHE_SIZE = 16
 """Each engine's compiled-statement cache (SQLAlchemy's default is 500). Reads over one session's
@@ -173,11 +173,11 @@ class SQLiteBackend(Backend):
         """The URL an engine of ``role`` connects with, and whether it reads only.
 
         A file this process may not write (it, or its folder) is read as it is
-        (:func:`.sqlite_connect.read_only_params`) and refuses a writer; one that is not
+        (:func:`soong_store.home.read_only_params`) and refuses a writer; one that is not
         there cannot be made in a folder that is there but may not be written.
         """
         path = self._file()
-        if sqlite_connect.writable(path) or not path.parent.is_dir():
+        if writable(path) or not path.parent.is_dir():
             return self.url, False  # a missing folder is the home's to make (or fail to)
         if not path.exists():
             raise StorageError(
@@ -192,7 +192,7 @@ class SQLiteBackend(Backend):
                 path=str(path),
             )
         query = {k: v for k, v in self.url.query.items() if k not in ("mode", "immutable")}
-        query.update(sqlite_connect.read_only_params(path), uri="true")
+        query.update(read_only_params(path), uri="true")
         return URL.create(self.url.drivername, database=path.absolute().as_uri(), query=query), True
 
     def link(self) -> DriverLink | None:

@@ -18,12 +18,12 @@ A store that opens on its caller's loop reads first on a :func:`link`, a read co
 the same way on the driver alone; the read engine, made later, takes it over (:func:`take_over`).
 
 A file this process may not write (it, or its folder) is opened for reading only
-(:func:`read_only_uri`): no journal-mode switch, a deferred ``BEGIN`` for schema reads too.
+(:func:`soong_store.home.read_only_params`): no journal-mode switch, and a deferred ``BEGIN``
+for schema reads too.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -39,6 +39,7 @@ from soong_store.backends.base import Durability, Role
 from soong_store.backends.link import DriverLink
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import StorageError
+from soong_store.home import read_only_params
 
 _UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", default=False)
 """Set while read connections made in this context must not switch the file to WAL."""
@@ -199,34 +200,6 @@ def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException
 def in_wal(cursor: Any) -> bool:
     """Whether the file is in WAL mode already (asking changes nothing)."""
     return bool(cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal")
-
-
-def writable(path: Path) -> bool:
-    """Whether this process may write the database file ``path`` and create files beside it."""
-    return os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
-
-
-def read_only_params(path: Path) -> dict[str, str]:
-    """The URI parameters that open ``path`` (a file this process may not write) for reading.
-
-    In WAL mode, a reader needs the log's index (``-shm``), and creates it where it can. In a
-    folder it may not write, a file without a log is opened ``immutable`` (as it is on disk:
-    there is nothing else to read); a log with its index is read through it; a log without
-    one cannot be read here (its content would be missed).
-    """
-    if os.access(path.parent, os.W_OK):
-        return {"mode": "ro"}
-    log = path.with_name(path.name + "-wal")
-    if not log.exists() or log.stat().st_size == 0:
-        return {"mode": "ro", "immutable": "1"}
-    if path.with_name(path.name + "-shm").exists():
-        return {"mode": "ro"}
-    raise StorageError(
-        f"cannot read {path} without write access to {path.parent}: its log {log} holds "
-        "writes not yet in the file, and their index (-shm) is missing; open it once as a user "
-        "who may write the folder (that folds the log back in)",
-        path=str(path),
-    )
 
 
 def read_only_uri(path: Path) -> str:

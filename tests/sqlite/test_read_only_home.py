@@ -22,6 +22,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.errors import StorageError
+from soong_store.home import SQLITE_MODULE_ENV
 from soong_store.schema import catalog
 from tests.conftest import db_path, text
 from tests.shard_support import limited, settle
@@ -249,3 +250,20 @@ def test_a_read_only_home_reads_the_sessions_in_its_shards(tmp_path: Path, open_
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == expected
     assert files_under(home) == before
+
+
+def test_the_quick_look_lists_a_read_only_home_without_a_store(
+    filled: tuple[Path, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SQLITE_MODULE_ENV, raising=False)  # a driver named sends it to the store
+    home, sid, _artifact = filled
+    lock_down(home)
+    probe = (
+        "import sys\n"
+        "from soong_store.cli import main\n"
+        "code = main(['--home', sys.argv[1], 'sessions'])\n"
+        "print('exit', code, 'store:', 'sqlalchemy' in sys.modules)\n"
+    )
+    done = bound_by_modes("-c", probe, str(home))
+    assert done.returncode == 0, done.stderr
+    assert sid in done.stdout and done.stdout.splitlines()[-1] == "exit 0 store: False"
