@@ -21,6 +21,7 @@ from soong_store.cli.common import (
     width_of,
 )
 from soong_store.demo import write_demo
+from soong_store.home import ensure_home
 from soong_store.migrate import current_revision, head_revision, upgrade
 from soong_store.model.ids import check_session_id
 from soong_store.store import backend_of
@@ -33,15 +34,16 @@ def _to_stderr(line: str) -> None:
 async def cmd_upgrade(args: argparse.Namespace) -> int:
     """Bring the database to the newest schema revision."""
     store = open_store(args)
-    store.home.mkdir(parents=True, exist_ok=True)
-    engine = backend_of(store).engine("admin")
+    ensure_home(store.home)
+    backend = backend_of(store)
+    engine = backend.engine("admin")
     try:
         before = await asyncio.to_thread(current_revision, engine)
         await asyncio.to_thread(upgrade, engine, progress=_to_stderr)
         after = await asyncio.to_thread(current_revision, engine)
     finally:
         engine.dispose()
-    url = engine.url.render_as_string(hide_password=True)
+    url = backend.url.render_as_string(hide_password=True)  # the engine's may read only
     if args.json:
         emit({"url": url, "from": before, "to": after, "head": head_revision()})
     elif before == after:

@@ -22,7 +22,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.errors import StorageError
-from soong_store.home import SQLITE_MODULE_ENV
+from soong_store.home import HEAD_REVISION, SQLITE_MODULE_ENV
 from soong_store.schema import catalog
 from tests.conftest import db_path, text
 from tests.shard_support import limited, settle
@@ -267,3 +267,14 @@ def test_the_quick_look_lists_a_read_only_home_without_a_store(
     done = bound_by_modes("-c", probe, str(home))
     assert done.returncode == 0, done.stderr
     assert sid in done.stdout and done.stdout.splitlines()[-1] == "exit 0 store: False"
+
+
+def test_upgrade_of_a_read_only_home_at_head_names_its_database_as_given(
+    filled: tuple[Path, str, str],
+) -> None:
+    home, _sid, _artifact = filled
+    lock_down(home)
+    done = bound_by_modes("-m", "soong_store", "--home", str(home), "upgrade")
+    assert done.returncode == 0, done.stderr
+    url = f"sqlite+pysqlite:///{db_path(home)}"
+    assert done.stdout == f"{url}: already at revision {HEAD_REVISION} (head)\n"
