@@ -161,6 +161,7 @@ class SQLiteBackend(Backend):
         else:
             kwargs["poolclass"] = NullPool
         engine = create_engine(url, **kwargs)
+        sqlite_connect.connect_naming(engine, self._file())
         by_hand = role == "write" and self.commits_on_loop  # the writer's thread checkpoints
         self._install_hooks(engine, role, checkpoints_by_hand=by_hand, read_only=read_only)
         return engine

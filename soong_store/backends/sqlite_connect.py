@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import Dialect
@@ -45,6 +46,8 @@ _UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", defaul
 """Set while read connections made in this context must not switch the file to WAL."""
 _TAKEN_OVER = "soong_store.taken_over"
 """In a pool record's ``info`` while its connection is a link's being taken over."""
+_HANDED: WeakKeyDictionary[Engine, list[tuple[Any, dict[Any, Any]]]] = WeakKeyDictionary()
+"""Per engine, the links handed over to it that its pool has not connected yet."""
 READ_ONLY = "soong_store.read_only"
 """In a pool record's ``info`` when its connection reads a file it may not write."""
 
@@ -158,20 +161,38 @@ def take_over(engine: Engine, taken: DriverLink) -> None:
 
     The link was set up as the engine's read connections are and is in WAL: the pool only turns
     its busy wait on, and runs no statement that could wait for a lock (the engine may be made
-    on an event loop).
+    on an event loop). ``engine`` connects through :func:`connect_naming`.
     """
-    driver, info = taken.hand_over()
-    handed = [driver]
+    _HANDED[engine].append(taken.hand_over())
+
+
+def connect_naming(engine: Engine, path: Path) -> None:
+    """Connect ``engine``'s pool: a link handed over first (:func:`take_over`), else the driver.
+
+    The driver's "unable to open database file" becomes a StorageError naming ``path`` and why.
+    """
+    handed: list[tuple[Any, dict[Any, Any]]] = []
+    _HANDED[engine] = handed
 
     @event.listens_for(engine, "do_connect")
-    def _handed(_dialect: Any, record: Any, _cargs: Any, _cparams: Any) -> Any:
+    def _connect(dialect: Dialect, record: Any, cargs: Any, cparams: Any) -> Any:
+        if handed:
+            driver, info = handed.pop()
+            record.info.update(info)
+            record.info[_TAKEN_OVER] = True
+            return driver
         try:
-            first = handed.pop()
-        except IndexError:  # taken: the pool connects as usual
-            return None
-        record.info.update(info)
-        record.info[_TAKEN_OVER] = True
-        return first
+            return dialect.connect(*cargs, **cparams)
+        except dialect.loaded_dbapi.OperationalError as exc:
+            if "unable to open" not in str(exc).lower():
+                raise
+            if path.is_dir():
+                why = "it is a folder; give the path of a file"
+            elif not path.parent.is_dir():
+                why = f"its folder {path.parent} does not exist; create it first"
+            else:
+                why = f"{exc}; check that this user may read it and its folder"
+            raise StorageError(f"cannot open the database {path}: {why}", path=str(path)) from exc
 
 
 def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException], bool]) -> None:

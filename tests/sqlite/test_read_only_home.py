@@ -278,3 +278,18 @@ def test_upgrade_of_a_read_only_home_at_head_names_its_database_as_given(
     assert done.returncode == 0, done.stderr
     url = f"sqlite+pysqlite:///{db_path(home)}"
     assert done.stdout == f"{url}: already at revision {HEAD_REVISION} (head)\n"
+
+
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+async def test_a_database_path_that_cannot_be_opened_is_a_storage_error(
+    tmp_path: Path, where: str
+) -> None:
+    path = tmp_path / "nowhere" / "db.sqlite" if where == "missing folder" else tmp_path / "d"
+    if where == "a folder":
+        path.mkdir()
+    with pytest.raises(StorageError) as caught:
+        async with SessionStore(home=tmp_path / "home", url=f"sqlite:///{path}"):
+            pass
+    message = str(caught.value)
+    assert str(path) in message and ("create" in message or "file" in message), message
+    assert not (tmp_path / "nowhere").exists()
