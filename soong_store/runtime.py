@@ -39,6 +39,7 @@ from soong_store.backends.link import DriverLink, Link
 from soong_store.backends.values import BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.store import ArtifactFiles
+from soong_store.home import ensure_home
 from soong_store.loop_reads import MISSED, LoopReads
 from soong_store.migrate import (
     HEAD_REVISION,
@@ -168,7 +169,7 @@ class StoreRuntime:
                 return True
             link: DriverLink | None = None
             try:
-                self.home.mkdir(parents=True, exist_ok=True)
+                ensure_home(self.home)
                 link = backend.link()
                 if link is not None and link_at_head(link) and shards_marked_at_head(backend):
                     readers.bind_link(link, self._read_engine_taking)
@@ -220,7 +221,7 @@ class StoreRuntime:
         # is created.
         read_engine = backend.engine("read") if backend.opens_on_reader else None
         try:
-            self.home.mkdir(parents=True, exist_ok=True)
+            ensure_home(self.home)
             at_head = False
             if read_engine is not None:
                 # The revision is read on the read pool's first connection, which the first
@@ -230,6 +231,7 @@ class StoreRuntime:
             if not at_head:
                 from soong_store.migrate import ensure_schema
 
+                backend.check_writable()
                 admin = backend.engine("admin")
                 try:
                     ensure_schema(admin, backend.retry)

@@ -173,6 +173,10 @@ class PostgresServer:
         """Stop the server (fast shutdown: sessions are cut off) and start it again."""
         self._pg_ctl("restart", "-m", "fast")
 
+    def crash_and_start(self) -> None:
+        """Stop the server as a crash would (immediate: no checkpoint, recovery at start)."""
+        self._pg_ctl("restart", "-m", "immediate")
+
     @contextmanager
     def stopped(self) -> Iterator[None]:
         """The server stopped (fast shutdown: its buffers written out) in the block; then started.

@@ -119,6 +119,21 @@ class Backend(ABC):
     def database_exists(self) -> bool:
         """Whether the database is there already (asking creates nothing)."""
 
+    def check_writable(self) -> None:
+        """Raise :class:`StorageError` naming the database if this process may not write it.
+
+        Asked before an upgrade at open; by default every database is writable as far as the
+        store can tell (the server refuses what it refuses).
+        """
+        return None
+
+    def absence(self, where: str) -> str:
+        """Why there is no store at ``where`` (:meth:`database_exists` said so), and what to do.
+
+        ``where`` is how the caller names the place (a home, a URL); the sentence names it once.
+        """
+        return f"no database in {where}: {self.location} does not exist"
+
     @property
     def location(self) -> str:
         """Where the database is, for messages (never a password)."""

@@ -95,6 +95,10 @@ _KEY_TRY = "SELECT pg_try_advisory_xact_lock(hashtextextended(%(key)s, 0))"
 _ANY_TABLE = "SELECT 1 FROM pg_tables WHERE schemaname = current_schema() LIMIT 1"
 _XID = "SELECT pg_current_xact_id_if_assigned()::text"
 _XID_STATUS = "SELECT pg_xact_status(%(xid)s::xid8)"
+_NO_DATABASE = "3D000"
+"""invalid_catalog_name: the server has no database of the URL's name."""
+_XID_IN_FUTURE = "22023"
+"""invalid_parameter_value: what ``pg_xact_status`` raises for an id beyond the next one."""
 
 
 def _psycopg_error(exc: BaseException) -> BaseException | None:
@@ -165,14 +169,32 @@ class PostgreSQLBackend(Backend):
         An empty database is the server's, not yet a store's: as with a missing SQLite file,
         only ``upgrade``, ``import`` and ``demo`` put a schema in it.
         """
+        return self._tables_present() is True
+
+    def absence(self, where: str) -> str:
+        """The server lacks the database (create it), or the database has no tables (upgrade)."""
+        if self._tables_present() is None:
+            return (
+                f'no database in {where}: the server has no database "{self.url.database}"; '
+                "create it, then run `soong-store --url URL upgrade`"
+            )
+        return (
+            f"no soong_store schema in {where}: the database has no tables; run "
+            "`soong-store --url URL upgrade` to create the schema"
+        )
+
+    def _tables_present(self) -> bool | None:
+        """Whether the database has any table in its schema; ``None``: no such database."""
         engine = self.engine("admin")
         try:
             with engine.connect() as connection:
                 return _run(connection, _ANY_TABLE, {}) is not None
         except DBAPIError as exc:
+            if getattr(_psycopg_error(exc), "sqlstate", None) == _NO_DATABASE:
+                return None
             text = str(exc.orig)
             if 'database "' in text and '" does not exist' in text:
-                return False
+                return None
             raise self.translate(exc) from exc
         finally:
             engine.dispose()
@@ -222,8 +244,20 @@ class PostgreSQLBackend(Backend):
 
     @classmethod
     def commit_outcome(cls, connection: Connection, token: str) -> bool | None:
-        """``pg_xact_status``: committed, aborted, or (still in progress, unknown) ``None``."""
-        row = _run(connection, _XID_STATUS, {"xid": token})
+        """``pg_xact_status``: committed, aborted, or (still in progress, unknown) ``None``.
+
+        An id the server calls "in the future" never reached its log (a crash lost it with the
+        rest of the transaction), so the transaction did not commit. The question runs under a
+        savepoint, so that answer leaves the asking transaction usable.
+        """
+        _run(connection, "SAVEPOINT soong_store_xact_status", {})
+        try:
+            row = _run(connection, _XID_STATUS, {"xid": token})
+        except DBAPIError as exc:
+            if getattr(_psycopg_error(exc), "sqlstate", None) != _XID_IN_FUTURE:
+                raise
+            _run(connection, "ROLLBACK TO SAVEPOINT soong_store_xact_status", {})
+            return False
         status = None if row is None else row[0]
         if status == "committed":
             return True

@@ -58,7 +58,7 @@ from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
 from soong_store.backends.values import DataVersion
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
-from soong_store.home import DATABASE_FILE, SQLITE_MODULE_ENV
+from soong_store.home import DATABASE_FILE, SQLITE_MODULE_ENV, read_only_params, writable
 
 STATEMENT_CACHE_SIZE = 16
 """Each engine's compiled-statement cache (SQLAlchemy's default is 500). Reads over one session's
@@ -153,7 +153,7 @@ class SQLiteBackend(Backend):
             raise StorageError(
                 f"SQLite {have} is too old: soong_store needs SQLite {need} or newer"
             )
-        self._file()
+        url, read_only = self._connect_url(role)
         kwargs = self._engine_kwargs()
         if role == "read":
             kwargs.update(pool_size=READ_POOL_SIZE, max_overflow=0)
@@ -161,10 +161,41 @@ class SQLiteBackend(Backend):
             kwargs.update(pool_size=2 if self.commits_on_loop else 1, max_overflow=0)
         else:
             kwargs["poolclass"] = NullPool
-        engine = create_engine(self.url, **kwargs)
+        engine = create_engine(url, **kwargs)
+        sqlite_connect.connect_naming(engine, self._file())
         by_hand = role == "write" and self.commits_on_loop  # the writer's thread checkpoints
-        self._install_hooks(engine, role, checkpoints_by_hand=by_hand)
+        self._install_hooks(engine, role, checkpoints_by_hand=by_hand, read_only=read_only)
         return engine
+
+    def check_writable(self) -> None:
+        """Refuse, naming the file, a database this process may not write (or create)."""
+        self._connect_url("write")
+
+    def _connect_url(self, role: Role) -> tuple[URL, bool]:
+        """The URL an engine of ``role`` connects with, and whether it reads only.
+
+        A file this process may not write (it, or its folder) is read as it is
+        (:func:`soong_store.home.read_only_params`) and refuses a writer; one that is not
+        there cannot be made in a folder that is there but may not be written.
+        """
+        path = self._file()
+        if writable(path) or not path.parent.is_dir():
+            return self.url, False  # a missing folder is the home's to make (or fail to)
+        if not path.exists():
+            raise StorageError(
+                f"cannot create the database {path}: this user may not write {path.parent}; "
+                "give a home it may write, or create the database there as one who may",
+                path=str(path),
+            )
+        if role == "write":
+            raise StorageError(
+                f"cannot write {path}: this user may not write it or its folder, so it was "
+                "opened for reading only; to write, open it as a user who may write both",
+                path=str(path),
+            )
+        query = {k: v for k, v in self.url.query.items() if k not in ("mode", "immutable")}
+        query.update(read_only_params(path), uri="true")
+        return URL.create(self.url.drivername, database=path.absolute().as_uri(), query=query), True
 
     def link(self) -> DriverLink | None:
         """The first read connection of an open on the caller's loop (:mod:`.sqlite_connect`).
@@ -174,10 +205,10 @@ class SQLiteBackend(Backend):
         """
         if sqlite_version(self._module) < MIN_SQLITE_VERSION:
             return None
-        self._file()
-        made: Any = self.url.get_dialect()
+        url, _read_only = self._connect_url("read")
+        made: Any = url.get_dialect()
         dialect: Dialect = made(dbapi=self._module or made.import_dbapi())
-        cargs, cparams = dialect.create_connect_args(self.url)
+        cargs, cparams = dialect.create_connect_args(url)
         cparams.update(self._engine_kwargs()["connect_args"])
         return sqlite_connect.link(dialect, cargs, cparams, self.durability)
 
@@ -192,7 +223,12 @@ class SQLiteBackend(Backend):
         return engine
 
     def _install_hooks(
-        self, engine: Engine, role: Role, *, checkpoints_by_hand: bool = False
+        self,
+        engine: Engine,
+        role: Role,
+        *,
+        checkpoints_by_hand: bool = False,
+        read_only: bool = False,
     ) -> None:
         """Each new connection's setup (:mod:`.sqlite_connect`), at today's busy timeout."""
         sqlite_connect.install_hooks(
@@ -203,6 +239,7 @@ class SQLiteBackend(Backend):
             self.is_busy,
             busy_timeout_ms=BUSY_TIMEOUT_MS,
             checkpoints_by_hand=checkpoints_by_hand,
+            read_only=read_only,
         )
 
     def _engine_kwargs(self) -> dict[str, Any]:
@@ -279,7 +316,9 @@ class SQLiteBackend(Backend):
         return sqlite_connect.untouched()
 
     def settle_reader(self, engine: Engine) -> None:
-        """Switch the file to WAL on a read connection, if it is not in WAL yet."""
+        """Switch the file to WAL on a read connection, if it is not in WAL yet (and writable)."""
+        if engine.url.query.get("mode") == "ro":  # read as it is
+            return
         with self.translated():
             raw = engine.raw_connection()
             try:

@@ -16,6 +16,10 @@ as what one job changes. Reads keep the default: their sorts may be large.
 
 A store that opens on its caller's loop reads first on a :func:`link`, a read connection set up
 the same way on the driver alone; the read engine, made later, takes it over (:func:`take_over`).
+
+A file this process may not write (it, or its folder) is opened for reading only
+(:func:`soong_store.home.read_only_params`): no journal-mode switch, and a deferred ``BEGIN``
+for schema reads too.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import Dialect
@@ -34,11 +40,16 @@ from soong_store.backends.base import Durability, Role
 from soong_store.backends.link import DriverLink
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import StorageError
+from soong_store.home import read_only_params
 
 _UNTOUCHED: ContextVar[bool] = ContextVar("soong_store_sqlite_untouched", default=False)
 """Set while read connections made in this context must not switch the file to WAL."""
 _TAKEN_OVER = "soong_store.taken_over"
 """In a pool record's ``info`` while its connection is a link's being taken over."""
+_HANDED: WeakKeyDictionary[Engine, list[tuple[Any, dict[Any, Any]]]] = WeakKeyDictionary()
+"""Per engine, the links handed over to it that its pool has not connected yet."""
+READ_ONLY = "soong_store.read_only"
+"""In a pool record's ``info`` when its connection reads a file it may not write."""
 
 
 @contextmanager
@@ -60,10 +71,14 @@ def install_hooks(
     *,
     busy_timeout_ms: int,
     checkpoints_by_hand: bool = False,
+    read_only: bool = False,
 ) -> None:
-    """Set up each new connection of ``engine`` for ``role``, and its transactions' ``BEGIN``."""
+    """Set up each new connection of ``engine`` for ``role``, and its transactions' ``BEGIN``.
+
+    ``read_only``: the engine reads a file it may not write (never the writer's).
+    """
     pragmas = _pragmas(role, durability)
-    begin = "BEGIN" if role == "read" else "BEGIN IMMEDIATE"
+    begin = "BEGIN" if role == "read" or read_only else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, record: Any) -> None:
@@ -71,12 +86,16 @@ def install_hooks(
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+            if read_only:
+                record.info[READ_ONLY] = True
             if record.info.pop(_TAKEN_OVER, False):  # a link: set up already, in WAL
                 return
             for pragma in pragmas:
                 cursor.execute(pragma)
             if checkpoints_by_hand:
                 sqlite_wal.checkpoint_by_hand(cursor, record.info)
+            if read_only:
+                return
             if role == "write" or (role == "read" and not _UNTOUCHED.get()):
                 ensure_wal(cursor, retry, is_busy)
         finally:
@@ -142,20 +161,38 @@ def take_over(engine: Engine, taken: DriverLink) -> None:
 
     The link was set up as the engine's read connections are and is in WAL: the pool only turns
     its busy wait on, and runs no statement that could wait for a lock (the engine may be made
-    on an event loop).
+    on an event loop). ``engine`` connects through :func:`connect_naming`.
     """
-    driver, info = taken.hand_over()
-    handed = [driver]
+    _HANDED[engine].append(taken.hand_over())
+
+
+def connect_naming(engine: Engine, path: Path) -> None:
+    """Connect ``engine``'s pool: a link handed over first (:func:`take_over`), else the driver.
+
+    The driver's "unable to open database file" becomes a StorageError naming ``path`` and why.
+    """
+    handed: list[tuple[Any, dict[Any, Any]]] = []
+    _HANDED[engine] = handed
 
     @event.listens_for(engine, "do_connect")
-    def _handed(_dialect: Any, record: Any, _cargs: Any, _cparams: Any) -> Any:
+    def _connect(dialect: Dialect, record: Any, cargs: Any, cparams: Any) -> Any:
+        if handed:
+            driver, info = handed.pop()
+            record.info.update(info)
+            record.info[_TAKEN_OVER] = True
+            return driver
         try:
-            first = handed.pop()
-        except IndexError:  # taken: the pool connects as usual
-            return None
-        record.info.update(info)
-        record.info[_TAKEN_OVER] = True
-        return first
+            return dialect.connect(*cargs, **cparams)
+        except dialect.loaded_dbapi.OperationalError as exc:
+            if "unable to open" not in str(exc).lower():
+                raise
+            if path.is_dir():
+                why = "it is a folder; give the path of a file"
+            elif not path.parent.is_dir():
+                why = f"its folder {path.parent} does not exist; create it first"
+            else:
+                why = f"{exc}; check that this user may read it and its folder"
+            raise StorageError(f"cannot open the database {path}: {why}", path=str(path)) from exc
 
 
 def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException], bool]) -> None:
@@ -184,3 +221,9 @@ def ensure_wal(cursor: Any, retry: RetryPolicy, is_busy: Callable[[BaseException
 def in_wal(cursor: Any) -> bool:
     """Whether the file is in WAL mode already (asking changes nothing)."""
     return bool(cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal")
+
+
+def read_only_uri(path: Path) -> str:
+    """A URI (for ``ATTACH``) that opens ``path`` for reading only (:func:`read_only_params`)."""
+    params = "&".join(f"{key}={value}" for key, value in read_only_params(path).items())
+    return f"{path.absolute().as_uri()}?{params}"

@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.pool import NullPool
 
+from soong_store.backends import sqlite_connect
 from soong_store.errors import StorageError
 
 ALIASES = ("s0", "s1", "s2", "s3")
@@ -102,7 +103,9 @@ def attach(connection: Connection, file: str) -> str:
     else:
         alias = next(a for a in ALIASES if a not in held.values())
     synchronous = driver.execute("PRAGMA main.synchronous").fetchone()[0]
-    driver.execute(f"ATTACH DATABASE ? AS {alias}", (os.fspath(path),))
+    read_only = connection.connection.info.get(sqlite_connect.READ_ONLY, False)
+    target = sqlite_connect.read_only_uri(path) if read_only else os.fspath(path)
+    driver.execute(f"ATTACH DATABASE ? AS {alias}", (target,))
     held[file] = alias
     reason = foreign_shard(partial(_rows, driver), alias, "main")
     if reason is not None:

@@ -110,7 +110,7 @@ def open_existing(args: argparse.Namespace) -> SessionStore:
     store = open_store(args)
     backend = backend_of(store)
     if not backend.database_exists():
-        raise NotFound(f"no database in {where(args)}: {backend.location} does not exist")
+        raise NotFound(backend.absence(where(args)))
     return store
 
 

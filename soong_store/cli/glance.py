@@ -11,7 +11,8 @@ switches or reports as it always does. The connection is made with ``mode=rw`` (
 file is never created) and ``query_only`` (no statement writes); as any last connection to a
 WAL database does, its close copies back a log that another process left (a store's close
 would). ``mode=ro`` would not, but leaves empty ``-wal`` and ``-shm`` files where there were
-none.
+none: it is for a file this user may not write, opened as the store opens it
+(:func:`~soong_store.home.read_only_params`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from soong_store.errors import SoongStoreError
-from soong_store.home import DATABASE_FILE, HEAD_REVISION
+from soong_store.home import DATABASE_FILE, HEAD_REVISION, read_only_params, writable
 
 if TYPE_CHECKING:
     from soong_store.model.global_records import SessionRecord
@@ -35,14 +36,17 @@ def sessions_page(home: Path, status: str | None, limit: int) -> list[SessionRec
     if not path.is_file():
         return None
     try:
+        opening = {"mode": "rw"} if writable(path) else read_only_params(path)
+        query = "&".join(f"{key}={value}" for key, value in opening.items())
         connection = sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None
+            f"{path.resolve().as_uri()}?{query}", uri=True, isolation_level=None
         )
-    except sqlite3.Error:
+    except (sqlite3.Error, SoongStoreError):
         return None
     try:
         connection.execute("PRAGMA query_only = ON")
-        if connection.execute("PRAGMA journal_mode").fetchone() != ("wal",):
+        as_is = "immutable" in opening  # read as it is on disk: never switched to WAL
+        if not as_is and connection.execute("PRAGMA journal_mode").fetchone() != ("wal",):
             return None
         connection.execute("BEGIN")  # the revision and the page from one snapshot
         if connection.execute("SELECT version_num FROM alembic_version").fetchall() != [

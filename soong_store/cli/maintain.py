@@ -23,6 +23,7 @@ from soong_store.cli.common import (
 )
 from soong_store.cli.redact import masked
 from soong_store.demo import write_demo
+from soong_store.home import ensure_home
 from soong_store.migrate import current_revision, head_revision, upgrade
 from soong_store.store import backend_of
 
@@ -34,15 +35,16 @@ def _to_stderr(line: str) -> None:
 async def cmd_upgrade(args: argparse.Namespace) -> int:
     """Bring the database to the newest schema revision."""
     store = open_store(args)
-    store.home.mkdir(parents=True, exist_ok=True)
-    engine = backend_of(store).engine("admin")
+    ensure_home(store.home)
+    backend = backend_of(store)
+    engine = backend.engine("admin")
     try:
         before = await asyncio.to_thread(current_revision, engine)
         await asyncio.to_thread(upgrade, engine, progress=_to_stderr)
         after = await asyncio.to_thread(current_revision, engine)
     finally:
         engine.dispose()
-    url = masked(engine.url.render_as_string(hide_password=False))
+    url = masked(backend.url.render_as_string(hide_password=False))  # the engine's may read only
     if args.json:
         emit({"url": url, "from": before, "to": after, "head": head_revision()})
     elif before == after:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import make_url
 
 from soong_store.demo import write_demo
 from tests.backends import Backend, PostgreSQLKind, SQLiteKind
@@ -101,6 +102,21 @@ def test_a_read_command_on_an_empty_database_exits_2_and_creates_nothing(
     backend = Backend("postgresql", tmp_path / "home", pg_database_url)
     done = cli(*backend.cli, "sessions")
     assert done.returncode == 2
-    assert "no database in" in done.stderr
+    line = " ".join(done.stderr.split())
+    assert "no soong_store schema in" in line and "run `soong-store" in line, line
+    assert "upgrade`" in line and "does not exist" not in line
+    assert line.count(make_url(pg_database_url).database or "") == 1  # the URL, once
     assert rows(backend, "pg_tables", {"schemaname": "public"}) == []
     assert not backend.home.exists()
+
+
+def test_a_read_command_on_a_database_the_server_lacks_says_to_create_it(
+    pg_url: str, tmp_path: Path
+) -> None:
+    url = make_url(pg_url).set(database="soong_test_never_made")
+    done = cli("--home", str(tmp_path / "home"), "--url", url.render_as_string(False), "sessions")
+    assert done.returncode == 2
+    line = " ".join(done.stderr.split())
+    assert 'the server has no database "soong_test_never_made"' in line, line
+    assert "upgrade`" in line and line.count("soong_test_never_made") == 2  # URL and name
+    assert not (tmp_path / "home").exists()

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from soong_store import SessionStore
+from soong_store.backends.postgresql import PostgreSQLBackend
 from soong_store.store import runtime_of
 from tests.conftest import text
 
@@ -60,3 +61,31 @@ async def test_a_unit_whose_commit_answer_was_lost_is_stored_once(
         ]
         later = await store.append_node(sid, "assistant", "message", text("next"))
         assert later.node_seq == 2
+
+
+async def test_a_lost_commit_whose_transaction_the_server_never_logged_runs_again(
+    pg_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a crash the server may not know the id at all ("in the future"): not committed."""
+    real = PostgreSQLBackend.commit_token.__func__  # type: ignore[attr-defined]
+    asked: list[str] = []
+
+    def unlogged(cls: type[PostgreSQLBackend], connection: Any) -> str | None:
+        token: str | None = real(cls, connection)
+        if asked or token is None:
+            return token
+        asked.append(str(int(token) + 1_000_000))  # an id the server has not handed out yet
+        return asked[0]
+
+    async with SessionStore(home=tmp_path / "home", url=pg_database_url) as store:
+        sid = (await store.create_session(cwd=".")).session_id
+        monkeypatch.setattr(PostgreSQLBackend, "commit_token", classmethod(unlogged))
+        cuts = cut_at_commit(store, after_commit=False)
+        node = await store.append_node(sid, "user", "message", text("once"))
+        assert cuts == [1] and len(asked) == 1
+        nodes = await store.list_nodes(sid)
+        assert [(n.node_id, n.node_seq) for n in nodes] == [(node.node_id, 1)]
+        assert [e.event_type for e in await store.timeline(sid)] == [
+            "session_created",
+            "node_created",
+        ]
