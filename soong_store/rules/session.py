@@ -198,15 +198,17 @@ def _tree(found: Found, rows: SessionRows) -> None:
             )
     _cycles(found, parent)
     root_agent = rows.session["root_agent_id"]
-    opened: set[str | None] = set()  # parents with a child (None: the root agent has a root)
+    # (parent, agent) pairs with a child; (None, root agent): the root agent has a root.
+    opened: set[tuple[str | None, Any]] = set()
     for n in nodes:
-        branch = n["parent_id"]
-        of_root = n["agent_id"] == root_agent
+        branch, agent_id = n["parent_id"], n["agent_id"]
+        of_root = agent_id == root_agent
         opens = tree.opens_branch(
             branch,
+            agent_id,
             root_agent=of_root,
-            parent_has_child=opened.__contains__,
-            root_agent_has_root=lambda: None in opened,
+            parent_has_child=lambda parent, agent: (parent, agent) in opened,
+            root_agent_has_root=lambda: (None, root_agent) in opened,
         )
         if opens and not _may_branch(n):
             where = f"node {branch}" if branch is not None else "the root"
@@ -217,7 +219,7 @@ def _tree(found: Found, rows: SessionRows) -> None:
                 n["node_id"],
             )
         if branch is not None or of_root:
-            opened.add(branch)
+            opened.add((branch, agent_id))
 
 
 def _may_branch(node: dict[str, Any]) -> bool:

@@ -51,8 +51,9 @@ class SessionWriter:
     _db: Runner
     _next_node_seq: int = 1
     _next_seq: int = 1
-    _has_child: dict[str, bool] = field(default_factory=dict)
-    """Whether a node has a child, for the nodes this transaction has seen or written."""
+    _has_child: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """Whether a node has a child of an agent, by (node, agent), as this transaction knows it
+    (a node written here has no child but those written after it)."""
     _has_root: bool | None = None
     """Whether the root agent has a root node (known once asked or written)."""
     _runs: dict[str, _RunState] = field(default_factory=dict)
@@ -86,7 +87,8 @@ class SessionWriter:
         writer._next_node_seq = (max_node_seq or 0) + 1
         writer._next_seq = (max_seq or 0) + 1
         if row["active_node_id"] is not None:
-            writer._has_child[row["active_node_id"]] = active_has_child
+            key = (row["active_node_id"], row["root_agent_id"])
+            writer._has_child[key] = active_has_child
         if created:
             writer.restore_event(created_event_row(row))
         return writer
@@ -130,12 +132,16 @@ class SessionWriter:
         if not self.node_exists(node_id):
             raise NotFound(f"no node {node_id!r} in session {self.session_id!r}", node_id=node_id)
 
-    def has_child(self, node_id: str) -> bool:
-        """Whether the node has a child (as this transaction sees it)."""
-        known = self._has_child.get(node_id)
+    def has_child(self, node_id: str, agent_id: str) -> bool:
+        """Whether the node has a child of ``agent_id`` (as this transaction sees it)."""
+        key = (node_id, agent_id)
+        known = self._has_child.get(key)
         if known is None:
-            known = self._db.scalar(self._sql.has_child, {"p_node": node_id}) is not None
-            self._has_child[node_id] = known
+            if node_id in self._written:
+                return False  # a child written since would have said so
+            params = {"p_node": node_id, "p_agent": agent_id}
+            known = self._db.scalar(self._sql.has_child, params) is not None
+            self._has_child[key] = known
         return known
 
     def _root_agent_has_root(self) -> bool:
@@ -191,6 +197,7 @@ class SessionWriter:
             op.role,
             op.node_type,
             parent_id,
+            agent_id,
             root_agent=root_agent,
             parent_has_child=self.has_child,
             root_agent_has_root=self._root_agent_has_root,
@@ -368,11 +375,10 @@ class SessionWriter:
         indexed = search_row(self.session_id, row)
         if indexed is not None:
             self._unindexed.append(indexed)
-        node_id, parent_id = row["node_id"], row["parent_id"]
-        self._written.add(node_id)
-        self._has_child[node_id] = False
+        parent_id = row["parent_id"]
+        self._written.add(row["node_id"])
         if parent_id is not None:
-            self._has_child[parent_id] = True
+            self._has_child[parent_id, row["agent_id"]] = True
 
     def _take_node_seq(self) -> int:
         seq = self._next_node_seq

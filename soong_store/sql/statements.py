@@ -7,8 +7,9 @@ prepared.Prepared` compiles it once for the dialect, so the writer's hot path on
 and runs them on the driver's cursor. The statements over a session's own tables are cached per
 session id, as many as the catalog keeps tables for (:data:`~soong_store.schema.catalog.
 CACHE_SIZE`). The session's row comes with what a node append needs next (both counters,
-whether the active node has a child) in one statement: on this machine a statement run right
-after the file fsync of a spilled artifact costs ~45 µs, so each one saved counts.
+whether the active node has a child of the root agent) in one statement: on this machine a
+statement run right after the file fsync of a spilled artifact costs ~45 µs, so each one saved
+counts.
 
 Compiling a new session's statements cost ~40% of a bulk build's writer time (each session's
 tables are new to every statement cache), so they are compiled once per dialect for the template
@@ -42,13 +43,17 @@ MAX_NODE_SEQ = "max_node_seq"
 MAX_SEQ = "max_seq"
 """The label of the session's largest ``seq``."""
 ACTIVE_HAS_CHILD = "active_has_child"
-"""The label of whether the session's active node has a child."""
+"""The label of whether the session's active node has a child of the root agent (whose next
+node goes under it): the branch rule counts the children of the same agent only."""
 
 
 def session_select(tables: SessionTables) -> ClauseElement:
     """The session statement in Core: what dialects that cast their values compile."""
     nodes, events = tables.nodes, tables.events
-    has_child = exists().where(nodes.c.parent_id == sessions_table.c.active_node_id)
+    has_child = exists().where(
+        nodes.c.parent_id == sessions_table.c.active_node_id,
+        nodes.c.agent_id == sessions_table.c.root_agent_id,
+    )
     return select(
         sessions_table,
         select(func.max(nodes.c.node_seq)).scalar_subquery().label(MAX_NODE_SEQ),
@@ -58,7 +63,9 @@ def session_select(tables: SessionTables) -> ClauseElement:
 
 
 def _session(tables: SessionTables, dialect: Dialect) -> Prepared:
-    """The session's row, its two largest numbers and whether its active node has a child.
+    """The session's row, its two largest numbers and whether its active node has a root child.
+
+    A root child: a child of the root agent, whose next node goes under the active node.
 
     Written as text where binds are bare: compiling :func:`session_select` was ~1 ms of a
     new process's first write.
@@ -72,12 +79,13 @@ def _session(tables: SessionTables, dialect: Dialect) -> Prepared:
     columns = [column.name for column in sessions_table.c]
     listed = ", ".join(f"{sessions}.{quote(name)}" for name in columns)
     active = f"{sessions}.{quote('active_node_id')}"
+    root_agent = f"{sessions}.{quote('root_agent_id')}"
     sql = (
         f"SELECT {listed},"
         f" (SELECT max({quote('node_seq')}) FROM {node_table}) AS {MAX_NODE_SEQ},"
         f" (SELECT max({quote('seq')}) FROM {event_table}) AS {MAX_SEQ},"
         f" EXISTS (SELECT 1 FROM {node_table} WHERE {node_table}.{quote('parent_id')} = {active}"
-        f") AS {ACTIVE_HAS_CHILD}"
+        f" AND {node_table}.{quote('agent_id')} = {root_agent}) AS {ACTIVE_HAS_CHILD}"
         f" FROM {sessions} WHERE {sessions}.{quote('session_id')} = :p_session"
     )
     return Prepared.written(sql, dialect, (*columns, MAX_NODE_SEQ, MAX_SEQ, ACTIVE_HAS_CHILD))
@@ -147,7 +155,12 @@ _OF_SESSION: dict[str, _OfSession] = {
     ),
     "has_child": _core_of(
         lambda t: (
-            select(t.nodes.c.node_id).where(t.nodes.c.parent_id == bindparam("p_node")).limit(1)
+            select(t.nodes.c.node_id)
+            .where(
+                t.nodes.c.parent_id == bindparam("p_node"),
+                t.nodes.c.agent_id == bindparam("p_agent"),
+            )
+            .limit(1)
         )
     ),
     "root_of_agent": _core_of(

@@ -120,6 +120,20 @@ def test_a_second_root_of_the_root_agent_is_a_branch_but_a_sub_agents_root_is_no
     assert kinds(rows_of([*base, worker], agents)) == set()
 
 
+def test_only_a_child_of_the_same_agent_makes_a_branch() -> None:
+    fork = agent("agent_fork", "fork", ROOT)
+    fork["fork_from_node_id"] = "node_2"
+    agents = [agent(ROOT, "main"), fork]
+    base = [node(1, None), node(2, 1, "assistant")]
+    forked = node(3, 2, agent_id="agent_fork")
+    assert (
+        kinds(rows_of([*base, forked, node(4, 2, "assistant", node_type="compaction")], agents))
+        == set()
+    )
+    again = node(4, 2, "assistant", agent_id="agent_fork")
+    assert kinds(rows_of([*base, forked, again], agents)) == {"branch_rule"}
+
+
 def test_parents_come_first_so_a_cycle_is_found_twice_over() -> None:
     nodes = [node(1, None), node(2, 3), node(3, 2)]
     assert kinds(rows_of(nodes)) == {"node_order", "parent_cycle"}
