@@ -20,6 +20,7 @@ session's rows together, ``duplicate_id``, ``missing_parent``, ``node_order`` (a
 after its child), ``parent_cycle``, ``branch_rule``, ``node_without_event``,
 ``event_missing_node``, ``node_seq``, ``seq``, ``run_seq``, ``unknown_agent``, ``unknown_run``,
 ``agent_rule``, ``run_rule``, ``missing_root_agent``, ``missing_active_node``,
+``active_node_agent`` (the active node is another agent's than the root agent's),
 ``missing_run_node``, ``missing_fork_node``, ``artifact_link``, ``artifact_path``,
 ``dangling_artifact_ref``; of the search index, ``search_index``; of files,
 ``missing_artifact_file``, ``artifact_size``, ``orphan_artifact_file``, ``task_wal``.

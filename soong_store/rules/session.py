@@ -3,7 +3,8 @@
 Everything the API guarantees of what it writes is written down here once: each row valid on its
 own (:mod:`soong_store.rules.row`), and the rows of a session consistent with each other — every
 id a row names is a row of the session, seqs dense from 1, parents numbered before their children
-(so no parent chain loops), an event for every node, the branch rule, one root agent of type main
+(so no parent chain loops), an event for every node, the branch rule, an active node of the root
+agent, one root agent of type main
 or orchestrator, fork agents with their fork point, at most one running run of the root agent,
 runs' start and end nodes, artifacts' paths and the artifacts content refers to.
 
@@ -165,6 +166,7 @@ def session_problems(rows: SessionRows, *, legacy_shared_paths: bool = False) ->
                     str(value),
                 )
     _events_of_nodes(found, by_kind)
+    _active_node(found, rows)
     _tree(found, rows)
     _sequences(found, by_kind)
     _agents(found, rows)
@@ -178,6 +180,21 @@ def _events_of_nodes(found: Found, rows: dict[str, list[dict[str, Any]]]) -> Non
     for n in rows["node"]:
         if n["node_id"] not in named:
             found.add("node_without_event", f"node {n['node_id']} has no event", n["node_id"])
+
+
+def _active_node(found: Found, rows: SessionRows) -> None:
+    """The active node is where the root agent goes on: a node of the root agent."""
+    session = rows.session
+    active, root = session["active_node_id"], session["root_agent_id"]
+    for n in rows.rows["node"]:
+        if n["node_id"] == active and n["agent_id"] != root:
+            found.add(
+                "active_node_agent",
+                f"session {rows.session_id} active_node_id names node {active} of agent "
+                f"{n['agent_id']}, not of the root agent {root}",
+                str(rows.session_id),
+                str(active),
+            )
 
 
 def _tree(found: Found, rows: SessionRows) -> None:

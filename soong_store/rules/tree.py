@@ -168,6 +168,22 @@ def check_branch(
     )
 
 
+def check_switch(node_id: str, node_agent_id: str, *, root_agent_id: str) -> None:
+    """``switch_node`` moves the root agent's active node, to a node of the root agent only.
+
+    Raises:
+        InvalidArgument: the node is another agent's (the root agent would go on inside that
+            agent's conversation).
+    """
+    if node_agent_id != root_agent_id:
+        raise InvalidArgument(
+            f"node {node_id!r} belongs to agent {node_agent_id!r}, not to the root agent "
+            f"{root_agent_id!r}: the active node can only be a node of the root agent",
+            node_id=node_id,
+            agent_id=node_agent_id,
+        )
+
+
 # -- runs -------------------------------------------------------------------------------------
 
 

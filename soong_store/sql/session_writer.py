@@ -59,7 +59,8 @@ class SessionWriter:
     _runs: dict[str, _RunState] = field(default_factory=dict)
     _agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     _session_dirty: bool = False
-    _written: set[str] = field(default_factory=set)
+    _written: dict[str, str] = field(default_factory=dict)
+    """The agent of each node this transaction has written, by node id."""
     _unindexed: list[dict[str, Any]] = field(default_factory=list)
     """The search rows of the nodes written since :meth:`index_written`."""
     now: str = field(default_factory=utc_now)
@@ -121,16 +122,20 @@ class SessionWriter:
             self._runs[run_id] = _RunState(row)
         return self._runs[run_id]
 
-    def node_exists(self, node_id: str) -> bool:
-        """Whether the node is in this session."""
-        if node_id in self._written:
-            return True
-        return self._db.scalar(self._sql.node_exists, {"p_node": node_id}) is not None
+    def node_agent(self, node_id: str) -> str | None:
+        """The agent of a node of this session (``None``: no such node)."""
+        written = self._written.get(node_id)
+        if written is not None:
+            return written
+        agent: str | None = self._db.scalar(self._sql.node_agent, {"p_node": node_id})
+        return agent
 
-    def require_node(self, node_id: str) -> None:
-        """Raise ``NotFound`` unless the node is in this session."""
-        if not self.node_exists(node_id):
+    def require_node(self, node_id: str) -> str:
+        """The node's agent; ``NotFound`` unless the node is in this session."""
+        agent = self.node_agent(node_id)
+        if agent is None:
             raise NotFound(f"no node {node_id!r} in session {self.session_id!r}", node_id=node_id)
+        return agent
 
     def has_child(self, node_id: str, agent_id: str) -> bool:
         """Whether the node has a child of ``agent_id`` (as this transaction sees it)."""
@@ -376,7 +381,7 @@ class SessionWriter:
         if indexed is not None:
             self._unindexed.append(indexed)
         parent_id = row["parent_id"]
-        self._written.add(row["node_id"])
+        self._written[row["node_id"]] = row["agent_id"]
         if parent_id is not None:
             self._has_child[parent_id, row["agent_id"]] = True
 

@@ -150,8 +150,8 @@ _GLOBAL: dict[str, _Global] = {
 
 _OF_SESSION: dict[str, _OfSession] = {
     "session": _session,
-    "node_exists": _core_of(
-        lambda t: select(t.nodes.c.node_id).where(t.nodes.c.node_id == bindparam("p_node"))
+    "node_agent": _core_of(
+        lambda t: select(t.nodes.c.agent_id).where(t.nodes.c.node_id == bindparam("p_node"))
     ),
     "has_child": _core_of(
         lambda t: (
@@ -227,7 +227,7 @@ class SessionStatements:
     move_session = _Statement()
     update_run = _Statement()
     insert_artifact = _Statement()
-    node_exists = _Statement()
+    node_agent = _Statement()
     has_child = _Statement()
     root_of_agent = _Statement()
     latest_of_agent = _Statement()

@@ -139,6 +139,21 @@ async def test_switch_node_moves_active_path_and_persists(backend: Backend):
         ]
 
 
+async def test_switch_node_refuses_another_agents_node(store: SessionStore):
+    s = await store.create_session(cwd=".")
+    sid = s.session_id
+    tip = await store.append_node(sid, "user", "message", text("q"))
+    worker = await store.create_agent(sid, "sub")
+    theirs = await store.append_node(sid, "user", "message", text("task"), agent_id=worker.agent_id)
+    before = len(await store.timeline(sid))
+    with pytest.raises(InvalidArgument) as caught:
+        await store.switch_node(sid, theirs.node_id)
+    assert theirs.node_id in str(caught.value) and worker.agent_id in str(caught.value)
+    assert (await store.get_session(sid)).active_node_id == tip.node_id
+    assert len(await store.timeline(sid)) == before
+    await store.switch_node(sid, tip.node_id)  # its own node is fine
+
+
 async def test_context_cuts_at_last_compaction(store: SessionStore):
     sid = (await store.create_session(cwd=".")).session_id
     await store.append_node(sid, "user", "message", text("1"), token_count=10)
