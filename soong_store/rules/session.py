@@ -26,7 +26,7 @@ from soong_store.model.content import artifact_refs
 from soong_store.model.content_json import decode_stored_content
 from soong_store.model.enums import ROOT_AGENT_TYPES, AgentType, RunStatus
 from soong_store.model.ids import SESSION_ID_RE
-from soong_store.rules import tree
+from soong_store.rules import tools, tree
 from soong_store.rules.row import KINDS, RowError, check_row
 
 IMPORTED_KEY = "imported_from"
@@ -173,6 +173,16 @@ def session_problems(rows: SessionRows, *, legacy_shared_paths: bool = False) ->
     _runs(found, rows)
     _artifacts(found, rows, legacy_shared_paths)
     return found
+
+
+def session_notes(rows: SessionRows) -> list[str]:
+    """What a session holds that a live append would refuse but recorded history keeps.
+
+    One sentence each, naming the session: tool results without their call on the path and
+    tool calls in user nodes (:func:`soong_store.rules.tools.tool_notes`). Not damage: the
+    source wrote it so, and an import keeps it.
+    """
+    return [f"session {rows.session_id}: {note}" for note in tools.tool_notes(rows.rows["node"])]
 
 
 def _events_of_nodes(found: Found, rows: dict[str, list[dict[str, Any]]]) -> None:

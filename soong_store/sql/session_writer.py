@@ -14,6 +14,7 @@ decided by :mod:`soong_store.rules.tree`; the statements it runs are prepared on
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from soong_store.errors import NotFound
 from soong_store.files.artifacts import ArtifactOp
 from soong_store.model.ids import utc_now
 from soong_store.ops import EventOp, NodeOp
-from soong_store.rules import tree
+from soong_store.rules import tools, tree
 from soong_store.search.index import index_rows, search_row
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Runner
@@ -32,6 +33,11 @@ from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
 from soong_store.sql.statements import MAX_NODE_SEQ as _MAX_NODE_SEQ
 from soong_store.sql.statements import MAX_SEQ as _MAX_SEQ
 from soong_store.sql.statements import RUN_FIELDS, SessionStatements
+
+LOOKUPS = 4
+"""Nodes read one by one above a tool result looking for its call: most often the parent made
+it, or a node a few results up when a model called several tools at once. A lookup by key costs
+less than the recursive climb, which reads the rest of the path (16 nodes, then 64 ...)."""
 
 
 @dataclass(slots=True)
@@ -61,6 +67,8 @@ class SessionWriter:
     _session_dirty: bool = False
     _written: dict[str, str] = field(default_factory=dict)
     """The agent of each node this transaction has written, by node id."""
+    _calls: dict[str, tuple[str | None, tuple[str, ...]]] = field(default_factory=dict)
+    """The parent and tool calls of each node :meth:`add_node` wrote, by node id."""
     _unindexed: list[dict[str, Any]] = field(default_factory=list)
     """The search rows of the nodes written since :meth:`index_written`."""
     now: str = field(default_factory=utc_now)
@@ -197,6 +205,7 @@ class SessionWriter:
                 fork_from_node_id=None if agent is None else agent["fork_from_node_id"],
                 latest_node=lambda: self._latest_node_of(agent_id),
             )
+        recorded = tree.recorded_elsewhere(op.metadata)
         tree.check_branch(
             self.session_id,
             op.role,
@@ -206,8 +215,11 @@ class SessionWriter:
             root_agent=root_agent,
             parent_has_child=self.has_child,
             root_agent_has_root=self._root_agent_has_root,
-            recorded=tree.recorded_elsewhere(op.metadata),
+            recorded=recorded,
         )
+        ids = tools.tool_ids(op.content)
+        if not recorded:
+            tools.check_tool_blocks(op.node_id, op.role, ids, lambda: self._calls_above(parent_id))
         row = {
             "node_id": op.node_id,
             "node_seq": self._take_node_seq(),
@@ -222,6 +234,7 @@ class SessionWriter:
             "created_at": self.now,
         }
         self._put_node(row)
+        self._calls[op.node_id] = (parent_id, ids.calls)
         if root_agent:
             self.session["active_node_id"] = op.node_id
             if parent_id is None:
@@ -233,6 +246,33 @@ class SessionWriter:
             run["end_node_id"] = op.node_id
             self._runs[op.run_id].dirty = True
         return row
+
+    def _calls_above(self, node_id: str | None) -> Iterator[tuple[str, ...]]:
+        """The tool calls of each node from ``node_id`` up its path, nearest first.
+
+        Nodes this transaction wrote are known; above them the path is climbed in the database
+        in growing steps, as far as the caller reads.
+        """
+        while node_id is not None and (held := self._calls.get(node_id)) is not None:
+            yield held[1]
+            node_id = held[0]
+        for _ in range(LOOKUPS):
+            if node_id is None:
+                return
+            row = self._db.first(self._sql.node_calls, {"p_node": node_id})
+            if row is None:  # a chain that breaks off
+                return
+            yield tools.stored_tool_ids(row["content_json"]).calls
+            node_id = row["parent_id"]
+        steps = 4 * LOOKUPS
+        while node_id is not None:
+            params = {"p_node": node_id, "p_steps": steps}
+            rows = self._db.execute(self._sql.climb_calls, params).fetchall()
+            for _, _, content_json in rows:
+                yield tools.stored_tool_ids(content_json).calls
+            if len(rows) < steps:  # a root, or a chain that breaks off
+                return
+            node_id, steps = rows[-1][1], steps * 4
 
     def add_event(self, op: EventOp) -> dict[str, Any]:
         """Insert an event with the session's next ``seq`` (and the run's next ``run_seq``)."""

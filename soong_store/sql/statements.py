@@ -15,7 +15,7 @@ Compiling a new session's statements cost ~40% of a bulk build's writer time (ea
 tables are new to every statement cache), so they are compiled once per dialect for the template
 session of :mod:`~soong_store.sql.pair_text` and the template's id replaced by the session's in
 the SQL text (parameters unchanged), for the ids that template stands for; any other id has its
-statements compiled from the factory's tables. Compiling all fourteen took ~4.5 ms of a new
+statements compiled from the factory's tables. Compiling all fourteen (then) took ~4.5 ms of a new
 process's first append, which runs four or five of them: each is compiled when first asked for.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, overload
 
-from sqlalchemy import bindparam, exists, func, select, update
+from sqlalchemy import Integer, bindparam, exists, func, literal_column, select, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ClauseElement
 
@@ -114,6 +114,41 @@ def _move_session(dialect: Dialect) -> Prepared:
     return Prepared.written(sql, dialect)
 
 
+def climb_calls_select(tables: SessionTables) -> ClauseElement:
+    """Up to ``:p_steps`` nodes from ``:p_node`` up its parent chain, nearest first.
+
+    Each row is ``(node_id, parent_id, content_json)``: what the tool rules read of the nodes
+    above a tool result. Each step must reach a node numbered before the one below it, so a
+    damaged chain that loops ends.
+    """
+    nodes = tables.nodes
+    start = (
+        select(
+            nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, literal_column("1").label("depth")
+        )
+        .where(nodes.c.node_id == bindparam("p_node"))
+        .cte("up", recursive=True)
+    )
+    above = nodes.alias("above")
+    up = start.union_all(
+        select(
+            above.c.node_id,
+            above.c.parent_id,
+            above.c.node_seq,
+            start.c.depth + literal_column("1"),
+        ).where(
+            above.c.node_id == start.c.parent_id,
+            above.c.node_seq < start.c.node_seq,
+            start.c.depth < bindparam("p_steps", type_=Integer),
+        )
+    )
+    return (
+        select(nodes.c.node_id, nodes.c.parent_id, nodes.c.content_json)
+        .select_from(nodes.join(up, nodes.c.node_id == up.c.node_id))
+        .order_by(up.c.depth)
+    )
+
+
 _Global = Callable[[Dialect], Prepared]
 _OfSession = Callable[[SessionTables, Dialect], Prepared]
 
@@ -178,6 +213,12 @@ _OF_SESSION: dict[str, _OfSession] = {
             .limit(1)
         )
     ),
+    "node_calls": _core_of(
+        lambda t: select(t.nodes.c.parent_id, t.nodes.c.content_json).where(
+            t.nodes.c.node_id == bindparam("p_node")
+        )
+    ),
+    "climb_calls": _core_of(climb_calls_select),
     "max_run_seq": _core_of(
         lambda t: select(func.max(t.events.c.run_seq)).where(
             t.events.c.run_id == bindparam("p_run")
@@ -231,6 +272,8 @@ class SessionStatements:
     has_child = _Statement()
     root_of_agent = _Statement()
     latest_of_agent = _Statement()
+    node_calls = _Statement()
+    climb_calls = _Statement()
     max_run_seq = _Statement()
     insert_node = _Statement()
     insert_event = _Statement()
