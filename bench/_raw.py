@@ -185,7 +185,8 @@ class RawWriter:
         row_sql = (
             f'SELECT sessions.*, (SELECT max(node_seq) FROM "{nodes}"), '
             f'(SELECT max(seq) FROM "{events}"), EXISTS (SELECT 1 FROM "{nodes}" '
-            f'WHERE "{nodes}".parent_id = sessions.active_node_id) '
+            f'WHERE "{nodes}".parent_id = sessions.active_node_id '
+            f'AND "{nodes}".agent_id = sessions.root_agent_id) '
             "FROM sessions WHERE session_id = ?"
         )
         self.sessions[sid] = _Session(

@@ -24,6 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -80,17 +81,20 @@ async def run(rounds: int, size: int, nulls: bool) -> Result:
         raw: list[float] = []
         async with SessionStore(home=home) as store:
             sid = (await store.create_session(cwd=tmp)).session_id
-            content = [
-                {
-                    "type": "tool_result",
-                    "tool_call_id": "c",
-                    "content": [{"type": "json", "data": data}],
-                }
-            ]
-            await store.append_node(sid, "tool", "message", content)  # warm-up
+
+            async def called(call_id: str) -> list[dict[str, Any]]:
+                """The result's content, its call appended first (off the clock)."""
+                call = {"type": "tool_call", "tool_call_id": call_id, "name": "q", "arguments": {}}
+                await store.append_node(sid, "assistant", "message", [call])
+                result = {"type": "json", "data": data}
+                return [{"type": "tool_result", "tool_call_id": call_id, "content": [result]}]
+
+            warm = await called("c")
+            await store.append_node(sid, "tool", "message", warm)  # warm-up
             write_raw(raw_dir / "warm-up.json", data)
             for i in range(rounds):
                 for side in ("spill", "raw") if i % 2 else ("raw", "spill"):
+                    content = await called(f"c{i}") if side == "spill" else []
                     start = time.perf_counter()
                     if side == "spill":
                         await store.append_node(sid, "tool", "message", content)

@@ -21,6 +21,7 @@ session's rows together, ``duplicate_id``, ``missing_parent``, ``node_order`` (a
 after its child), ``parent_cycle``, ``branch_rule``, ``node_without_event``,
 ``event_missing_node``, ``node_seq``, ``seq``, ``run_seq``, ``unknown_agent``, ``unknown_run``,
 ``agent_rule``, ``run_rule``, ``missing_root_agent``, ``missing_active_node``,
+``active_node_agent`` (the active node is another agent's than the root agent's),
 ``missing_run_node``, ``missing_fork_node``, ``artifact_link``, ``artifact_path``,
 ``dangling_artifact_ref``; of the search index, ``search_index``; of files,
 ``missing_artifact_file``, ``artifact_size``, ``orphan_artifact_file``, ``task_wal``.
@@ -54,7 +55,13 @@ from soong_store.files.store import ArtifactFiles
 from soong_store.migrate_shards import holds_shape_of
 from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules.row import KINDS
-from soong_store.rules.session import Found, Problem, row_problems, session_problems
+from soong_store.rules.session import (
+    Found,
+    Problem,
+    row_problems,
+    session_notes,
+    session_problems,
+)
 from soong_store.schema.catalog import MAIN, StoredTables
 from soong_store.search.check import whole_problems as search_whole_problems
 from soong_store.store import SessionStore, artifact_files, backend_of, run_read
@@ -75,7 +82,8 @@ class Report:
     sessions: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    """What the database's own check covered, or why part of it could not run."""
+    """What the database's own check covered, or why part of it could not run; then what
+    sessions hold that is not damage but the store would not write live (recorded history)."""
 
     @property
     def ok(self) -> bool:
@@ -201,6 +209,7 @@ async def check_store(
     total = len(report.sessions)
     done = 0
     search: dict[str, list[Problem]] = {}
+    notes: dict[str, list[str]] = {}
     for file, sids in _by_file(facts):
         shard = None
         if file != MAIN:  # shard by shard: attached as its sessions are read, then let go
@@ -212,7 +221,7 @@ async def check_store(
                 report.problems += _shard_revision(file, shard, facts)
         for start in range(0, len(sids), BATCH):
             batch = _Batch(facts, file, shard, sids[start : start + BATCH])
-            for found in await _check_batch(store, batch, files, search):
+            for found in await _check_batch(store, batch, files, search, notes):
                 report.problems += found
                 done += 1
                 if progress is not None:
@@ -220,6 +229,7 @@ async def check_store(
         if shard is not None and session_id is None:
             report.problems += _shard_orphans(file, shard, facts)
     report.problems += [p for sid in report.sessions for p in search.get(sid, ())]
+    report.notes += [note for sid in report.sessions for note in notes.get(sid, ())]
     if session_id is None:
         report.problems += await search_whole_problems(store, report.sessions)
         report.problems += [
@@ -300,9 +310,15 @@ class _Batch:
 
 
 async def _check_batch(
-    store: SessionStore, batch: _Batch, files: ArtifactFiles, search: dict[str, list[Problem]]
+    store: SessionStore,
+    batch: _Batch,
+    files: ArtifactFiles,
+    search: dict[str, list[Problem]],
+    notes: dict[str, list[str]],
 ) -> list[list[Problem]]:
-    """The problems of each session of ``batch``, in order; their search problems to ``search``.
+    """The problems of each session of ``batch``, in order; search problems and notes aside.
+
+    Their search problems go to ``search``, their notes to ``notes``.
 
     One snapshot for the batch; if it cannot be read (a damaged page), one per session, so that
     only the damaged session is reported unreadable.
@@ -337,6 +353,7 @@ async def _check_batch(
             elif facts is not None and facts.rows.rows["session"]:  # else: deleted meanwhile
                 found += _check_rows(facts)
                 found += _check_files(facts, sid, files, listing)
+                notes[sid] = session_notes(facts.rows)
             out.append(found)
         return out
 

@@ -3,7 +3,8 @@
 Everything the API guarantees of what it writes is written down here once: each row valid on its
 own (:mod:`soong_store.rules.row`), and the rows of a session consistent with each other — every
 id a row names is a row of the session, seqs dense from 1, parents numbered before their children
-(so no parent chain loops), an event for every node, the branch rule, one root agent of type main
+(so no parent chain loops), an event for every node, the branch rule, an active node of the root
+agent, one root agent of type main
 or orchestrator, fork agents with their fork point, at most one running run of the root agent,
 runs' start and end nodes, artifacts' paths and the artifacts content refers to.
 
@@ -25,7 +26,7 @@ from soong_store.model.content import artifact_refs
 from soong_store.model.content_json import decode_stored_content
 from soong_store.model.enums import ROOT_AGENT_TYPES, AgentType, RunStatus
 from soong_store.model.ids import SESSION_ID_RE
-from soong_store.rules import tree
+from soong_store.rules import tools, tree
 from soong_store.rules.row import KINDS, RowError, check_row
 
 IMPORTED_KEY = "imported_from"
@@ -165,6 +166,7 @@ def session_problems(rows: SessionRows, *, legacy_shared_paths: bool = False) ->
                     str(value),
                 )
     _events_of_nodes(found, by_kind)
+    _active_node(found, rows)
     _tree(found, rows)
     _sequences(found, by_kind)
     _agents(found, rows)
@@ -173,11 +175,36 @@ def session_problems(rows: SessionRows, *, legacy_shared_paths: bool = False) ->
     return found
 
 
+def session_notes(rows: SessionRows) -> list[str]:
+    """What a session holds that a live append would refuse but recorded history keeps.
+
+    One sentence each, naming the session: tool results without their call on the path and
+    tool calls in user nodes (:func:`soong_store.rules.tools.tool_notes`). Not damage: the
+    source wrote it so, and an import keeps it.
+    """
+    return [f"session {rows.session_id}: {note}" for note in tools.tool_notes(rows.rows["node"])]
+
+
 def _events_of_nodes(found: Found, rows: dict[str, list[dict[str, Any]]]) -> None:
     named = {e["node_id"] for e in rows["event"]}
     for n in rows["node"]:
         if n["node_id"] not in named:
             found.add("node_without_event", f"node {n['node_id']} has no event", n["node_id"])
+
+
+def _active_node(found: Found, rows: SessionRows) -> None:
+    """The active node is where the root agent goes on: a node of the root agent."""
+    session = rows.session
+    active, root = session["active_node_id"], session["root_agent_id"]
+    for n in rows.rows["node"]:
+        if n["node_id"] == active and n["agent_id"] != root:
+            found.add(
+                "active_node_agent",
+                f"session {rows.session_id} active_node_id names node {active} of agent "
+                f"{n['agent_id']}, not of the root agent {root}",
+                str(rows.session_id),
+                str(active),
+            )
 
 
 def _tree(found: Found, rows: SessionRows) -> None:
@@ -198,15 +225,17 @@ def _tree(found: Found, rows: SessionRows) -> None:
             )
     _cycles(found, parent)
     root_agent = rows.session["root_agent_id"]
-    opened: set[str | None] = set()  # parents with a child (None: the root agent has a root)
+    # (parent, agent) pairs with a child; (None, root agent): the root agent has a root.
+    opened: set[tuple[str | None, Any]] = set()
     for n in nodes:
-        branch = n["parent_id"]
-        of_root = n["agent_id"] == root_agent
+        branch, agent_id = n["parent_id"], n["agent_id"]
+        of_root = agent_id == root_agent
         opens = tree.opens_branch(
             branch,
+            agent_id,
             root_agent=of_root,
-            parent_has_child=opened.__contains__,
-            root_agent_has_root=lambda: None in opened,
+            parent_has_child=lambda parent, agent: (parent, agent) in opened,
+            root_agent_has_root=lambda: (None, root_agent) in opened,
         )
         if opens and not _may_branch(n):
             where = f"node {branch}" if branch is not None else "the root"
@@ -217,7 +246,7 @@ def _tree(found: Found, rows: SessionRows) -> None:
                 n["node_id"],
             )
         if branch is not None or of_root:
-            opened.add(branch)
+            opened.add((branch, agent_id))
 
 
 def _may_branch(node: dict[str, Any]) -> bool:

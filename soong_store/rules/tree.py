@@ -106,18 +106,21 @@ def may_open_branch(role: str, node_type: str) -> bool:
 
 def opens_branch(
     parent_id: str | None,
+    agent_id: str,
     *,
     root_agent: bool,
-    parent_has_child: Callable[[str], bool],
+    parent_has_child: Callable[[str, str], bool],
     root_agent_has_root: Callable[[], bool],
 ) -> bool:
-    """Whether a node under ``parent_id`` opens a branch.
+    """Whether a node of ``agent_id`` under ``parent_id`` opens a branch.
 
-    It does when its parent already has a child, or when it is a new root of the root agent,
-    which has one already (a root of another agent is its own tree).
+    It does when its parent already has a child of the same agent (``parent_has_child(parent,
+    agent)``): the branch rule is about one agent's conversation, so the first nodes of fork and
+    sub agents hanging under a node do not count. A new root of the root agent opens one when
+    that agent has a root already (a root of another agent is its own tree).
     """
     if parent_id is not None:
-        return parent_has_child(parent_id)
+        return parent_has_child(parent_id, agent_id)
     return root_agent and root_agent_has_root()
 
 
@@ -126,9 +129,10 @@ def check_branch(
     role: str,
     node_type: str,
     parent_id: str | None,
+    agent_id: str,
     *,
     root_agent: bool,
-    parent_has_child: Callable[[str], bool],
+    parent_has_child: Callable[[str, str], bool],
     root_agent_has_root: Callable[[], bool],
     recorded: bool = False,
 ) -> None:
@@ -144,6 +148,7 @@ def check_branch(
         return
     if not opens_branch(
         parent_id,
+        agent_id,
         root_agent=root_agent,
         parent_has_child=parent_has_child,
         root_agent_has_root=root_agent_has_root,
@@ -151,8 +156,8 @@ def check_branch(
         return
     if parent_id is not None:
         raise BranchError(
-            f"node {parent_id!r} already has a child: only a user message may open a "
-            f"branch, got role={role} node_type={node_type}",
+            f"node {parent_id!r} already has a child of agent {agent_id!r}: only a user "
+            f"message may open a branch, got role={role} node_type={node_type}",
             parent_id=parent_id,
         )
     raise BranchError(
@@ -161,6 +166,22 @@ def check_branch(
         f"node_type={node_type}",
         parent_id=None,
     )
+
+
+def check_switch(node_id: str, node_agent_id: str, *, root_agent_id: str) -> None:
+    """``switch_node`` moves the root agent's active node, to a node of the root agent only.
+
+    Raises:
+        InvalidArgument: the node is another agent's (the root agent would go on inside that
+            agent's conversation).
+    """
+    if node_agent_id != root_agent_id:
+        raise InvalidArgument(
+            f"node {node_id!r} belongs to agent {node_agent_id!r}, not to the root agent "
+            f"{root_agent_id!r}: the active node can only be a node of the root agent",
+            node_id=node_id,
+            agent_id=node_agent_id,
+        )
 
 
 # -- runs -------------------------------------------------------------------------------------

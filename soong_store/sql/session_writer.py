@@ -14,6 +14,7 @@ decided by :mod:`soong_store.rules.tree`; the statements it runs are prepared on
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from soong_store.errors import NotFound
 from soong_store.files.artifacts import ArtifactOp
 from soong_store.model.ids import utc_now
 from soong_store.ops import EventOp, NodeOp
-from soong_store.rules import tree
+from soong_store.rules import tools, tree
 from soong_store.search.index import index_rows, search_row
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.prepared import Runner
@@ -32,6 +33,11 @@ from soong_store.sql.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
 from soong_store.sql.statements import MAX_NODE_SEQ as _MAX_NODE_SEQ
 from soong_store.sql.statements import MAX_SEQ as _MAX_SEQ
 from soong_store.sql.statements import RUN_FIELDS, SessionStatements
+
+LOOKUPS = 4
+"""Nodes read one by one above a tool result looking for its call: most often the parent made
+it, or a node a few results up when a model called several tools at once. A lookup by key costs
+less than the recursive climb, which reads the rest of the path (16 nodes, then 64 ...)."""
 
 
 @dataclass(slots=True)
@@ -51,14 +57,18 @@ class SessionWriter:
     _db: Runner
     _next_node_seq: int = 1
     _next_seq: int = 1
-    _has_child: dict[str, bool] = field(default_factory=dict)
-    """Whether a node has a child, for the nodes this transaction has seen or written."""
+    _has_child: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """Whether a node has a child of an agent, by (node, agent), as this transaction knows it
+    (a node written here has no child but those written after it)."""
     _has_root: bool | None = None
     """Whether the root agent has a root node (known once asked or written)."""
     _runs: dict[str, _RunState] = field(default_factory=dict)
     _agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     _session_dirty: bool = False
-    _written: set[str] = field(default_factory=set)
+    _written: dict[str, str] = field(default_factory=dict)
+    """The agent of each node this transaction has written, by node id."""
+    _calls: dict[str, tuple[str | None, tuple[str, ...]]] = field(default_factory=dict)
+    """The parent and tool calls of each node :meth:`add_node` wrote, by node id."""
     _unindexed: list[dict[str, Any]] = field(default_factory=list)
     """The search rows of the nodes written since :meth:`index_written`."""
     now: str = field(default_factory=utc_now)
@@ -86,7 +96,8 @@ class SessionWriter:
         writer._next_node_seq = (max_node_seq or 0) + 1
         writer._next_seq = (max_seq or 0) + 1
         if row["active_node_id"] is not None:
-            writer._has_child[row["active_node_id"]] = active_has_child
+            key = (row["active_node_id"], row["root_agent_id"])
+            writer._has_child[key] = active_has_child
         if created:
             writer.restore_event(created_event_row(row))
         return writer
@@ -119,23 +130,31 @@ class SessionWriter:
             self._runs[run_id] = _RunState(row)
         return self._runs[run_id]
 
-    def node_exists(self, node_id: str) -> bool:
-        """Whether the node is in this session."""
-        if node_id in self._written:
-            return True
-        return self._db.scalar(self._sql.node_exists, {"p_node": node_id}) is not None
+    def node_agent(self, node_id: str) -> str | None:
+        """The agent of a node of this session (``None``: no such node)."""
+        written = self._written.get(node_id)
+        if written is not None:
+            return written
+        agent: str | None = self._db.scalar(self._sql.node_agent, {"p_node": node_id})
+        return agent
 
-    def require_node(self, node_id: str) -> None:
-        """Raise ``NotFound`` unless the node is in this session."""
-        if not self.node_exists(node_id):
+    def require_node(self, node_id: str) -> str:
+        """The node's agent; ``NotFound`` unless the node is in this session."""
+        agent = self.node_agent(node_id)
+        if agent is None:
             raise NotFound(f"no node {node_id!r} in session {self.session_id!r}", node_id=node_id)
+        return agent
 
-    def has_child(self, node_id: str) -> bool:
-        """Whether the node has a child (as this transaction sees it)."""
-        known = self._has_child.get(node_id)
+    def has_child(self, node_id: str, agent_id: str) -> bool:
+        """Whether the node has a child of ``agent_id`` (as this transaction sees it)."""
+        key = (node_id, agent_id)
+        known = self._has_child.get(key)
         if known is None:
-            known = self._db.scalar(self._sql.has_child, {"p_node": node_id}) is not None
-            self._has_child[node_id] = known
+            if node_id in self._written:
+                return False  # a child written since would have said so
+            params = {"p_node": node_id, "p_agent": agent_id}
+            known = self._db.scalar(self._sql.has_child, params) is not None
+            self._has_child[key] = known
         return known
 
     def _root_agent_has_root(self) -> bool:
@@ -186,16 +205,21 @@ class SessionWriter:
                 fork_from_node_id=None if agent is None else agent["fork_from_node_id"],
                 latest_node=lambda: self._latest_node_of(agent_id),
             )
+        recorded = tree.recorded_elsewhere(op.metadata)
         tree.check_branch(
             self.session_id,
             op.role,
             op.node_type,
             parent_id,
+            agent_id,
             root_agent=root_agent,
             parent_has_child=self.has_child,
             root_agent_has_root=self._root_agent_has_root,
-            recorded=tree.recorded_elsewhere(op.metadata),
+            recorded=recorded,
         )
+        ids = tools.tool_ids(op.content)
+        if not recorded:
+            tools.check_tool_blocks(op.node_id, op.role, ids, lambda: self._calls_above(parent_id))
         row = {
             "node_id": op.node_id,
             "node_seq": self._take_node_seq(),
@@ -210,6 +234,7 @@ class SessionWriter:
             "created_at": self.now,
         }
         self._put_node(row)
+        self._calls[op.node_id] = (parent_id, ids.calls)
         if root_agent:
             self.session["active_node_id"] = op.node_id
             if parent_id is None:
@@ -221,6 +246,33 @@ class SessionWriter:
             run["end_node_id"] = op.node_id
             self._runs[op.run_id].dirty = True
         return row
+
+    def _calls_above(self, node_id: str | None) -> Iterator[tuple[str, ...]]:
+        """The tool calls of each node from ``node_id`` up its path, nearest first.
+
+        Nodes this transaction wrote are known; above them the path is climbed in the database
+        in growing steps, as far as the caller reads.
+        """
+        while node_id is not None and (held := self._calls.get(node_id)) is not None:
+            yield held[1]
+            node_id = held[0]
+        for _ in range(LOOKUPS):
+            if node_id is None:
+                return
+            row = self._db.first(self._sql.node_calls, {"p_node": node_id})
+            if row is None:  # a chain that breaks off
+                return
+            yield tools.stored_tool_ids(row["content_json"]).calls
+            node_id = row["parent_id"]
+        steps = 4 * LOOKUPS
+        while node_id is not None:
+            params = {"p_node": node_id, "p_steps": steps}
+            rows = self._db.execute(self._sql.climb_calls, params).fetchall()
+            for _, _, content_json in rows:
+                yield tools.stored_tool_ids(content_json).calls
+            if len(rows) < steps:  # a root, or a chain that breaks off
+                return
+            node_id, steps = rows[-1][1], steps * 4
 
     def add_event(self, op: EventOp) -> dict[str, Any]:
         """Insert an event with the session's next ``seq`` (and the run's next ``run_seq``)."""
@@ -368,11 +420,10 @@ class SessionWriter:
         indexed = search_row(self.session_id, row)
         if indexed is not None:
             self._unindexed.append(indexed)
-        node_id, parent_id = row["node_id"], row["parent_id"]
-        self._written.add(node_id)
-        self._has_child[node_id] = False
+        parent_id = row["parent_id"]
+        self._written[row["node_id"]] = row["agent_id"]
         if parent_id is not None:
-            self._has_child[parent_id] = True
+            self._has_child[parent_id, row["agent_id"]] = True
 
     def _take_node_seq(self) -> int:
         seq = self._next_node_seq

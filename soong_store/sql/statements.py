@@ -7,14 +7,15 @@ prepared.Prepared` compiles it once for the dialect, so the writer's hot path on
 and runs them on the driver's cursor. The statements over a session's own tables are cached per
 session id, as many as the catalog keeps tables for (:data:`~soong_store.schema.catalog.
 CACHE_SIZE`). The session's row comes with what a node append needs next (both counters,
-whether the active node has a child) in one statement: on this machine a statement run right
-after the file fsync of a spilled artifact costs ~45 µs, so each one saved counts.
+whether the active node has a child of the root agent) in one statement: on this machine a
+statement run right after the file fsync of a spilled artifact costs ~45 µs, so each one saved
+counts.
 
 Compiling a new session's statements cost ~40% of a bulk build's writer time (each session's
 tables are new to every statement cache), so they are compiled once per dialect for the template
 session of :mod:`~soong_store.sql.pair_text` and the template's id replaced by the session's in
 the SQL text (parameters unchanged), for the ids that template stands for; any other id has its
-statements compiled from the factory's tables. Compiling all fourteen took ~4.5 ms of a new
+statements compiled from the factory's tables. Compiling all fourteen (then) took ~4.5 ms of a new
 process's first append, which runs four or five of them: each is compiled when first asked for.
 """
 
@@ -25,7 +26,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, overload
 
-from sqlalchemy import bindparam, exists, func, select, update
+from sqlalchemy import Integer, bindparam, exists, func, literal_column, select, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ClauseElement
 
@@ -42,13 +43,17 @@ MAX_NODE_SEQ = "max_node_seq"
 MAX_SEQ = "max_seq"
 """The label of the session's largest ``seq``."""
 ACTIVE_HAS_CHILD = "active_has_child"
-"""The label of whether the session's active node has a child."""
+"""The label of whether the session's active node has a child of the root agent (whose next
+node goes under it): the branch rule counts the children of the same agent only."""
 
 
 def session_select(tables: SessionTables) -> ClauseElement:
     """The session statement in Core: what dialects that cast their values compile."""
     nodes, events = tables.nodes, tables.events
-    has_child = exists().where(nodes.c.parent_id == sessions_table.c.active_node_id)
+    has_child = exists().where(
+        nodes.c.parent_id == sessions_table.c.active_node_id,
+        nodes.c.agent_id == sessions_table.c.root_agent_id,
+    )
     return select(
         sessions_table,
         select(func.max(nodes.c.node_seq)).scalar_subquery().label(MAX_NODE_SEQ),
@@ -58,7 +63,9 @@ def session_select(tables: SessionTables) -> ClauseElement:
 
 
 def _session(tables: SessionTables, dialect: Dialect) -> Prepared:
-    """The session's row, its two largest numbers and whether its active node has a child.
+    """The session's row, its two largest numbers and whether its active node has a root child.
+
+    A root child: a child of the root agent, whose next node goes under the active node.
 
     Written as text where binds are bare: compiling :func:`session_select` was ~1 ms of a
     new process's first write.
@@ -72,12 +79,13 @@ def _session(tables: SessionTables, dialect: Dialect) -> Prepared:
     columns = [column.name for column in sessions_table.c]
     listed = ", ".join(f"{sessions}.{quote(name)}" for name in columns)
     active = f"{sessions}.{quote('active_node_id')}"
+    root_agent = f"{sessions}.{quote('root_agent_id')}"
     sql = (
         f"SELECT {listed},"
         f" (SELECT max({quote('node_seq')}) FROM {node_table}) AS {MAX_NODE_SEQ},"
         f" (SELECT max({quote('seq')}) FROM {event_table}) AS {MAX_SEQ},"
         f" EXISTS (SELECT 1 FROM {node_table} WHERE {node_table}.{quote('parent_id')} = {active}"
-        f") AS {ACTIVE_HAS_CHILD}"
+        f" AND {node_table}.{quote('agent_id')} = {root_agent}) AS {ACTIVE_HAS_CHILD}"
         f" FROM {sessions} WHERE {sessions}.{quote('session_id')} = :p_session"
     )
     return Prepared.written(sql, dialect, (*columns, MAX_NODE_SEQ, MAX_SEQ, ACTIVE_HAS_CHILD))
@@ -104,6 +112,41 @@ def _move_session(dialect: Dialect) -> Prepared:
         f" WHERE {sessions}.{quote('session_id')} = :p_session"
     )
     return Prepared.written(sql, dialect)
+
+
+def climb_calls_select(tables: SessionTables) -> ClauseElement:
+    """Up to ``:p_steps`` nodes from ``:p_node`` up its parent chain, nearest first.
+
+    Each row is ``(node_id, parent_id, content_json)``: what the tool rules read of the nodes
+    above a tool result. Each step must reach a node numbered before the one below it, so a
+    damaged chain that loops ends.
+    """
+    nodes = tables.nodes
+    start = (
+        select(
+            nodes.c.node_id, nodes.c.parent_id, nodes.c.node_seq, literal_column("1").label("depth")
+        )
+        .where(nodes.c.node_id == bindparam("p_node"))
+        .cte("up", recursive=True)
+    )
+    above = nodes.alias("above")
+    up = start.union_all(
+        select(
+            above.c.node_id,
+            above.c.parent_id,
+            above.c.node_seq,
+            start.c.depth + literal_column("1"),
+        ).where(
+            above.c.node_id == start.c.parent_id,
+            above.c.node_seq < start.c.node_seq,
+            start.c.depth < bindparam("p_steps", type_=Integer),
+        )
+    )
+    return (
+        select(nodes.c.node_id, nodes.c.parent_id, nodes.c.content_json)
+        .select_from(nodes.join(up, nodes.c.node_id == up.c.node_id))
+        .order_by(up.c.depth)
+    )
 
 
 _Global = Callable[[Dialect], Prepared]
@@ -142,12 +185,17 @@ _GLOBAL: dict[str, _Global] = {
 
 _OF_SESSION: dict[str, _OfSession] = {
     "session": _session,
-    "node_exists": _core_of(
-        lambda t: select(t.nodes.c.node_id).where(t.nodes.c.node_id == bindparam("p_node"))
+    "node_agent": _core_of(
+        lambda t: select(t.nodes.c.agent_id).where(t.nodes.c.node_id == bindparam("p_node"))
     ),
     "has_child": _core_of(
         lambda t: (
-            select(t.nodes.c.node_id).where(t.nodes.c.parent_id == bindparam("p_node")).limit(1)
+            select(t.nodes.c.node_id)
+            .where(
+                t.nodes.c.parent_id == bindparam("p_node"),
+                t.nodes.c.agent_id == bindparam("p_agent"),
+            )
+            .limit(1)
         )
     ),
     "root_of_agent": _core_of(
@@ -165,6 +213,12 @@ _OF_SESSION: dict[str, _OfSession] = {
             .limit(1)
         )
     ),
+    "node_calls": _core_of(
+        lambda t: select(t.nodes.c.parent_id, t.nodes.c.content_json).where(
+            t.nodes.c.node_id == bindparam("p_node")
+        )
+    ),
+    "climb_calls": _core_of(climb_calls_select),
     "max_run_seq": _core_of(
         lambda t: select(func.max(t.events.c.run_seq)).where(
             t.events.c.run_id == bindparam("p_run")
@@ -214,10 +268,12 @@ class SessionStatements:
     move_session = _Statement()
     update_run = _Statement()
     insert_artifact = _Statement()
-    node_exists = _Statement()
+    node_agent = _Statement()
     has_child = _Statement()
     root_of_agent = _Statement()
     latest_of_agent = _Statement()
+    node_calls = _Statement()
+    climb_calls = _Statement()
     max_run_seq = _Statement()
     insert_node = _Statement()
     insert_event = _Statement()

@@ -299,11 +299,13 @@ def switch_node(connection: Connection, session_id: str, node_id: str | None) ->
     """Make ``node_id`` the session's active node (``None``: none), with a ``node_switched`` event.
 
     Without an active node the path is empty, and the root agent's next node without a parent
-    is a new root.
+    is a new root. The node must be the root agent's (``InvalidArgument``): the active node is
+    where the root agent goes on.
     """
     writer = SessionWriter.open(connection, session_id)
     if node_id is not None:
-        writer.require_node(node_id)
+        agent_id = writer.require_node(node_id)
+        tree.check_switch(node_id, agent_id, root_agent_id=writer.session["root_agent_id"])
     previous = writer.session["active_node_id"]
     writer.set_active(node_id)
     writer.lifecycle_event(

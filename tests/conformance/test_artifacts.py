@@ -72,6 +72,8 @@ async def test_five_megabyte_json_round_trips_through_tool_result(store: Session
     sid = (await store.create_session(cwd=".")).session_id
     big = {"rows": [{"id": i, "name": f"row {i}", "tags": ["a", "b"]} for i in range(110_000)]}
     assert len(orjson.dumps(big)) > 5_000_000
+    called = [{"type": "tool_call", "tool_call_id": "c1", "name": "query", "arguments": {}}]
+    await store.append_node(sid, "assistant", "message", called)
     node = await store.append_node(
         sid,
         "tool",

@@ -181,3 +181,9 @@ def test_a_missing_artifact_file_and_a_young_orphan(damaged: dict[str, Any]) -> 
     assert problems(damaged["backend"]) == [
         ("missing_artifact_file", (damaged["artifacts"]["application/json"],))
     ]
+
+
+def test_an_active_node_of_another_agent(damaged: dict[str, Any]) -> None:
+    backend, sid, n = damaged["backend"], damaged["sid"], damaged["nodes"]
+    execute(backend, "UPDATE sessions SET active_node_id = :id", {"id": n[16]})  # the sub's
+    assert problems(backend) == [("active_node_agent", (sid, n[16]))]

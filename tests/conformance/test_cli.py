@@ -365,6 +365,18 @@ def test_switch_moves_the_active_node(
     assert run.json("switch", sid, node["node_id"])["active_node_id"] == node["node_id"]
 
 
+def test_switch_to_another_agents_node_is_refused(
+    demo_copy: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, sid, doc = InProcess(capsys, demo_copy["backend"]), demo_copy["sid"], demo_copy["tree"]
+    node = next(n for n in doc["nodes"] if n["agent_id"] != doc["root_agent_id"])
+    before = run.json("show", sid)["session"]["active_node_id"]
+    run("switch", sid, node["node_id"], code=2)
+    assert run.err.count("\n") == 1 and run.err.startswith("soong-store: ")
+    assert node["node_id"] in run.err and node["agent_id"] in run.err
+    assert run.json("show", sid)["session"]["active_node_id"] == before
+
+
 def test_tasks_lists_and_shows_dags(
     demo_copy: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:

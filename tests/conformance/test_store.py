@@ -139,6 +139,21 @@ async def test_switch_node_moves_active_path_and_persists(backend: Backend):
         ]
 
 
+async def test_switch_node_refuses_another_agents_node(store: SessionStore):
+    s = await store.create_session(cwd=".")
+    sid = s.session_id
+    tip = await store.append_node(sid, "user", "message", text("q"))
+    worker = await store.create_agent(sid, "sub")
+    theirs = await store.append_node(sid, "user", "message", text("task"), agent_id=worker.agent_id)
+    before = len(await store.timeline(sid))
+    with pytest.raises(InvalidArgument) as caught:
+        await store.switch_node(sid, theirs.node_id)
+    assert theirs.node_id in str(caught.value) and worker.agent_id in str(caught.value)
+    assert (await store.get_session(sid)).active_node_id == tip.node_id
+    assert len(await store.timeline(sid)) == before
+    await store.switch_node(sid, tip.node_id)  # its own node is fine
+
+
 async def test_context_cuts_at_last_compaction(store: SessionStore):
     sid = (await store.create_session(cwd=".")).session_id
     await store.append_node(sid, "user", "message", text("1"), token_count=10)
@@ -336,6 +351,53 @@ async def test_fork_agent_hangs_under_fork_point(store: SessionStore):
     path = await store.active_path(sid, f2.node_id)
     assert [n.node_id for n in path] == [q.node_id, a.node_id, f1.node_id, f2.node_id]
     assert (await store.get_session(sid)).active_node_id != f2.node_id
+
+
+async def test_a_fork_from_the_tip_does_not_block_the_main_agent(store: SessionStore):
+    s = await store.create_session(cwd=".")
+    sid = s.session_id
+    await store.append_node(sid, "user", "message", text("q"))
+    tip = await store.append_node(sid, "assistant", "message", text("a"))
+    compact = await store.create_agent(
+        sid, "fork", fork_from_node_id=tip.node_id, metadata={"purpose": "compact"}
+    )
+    run = await store.start_run(sid, compact.agent_id)
+    f1 = await store.append_node(sid, "user", "message", text("summarize"), run_id=run.run_id)
+    await store.append_node(sid, "assistant", "message", text("summary"), run_id=run.run_id)
+    assert f1.parent_id == tip.node_id
+    # The fork's child does not count: the main agent goes on at its tip with any node.
+    summary = await store.append_node(sid, "assistant", "compaction", text("summary"))
+    assert summary.parent_id == tip.node_id
+    # Now the tip has a child of the main agent: a second one is a branch.
+    with pytest.raises(BranchError, match=tip.node_id):
+        await store.append_node(sid, "assistant", "message", text("x"), parent_id=tip.node_id)
+    # The fork's own second child under the fork point is a branch of the fork.
+    with pytest.raises(BranchError, match=tip.node_id):
+        await store.append_node(
+            sid, "assistant", "message", text("x"), run_id=run.run_id, parent_id=tip.node_id
+        )
+    path = await store.active_path(sid)
+    assert [n.node_id for n in path][-2:] == [tip.node_id, summary.node_id]
+
+
+async def test_a_sub_agents_node_under_the_tip_does_not_block_the_main_agent_in_a_unit(
+    store: SessionStore,
+):
+    s = await store.create_session(cwd=".")
+    sid = s.session_id
+    tip = await store.append_node(sid, "user", "message", text("q"))
+    worker = await store.create_agent(sid, "sub")
+    await store.append_node(
+        sid, "user", "message", text("task"), agent_id=worker.agent_id, parent_id=tip.node_id
+    )
+    async with store.transaction(sid) as unit:
+        answer = unit.add_node("assistant", "child_result", text("done"))
+        unit.add_node("assistant", "message", text("and so"))
+    assert (await store.get_node(sid, answer)).parent_id == tip.node_id
+    explicit = await store.append_node(
+        sid, "user", "message", text("again"), agent_id=worker.agent_id, parent_id=answer
+    )
+    assert explicit.parent_id == answer
 
 
 async def test_node_agent_must_match_run(store: SessionStore):

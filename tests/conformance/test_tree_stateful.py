@@ -1,4 +1,8 @@
-"""The tree against an in-memory model: random appends, branches, switches and new roots."""
+"""The tree against an in-memory model: random appends, branches, switches and new roots.
+
+A worker (a ``sub`` agent) appends under any node too: its children never make a branch of the
+main agent, and the main agent's never one of the worker's.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from soong_store import BranchError
+from soong_store import BranchError, InvalidArgument
 from tests.backends import Kind
 
 ROLES = ["user", "assistant", "tool", "system"]
@@ -36,6 +40,8 @@ class TreeMachine(RuleBasedStateMachine):
         self.run(self.store.open())
         session = self.run(self.store.create_session(cwd="."))
         self.sid = session.session_id
+        self.worker = self.run(self.store.create_agent(self.sid, "sub")).agent_id
+        self.agent: dict[str, str] = {}
         self.parent: dict[str, str | None] = {}
         self.kind: dict[str, tuple[str, str]] = {}
         self.tokens: dict[str, int] = {}
@@ -60,12 +66,27 @@ class TreeMachine(RuleBasedStateMachine):
             node = self.parent[node]
         return out[::-1]
 
-    def expect_branch_error(self, parent: str | None, role: str, node_type: str) -> bool:
-        if parent is None:  # a new root beside the first is a branch too
-            opens_branch = bool(self.order)
-        else:
-            opens_branch = any(p == parent for p in self.parent.values())
+    def mine(self, agent: str) -> list[str]:
+        return [n for n in self.order if self.agent[n] == agent]
+
+    def expect_branch_error(
+        self, parent: str | None, role: str, node_type: str, agent: str = "main"
+    ) -> bool:
+        mine = self.mine(agent)
+        if parent is None:  # a new root of the main agent beside its first is a branch too
+            opens_branch = agent == "main" and any(self.parent[n] is None for n in mine)
+        else:  # only a child of the same agent makes a branch
+            opens_branch = any(self.parent[n] == parent for n in mine)
         return opens_branch and (role, node_type) != ("user", "message")
+
+    def added(self, node: Any, parent: str | None, agent: str, tokens: int) -> None:
+        assert node.parent_id == parent
+        assert node.node_seq == len(self.order) + 1
+        self.parent[node.node_id] = parent
+        self.agent[node.node_id] = agent
+        self.kind[node.node_id] = (node.role, node.node_type)
+        self.tokens[node.node_id] = tokens
+        self.order.append(node.node_id)
 
     @rule(
         role=st.sampled_from(ROLES),
@@ -87,18 +108,41 @@ class TreeMachine(RuleBasedStateMachine):
             assert self.expect_branch_error(parent, role, node_type)
             return
         assert not self.expect_branch_error(parent, role, node_type)
-        assert node.parent_id == parent
-        assert node.node_seq == len(self.order) + 1
-        self.parent[node.node_id] = parent
-        self.kind[node.node_id] = (role, node_type)
-        self.tokens[node.node_id] = tokens
-        self.order.append(node.node_id)
+        self.added(node, parent, "main", tokens)
         self.active = node.node_id
+
+    @rule(
+        role=st.sampled_from(ROLES),
+        node_type=st.sampled_from(TYPES),
+        pick=st.none() | st.integers(0, 10_000),
+    )
+    def worker_append(self, role: str, node_type: str, pick: int | None) -> None:
+        explicit = None if pick is None or not self.order else self.order[pick % len(self.order)]
+        latest = self.mine(self.worker)[-1] if self.mine(self.worker) else None
+        parent = explicit if explicit is not None else latest
+        content = [{"type": "text", "text": f"worker {len(self.order)}"}]
+        try:
+            node = self.run(
+                self.store.append_node(
+                    self.sid, role, node_type, content, agent_id=self.worker, parent_id=explicit
+                )
+            )
+        except BranchError:
+            assert self.expect_branch_error(parent, role, node_type, self.worker)
+            return
+        assert not self.expect_branch_error(parent, role, node_type, self.worker)
+        self.added(node, parent, self.worker, 0)
 
     @precondition(lambda self: bool(self.order))
     @rule(pick=st.integers(0, 10_000))
     def switch(self, pick: int) -> None:
         target = self.order[pick % len(self.order)]
+        if self.agent[target] != "main":
+            try:
+                self.run(self.store.switch_node(self.sid, target))
+            except InvalidArgument:
+                return
+            raise AssertionError("switched to a worker's node")
         self.run(self.store.switch_node(self.sid, target))
         self.active = target
 

@@ -15,6 +15,7 @@ def test_recorded_history_may_branch_at_any_node_without_asking():
             Role.TOOL,
             NodeType.MESSAGE,
             parent,
+            "agent",
             root_agent=True,
             parent_has_child=never,
             root_agent_has_root=never,

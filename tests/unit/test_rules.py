@@ -82,7 +82,8 @@ def event(seq: int, node_id: str | None) -> dict[str, Any]:
 
 def rows_of(nodes: list[dict[str, Any]], agents: list[dict[str, Any]] | None = None) -> SessionRows:
     rows = SessionRows(SID)
-    rows.rows["session"] = [session(active_node_id=nodes[-1]["node_id"] if nodes else None)]
+    mine = [n["node_id"] for n in nodes if n["agent_id"] == ROOT]
+    rows.rows["session"] = [session(active_node_id=mine[-1] if mine else None)]
     rows.rows["agent"] = agents or [agent(ROOT, "main")]
     rows.rows["node"] = nodes
     rows.rows["event"] = [event(i, n["node_id"]) for i, n in enumerate(nodes, 1)]
@@ -118,6 +119,29 @@ def test_a_second_root_of_the_root_agent_is_a_branch_but_a_sub_agents_root_is_no
     agents = [agent(ROOT, "main"), agent(SUB, "sub", ROOT)]
     worker = node(3, None, "assistant", agent_id=SUB)
     assert kinds(rows_of([*base, worker], agents)) == set()
+
+
+def test_only_a_child_of_the_same_agent_makes_a_branch() -> None:
+    fork = agent("agent_fork", "fork", ROOT)
+    fork["fork_from_node_id"] = "node_2"
+    agents = [agent(ROOT, "main"), fork]
+    base = [node(1, None), node(2, 1, "assistant")]
+    forked = node(3, 2, agent_id="agent_fork")
+    assert (
+        kinds(rows_of([*base, forked, node(4, 2, "assistant", node_type="compaction")], agents))
+        == set()
+    )
+    again = node(4, 2, "assistant", agent_id="agent_fork")
+    assert kinds(rows_of([*base, forked, again], agents)) == {"branch_rule"}
+
+
+def test_the_active_node_is_the_root_agents() -> None:
+    agents = [agent(ROOT, "main"), agent(SUB, "sub", ROOT)]
+    rows = rows_of([node(1, None), node(2, None, agent_id=SUB)], agents)
+    assert kinds(rows) == set()
+    rows.rows["session"] = [session(active_node_id="node_2")]
+    found = session_problems(rows)
+    assert [(p.kind, p.ids) for p in found] == [("active_node_agent", (SID, "node_2"))]
 
 
 def test_parents_come_first_so_a_cycle_is_found_twice_over() -> None:

@@ -76,7 +76,7 @@ def test_the_statements_are_those_compiled_for_the_id(dialect: Dialect, session_
     made = _every(statements.session_statements(session_id, dialect))
     assert made == _every(statements.compiled(session_id, dialect))
     assert f"nodes_{session_id}" in made["insert_node"].sql
-    assert len({p.sql for p in made.values()}) == len(statements.NAMES) == 14
+    assert len({p.sql for p in made.values()}) == len(statements.NAMES) == 16
 
 
 @pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
@@ -87,7 +87,7 @@ def test_a_new_plain_session_compiles_nothing(dialect: Dialect, compiles: list[o
     assert compiles == []
     # Quoted, so compiled for itself: its own tables' statements, not the global ones.
     _every(statements.session_statements("Sess_Mixed_Case", dialect))
-    assert len(compiles) == 8
+    assert len(compiles) == 10
 
 
 @pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())

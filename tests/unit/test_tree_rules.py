@@ -74,7 +74,7 @@ def branch(role: str, node_type: str, parent_id: str | None, **facts: object) ->
         "root_agent_has_root": answer(False),
     }
     values.update(facts)
-    tree.check_branch("sess_x", role, node_type, parent_id, **values)
+    tree.check_branch("sess_x", role, node_type, parent_id, "agent", **values)
 
 
 def test_only_a_user_message_may_open_a_branch():
@@ -93,8 +93,8 @@ def test_a_second_child_that_is_no_user_message_is_a_branch_error():
     with pytest.raises(BranchError) as caught:
         branch(Role.ASSISTANT, NodeType.MESSAGE, "p", parent_has_child=answer(True))
     assert str(caught.value) == (
-        "node 'p' already has a child: only a user message may open a branch, "
-        "got role=assistant node_type=message"
+        "node 'p' already has a child of agent 'agent': only a user message may open a "
+        "branch, got role=assistant node_type=message"
     )
     assert caught.value.parent_id == "p"
     branch(Role.ASSISTANT, NodeType.MESSAGE, "p", parent_has_child=answer(False))
@@ -117,14 +117,31 @@ def test_the_first_root_of_another_agent_is_no_branch():
 
 def test_opens_branch_asks_only_the_fact_it_needs():
     assert tree.opens_branch(
-        "p", root_agent=True, parent_has_child=answer(True), root_agent_has_root=never
+        "p", "a", root_agent=True, parent_has_child=answer(True), root_agent_has_root=never
     )
     assert not tree.opens_branch(
-        None, root_agent=False, parent_has_child=never, root_agent_has_root=never
+        None, "a", root_agent=False, parent_has_child=never, root_agent_has_root=never
     )
     assert tree.opens_branch(
-        None, root_agent=True, parent_has_child=never, root_agent_has_root=answer(True)
+        None, "a", root_agent=True, parent_has_child=answer(True), root_agent_has_root=answer(True)
     )
+
+
+def test_only_a_child_of_the_same_agent_makes_a_branch():
+    children = {("tip", "fork")}  # a fork's first node hangs under the main agent's tip
+
+    def has(parent: str, agent: str) -> bool:
+        return (parent, agent) in children
+
+    def opens(agent: str) -> bool:
+        root = agent == "main"
+        return tree.opens_branch(
+            "tip", agent, root_agent=root, parent_has_child=has, root_agent_has_root=never
+        )
+
+    assert not opens("main")
+    assert opens("fork")
+    branch(Role.ASSISTANT, NodeType.COMPACTION, "tip", parent_has_child=has)
 
 
 # -- runs -------------------------------------------------------------------------------------
