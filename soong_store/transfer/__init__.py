@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Select, func, select
 
 from soong_store.backends.base import lock_files, lock_session
 from soong_store.errors import InvalidArgument, StorageError
@@ -70,23 +70,53 @@ _ORDER.update(artifact=("created_at", "artifact_id"))
 # -- export ---------------------------------------------------------------------------------
 
 
+PAGE = 500
+"""Rows an export fetches at a time: it never holds more than a page of one table."""
+
+
 def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict[str, Any]]]:
     """Every stored row of one session by kind, read in one snapshot (``NotFound`` if none)."""
+    rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    for kind, row in iter_session_rows(connection, session_id):
+        rows[kind].append(row)
+    return rows
+
+
+def iter_session_rows(
+    connection: Connection, session_id: str, page: int = PAGE
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every stored row of one session as (kind, row), in export order, fetched ``page`` at a time.
+
+    Read on ``connection``'s one snapshot (``NotFound`` if there is no such session).
+    """
     session = record_reads.session_row(connection, session_id)
     # Column names of the factory's tables are ``quoted_name``s, which orjson refuses.
-    rows = {"session": [{str(k): v for k, v in session.items()}]}
+    first = {str(k): v for k, v in session.items()}
+    yield "session", first
     pair = tables_of(connection, session_id)
-    for kind, table in _GLOBAL.items():
-        stmt = select(table).where(table.c.session_id == session_id)
-        stmt = stmt.order_by(*(table.c[name] for name in _ORDER[kind]))
-        rows[kind] = [dict(row) for row in connection.execute(stmt).mappings()]
+    for kind in ("agent", "run"):
+        yield from _paged(connection, kind, _global_rows(kind, session_id), page)
     if pair is None:  # never written: what an eager empty pair held
-        rows.update(node=[], event=[created_event_row(rows["session"][0])])
-        return rows
-    for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
-        found = connection.execute(select(table).order_by(table.c[key])).mappings()
-        rows[kind] = [{str(k): v for k, v in row.items()} for row in found]
-    return rows
+        yield "event", created_event_row(first)
+    else:
+        for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
+            yield from _paged(connection, kind, select(table).order_by(table.c[key]), page)
+    yield from _paged(connection, "artifact", _global_rows("artifact", session_id), page)
+
+
+def _global_rows(kind: str, session_id: str) -> Select[Any]:
+    table = _GLOBAL[kind]
+    stmt = select(table).where(table.c.session_id == session_id)
+    return stmt.order_by(*(table.c[name] for name in _ORDER[kind]))
+
+
+def _paged(
+    connection: Connection, kind: str, stmt: Select[Any], page: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of ``stmt``, streamed (a server-side cursor where the backend has one)."""
+    result = connection.execute(stmt.execution_options(yield_per=page))
+    for row in result.mappings():
+        yield kind, {str(k): v for k, v in row.items()}
 
 
 def session_counts(connection: Connection, session_id: str) -> dict[str, int]:
@@ -123,35 +153,56 @@ async def export_session(
     The artifact files' bytes are embedded unless ``with_artifacts`` is false.
     """
     sid = check_session_id(session_id)
-    rows = await run_read(store, partial(session_rows, session_id=sid))
-    counts = {f"{kind}s": len(rows[kind]) for kind in KINDS[1:]}
-    header = {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "session_id": sid,
-        "exported_at": utc_now(),
-        "with_artifacts": with_artifacts,
-        "counts": counts,
-    }
-    files = artifact_files(store)
-    total, done = sum(counts.values()) + 1, 0
-    out.write(codec.dumps_text(header) + "\n")
-    for kind in KINDS:
-        for row in rows[kind]:
-            line: dict[str, Any] = {"kind": kind, "row": row}
-            if kind == "artifact":
-                stored = row["path"]
-                line["row"] = {**row, "path": own_path(sid, row["artifact_id"], stored)}
-                if with_artifacts:
-                    data = await asyncio.to_thread(files.read, stored)
-                    line["data_b64"] = base64.b64encode(data).decode("ascii")
-            out.write(codec.dumps_text(line, what=f"{kind} row") + "\n")
-            done += 1
-            if progress is not None and done % 200 == 0:
-                progress(done, total)
-    if progress is not None:
-        progress(total, total)
-    return counts
+    job = _ExportJob(sid, out, artifact_files(store), with_artifacts, progress)
+    return await run_read(store, job)
+
+
+@dataclass(slots=True)
+class _ExportJob:
+    """An export written line by line on a reader thread, in the read's one snapshot.
+
+    Rows are streamed from the database and each line is written as it is made, so an export
+    holds a page of rows (and one artifact's bytes) at a time, whatever the session's size.
+    """
+
+    sid: str
+    out: TextIO
+    files: ArtifactFiles
+    with_artifacts: bool
+    progress: Progress | None
+    started: bool = False
+
+    def __call__(self, connection: Connection) -> dict[str, int]:
+        if self.started:  # a retried read would write its lines twice
+            raise StorageError(f"the export of session {self.sid!r} was interrupted; run it again")
+        counts = session_counts(connection, self.sid)
+        header = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "session_id": self.sid,
+            "exported_at": utc_now(),
+            "with_artifacts": self.with_artifacts,
+            "counts": counts,
+        }
+        total = sum(counts.values()) + 1
+        self.started = True
+        self.out.write(codec.dumps_text(header) + "\n")
+        for done, (kind, row) in enumerate(iter_session_rows(connection, self.sid, PAGE), 1):
+            self.out.write(codec.dumps_text(self._line(kind, row), what=f"{kind} row") + "\n")
+            if self.progress is not None and done % 200 == 0:
+                self.progress(done, total)
+        if self.progress is not None:
+            self.progress(total, total)
+        return counts
+
+    def _line(self, kind: str, row: dict[str, Any]) -> dict[str, Any]:
+        line: dict[str, Any] = {"kind": kind, "row": row}
+        if kind == "artifact":
+            stored = row["path"]
+            line["row"] = {**row, "path": own_path(self.sid, row["artifact_id"], stored)}
+            if self.with_artifacts:
+                line["data_b64"] = base64.b64encode(self.files.read(stored)).decode("ascii")
+        return line
 
 
 # -- a copy under fresh ids -----------------------------------------------------------------
