@@ -223,31 +223,37 @@ def tree_walk(tree: Tree, depth: int | None = None) -> Iterator[TreeStep]:
     known = tree.children
     roots = [n for n in tree.nodes if n.parent_id not in known]
     sizes = _subtree_sizes(tree.nodes, known) if depth is not None else {}
-    stack: list[tuple[NodeStub, str, str, int, bool]] = []
+    # An entry: the node, how much of the current indent is its parent's, the pieces its own
+    # lead and indent add, its branch level, and whether it is folded. Indents are cut from the
+    # one current indent (the DFS's path), so pending branches hold no indent strings of their own.
+    stack: list[tuple[NodeStub, int, str, str, int, bool]] = []
     for index in range(len(roots) - 1, -1, -1):
         root, last = roots[index], index == len(roots) - 1
         under = "" if root.parent_id is None else f"(under {root.parent_id}) "
         lead, cont = ((elbow if last else tee) + under, "   " if last else pipe)
         stack.append(
-            (root, lead if len(roots) > 1 else under, cont if len(roots) > 1 else "", 0, False)
+            (root, 0, lead if len(roots) > 1 else under, cont if len(roots) > 1 else "", 0, False)
         )
+    indent = ""
     while stack:
-        node, lead, cont, level, folded = stack.pop()
+        node, kept, lead_piece, cont_piece, level, folded = stack.pop()
+        base = indent[:kept]
         if folded:
-            yield TreeStep(node, lead, sizes[node.node_id])
+            yield TreeStep(node, base + lead_piece, sizes[node.node_id])
             continue
-        yield TreeStep(node, lead)
+        yield TreeStep(node, base + lead_piece)
+        indent = base + cont_piece
         kids = known[node.node_id]
         if len(kids) == 1:
-            stack.append((kids[0], cont, cont, level, False))
+            stack.append((kids[0], len(indent), "", "", level, False))
             continue
         fold = depth is not None and level >= depth
         for index in range(len(kids) - 1, -1, -1):
             last = index == len(kids) - 1
-            branch, below = cont + (elbow if last else tee), cont + ("   " if last else pipe)
             # The branch that holds the active node stays open, however deep.
             folded_here = fold and kids[index].node_id not in tree.on_path
-            stack.append((kids[index], branch, below, level + 1, folded_here))
+            branch, below = (elbow, "   ") if last else (tee, pipe)
+            stack.append((kids[index], len(indent), branch, below, level + 1, folded_here))
 
 
 def tree_line(tree: Tree, step: TreeStep, text: str, width: int) -> str:
