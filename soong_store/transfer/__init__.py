@@ -47,7 +47,15 @@ from soong_store.sql.file_jobs import named_paths, remove_unreferenced
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.session_writer import SessionWriter
 from soong_store.store import SessionStore, artifact_files, run_read, run_write
-from soong_store.transfer.format import FORMAT, FORMAT_VERSION, Bundle, Progress, read_export
+from soong_store.transfer.format import (
+    FORMAT,
+    FORMAT_VERSION,
+    Bundle,
+    Progress,
+    Spool,
+    read_export,
+    spool_export,
+)
 
 __all__ = [
     "FORMAT",
@@ -71,7 +79,10 @@ _ORDER.update(artifact=("created_at", "artifact_id"))
 
 
 PAGE = 500
-"""Rows an export fetches at a time: it never holds more than a page of one table."""
+"""Rows an export fetches at a time (it never holds more than a page of one table), and the
+most nodes an import's search index rows wait for."""
+_INDEX_BYTES = 2**20
+"""The most content an import's pending search index rows are made of."""
 
 
 def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -216,42 +227,60 @@ _OWN_EVENTS = {
 """Payload fields of the store's own events that hold a renamed id: (field, kind)."""
 
 
-def renamed(bundle: Bundle) -> Bundle:
+def renamed(bundle: Bundle, spooled: bool = False) -> Bundle:
     """The bundle under a fresh session id, with fresh agent, run and artifact ids.
 
     Those ids are keys of global tables, so a copy beside its original needs new ones. Only
     fields that hold ids change: id columns, artifact paths, the artifact references of content
     blocks, and the id fields of the store's own event payloads; free text never does.
+    ``spooled``: the bundle's nodes and events are compact (:func:`.format.compact`), their
+    whole rows in a spool, renamed as they are written (:attr:`Bundle.renaming`).
     """
     sid = new_session_id()
     ids: dict[str, dict[str, str]] = {
         kind: {r[f"{kind}_id"]: new_id(prefix) for r in bundle.rows[kind]}
         for kind, prefix in (("agent", "agent"), ("run", "run"), ("artifact", "art"))
     }
+    renaming = _Renaming(sid, ids)
     out = Bundle(sid, {kind: [] for kind in KINDS}, lines=dict(bundle.lines))
     for kind in KINDS:
-        for row in bundle.rows[kind]:
-            new = dict(row)
-            for column, value in row.items():
-                if value is None:
-                    continue
-                if column == "session_id":
-                    new[column] = sid
-                elif column in _AGENT_COLUMNS:
-                    new[column] = ids["agent"][value]
-                elif column in _RUN_COLUMNS:
-                    new[column] = ids["run"][value]
-            if kind == "artifact":
-                new["artifact_id"] = ids["artifact"][row["artifact_id"]]
-                new["path"] = own_path(sid, new["artifact_id"], row["path"])
-            elif kind == "node":
-                blocks = decode_stored_content(row["content_json"])
-                new["content_json"] = content_to_json(map_artifact_refs(blocks, ids["artifact"]))
-            elif kind == "event" and row["event_type"] in _OWN_EVENTS:
-                new["payload_json"] = _renamed_payload(row, ids)
-            out.rows[kind].append(new)
+        if spooled and kind in ("node", "event"):
+            out.rows[kind] = bundle.rows[kind]
+            continue
+        out.rows[kind] = [renaming(kind, row) for row in bundle.rows[kind]]
     out.data = {ids["artifact"][aid]: data for aid, data in bundle.data.items()}
+    out.renaming = renaming
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Renaming:
+    """A row's copy under the fresh session id and the fresh ids of :func:`renamed`."""
+
+    sid: str
+    ids: dict[str, dict[str, str]]
+
+    def __call__(self, kind: str, row: dict[str, Any]) -> dict[str, Any]:
+        sid, ids = self.sid, self.ids
+        new = dict(row)
+        for column, value in row.items():
+            if value is None:
+                continue
+            if column == "session_id":
+                new[column] = sid
+            elif column in _AGENT_COLUMNS:
+                new[column] = ids["agent"][value]
+            elif column in _RUN_COLUMNS:
+                new[column] = ids["run"][value]
+        if kind == "artifact":
+            new["artifact_id"] = ids["artifact"][row["artifact_id"]]
+            new["path"] = own_path(sid, new["artifact_id"], row["path"])
+        elif kind == "node":
+            blocks = decode_stored_content(row["content_json"])
+            new["content_json"] = content_to_json(map_artifact_refs(blocks, ids["artifact"]))
+        elif kind == "event" and row["event_type"] in _OWN_EVENTS:
+            new["payload_json"] = _renamed_payload(row, ids)
+        return new
 
 
 def _renamed_payload(row: dict[str, Any], ids: dict[str, dict[str, str]]) -> str | None:
@@ -291,11 +320,15 @@ class _Staged:
 def _insert_bundle(
     connection: Connection,
     bundle: Bundle,
+    spool: Spool,
     files: ArtifactFiles,
     staged: _Staged,
     name: tuple[str, str] | None = None,
 ) -> None:
     """The writer job of an import: refuse a taken id, put the files in place, insert the rows.
+
+    Nodes and events come from ``spool`` a row at a time, and the search index takes the
+    nodes a page at a time, so the job holds a page, not the session.
 
     ``name`` (a session key) names the session in the same transaction (``KeyTaken`` if
     another holds it).
@@ -332,9 +365,17 @@ def _insert_bundle(
         connection.execute(runs_table.insert(), bundle.rows["run"])
     create_pair(connection, sid)
     writer = SessionWriter.open(connection, sid)
-    for node in sorted(bundle.rows["node"], key=lambda r: r["node_seq"]):
+    rename = bundle.renaming
+    count = held = 0
+    for node in spool.rows("node"):
+        node = node if rename is None else rename("node", node)
         _same(writer.restore_node(node), node, ("node_seq",))
-    for event in sorted(bundle.rows["event"], key=lambda r: r["seq"]):
+        count, held = count + 1, held + len(node["content_json"])
+        if count == PAGE or held >= _INDEX_BYTES:  # the index's text waits a page at most
+            writer.index_written()
+            count = held = 0
+    for event in spool.rows("event"):
+        event = event if rename is None else rename("event", event)
         _same(writer.restore_event(event), event, ("seq", "run_seq"))
     for artifact in bundle.rows["artifact"]:
         writer.restore_artifact(artifact)
@@ -387,10 +428,26 @@ async def import_session(
             would refuse or ``check`` would report, or the session, one of its agents, runs or
             artifacts exists already); nothing was written.
     """
-    bundle = await asyncio.to_thread(read_export, lines, progress)
+    spool = Spool()
+    try:
+        return await _import(store, lines, spool, new_id, progress, key)
+    finally:
+        spool.close()
+
+
+async def _import(
+    store: SessionStore,
+    lines: Iterable[bytes | str],
+    spool: Spool,
+    new_id: bool,
+    progress: Progress | None,
+    key: tuple[str, str] | None,
+) -> Imported:
+    """:func:`import_session` with its spool: the file's nodes and events are kept there."""
+    bundle = await asyncio.to_thread(spool_export, lines, spool, progress)
     source = bundle.session_id
     if new_id:
-        bundle = renamed(bundle)
+        bundle = renamed(bundle, spooled=True)
     files = artifact_files(store)
     staged = _Staged()
 
@@ -408,7 +465,7 @@ async def import_session(
         files.discard([f"{rel.partition('/')[0]}/{name}" for rel, name in staged.names.items()])
 
     await asyncio.to_thread(stage)
-    job = partial(_insert_bundle, bundle=bundle, files=files, staged=staged, name=key)
+    job = partial(_insert_bundle, bundle=bundle, spool=spool, files=files, staged=staged, name=key)
     try:
         await run_write(store, job, on_abort=drop)
     except BaseException:

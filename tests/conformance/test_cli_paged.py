@@ -186,3 +186,50 @@ def test_an_export_of_several_pages_round_trips(
     assert first == back
     seqs = [line["row"]["node_seq"] for line in first if line.get("kind") == "node"]
     assert seqs == sorted(seqs) and len(seqs) == 50 + 9
+
+
+def test_an_import_holds_the_shape_not_the_session(
+    backend: Backend, new_backend: Callable[[str], Backend]
+) -> None:
+    async def scenario() -> tuple[int, int]:
+        dump = io.StringIO()
+        async with backend.store() as store:
+            sid = await build(store, 1000, size=16000)
+            await export_session(store, sid, dump)
+        lines = dump.getvalue().splitlines()
+        del dump
+        async with new_backend("other").store() as store:
+            tracemalloc.start()
+            try:
+                imported = await import_session(store, lines, new_id=True)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert imported.counts["nodes"] == 1000 + 199
+        return peak, 1000 * 16000
+
+    peak, content = asyncio.run(scenario())
+    assert peak < content / 3, f"{peak:,} bytes at the peak of a {content:,}-byte import"
+
+
+def test_an_import_writes_nodes_in_number_order_whatever_the_file_order(
+    backend: Backend, new_backend: Callable[[str], Backend]
+) -> None:
+    async def scenario() -> tuple[list[Any], list[Any]]:
+        first = io.StringIO()
+        async with backend.store() as store:
+            sid = await build(store, 40)
+            await export_session(store, sid, first)
+        lines = [orjson.loads(line) for line in first.getvalue().splitlines()]
+        nodes = [i for i, line in enumerate(lines) if line.get("kind") == "node"]
+        shuffled = [lines[i] for i in reversed(nodes)]
+        lines[nodes[0] : nodes[-1] + 1] = shuffled
+        async with new_backend("other").store() as store:
+            await import_session(store, [orjson.dumps(line) for line in lines])
+            again = io.StringIO()
+            await export_session(store, sid, again)
+        back = [orjson.loads(line) for line in again.getvalue().splitlines()]
+        return [line for line in back if line.get("kind") == "node"], [lines[i] for i in nodes]
+
+    back, original = asyncio.run(scenario())
+    assert back == sorted(original, key=lambda line: line["row"]["node_seq"])
