@@ -86,16 +86,22 @@ _NOT_IMPORTED = codec.dumps_text({})
 _IMPORTED = codec.dumps_text({IMPORTED_KEY: True})
 
 
-def compact(kind: str, row: dict[str, Any]) -> dict[str, Any]:
+def compact(kind: str, row: dict[str, Any], shared: dict[str, str] | None = None) -> dict[str, Any]:
     """What :func:`~soong_store.rules.session.session_problems` reads of a node or event row.
 
     A node's content is kept only where it refers to artifacts (else an empty list), and its
     metadata only as whether it marks imported history: the rules find the same problems in
-    the compact rows as in the whole ones.
+    the compact rows as in the whole ones. ``shared``: strings met before (ids named again
+    by parents, events, agents and runs), so each is held once.
     """
+    names = _EVENT_SHAPE if kind == "event" else _NODE_SHAPE
+    shared = {} if shared is None else shared
+    shape: dict[str, Any] = {}
+    for name in names:
+        value = row[name]
+        shape[name] = shared.setdefault(value, value) if isinstance(value, str) else value
     if kind == "event":
-        return {name: row[name] for name in _EVENT_SHAPE}
-    shape = {name: row[name] for name in _NODE_SHAPE}
+        return shape
     shape["content_json"] = row["content_json"] if content_refs(row["content_json"]) else "[]"
     shape["metadata_json"] = _IMPORTED if _marks_imported(row["metadata_json"]) else _NOT_IMPORTED
     return shape
@@ -148,6 +154,7 @@ def _read(lines: Iterable[bytes | str], progress: Progress | None, spool: Spool 
     counts: dict[str, int] = {}
     seen_kind = 0
     lineno = 0
+    shared: dict[str, str] = {}
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -174,7 +181,7 @@ def _read(lines: Iterable[bytes | str], progress: Progress | None, spool: Spool 
             raise _refuse(lineno, found[0].message)
         if spool is not None and kind in ("node", "event"):
             spool.add(kind, row)
-            row = compact(kind, row)
+            row = compact(kind, row, shared)
         bundle.rows[kind].append(row)
         bundle.lines.setdefault(row[_KEYS[kind]], lineno)
         if "data_b64" in item:
