@@ -411,3 +411,18 @@ def test_the_format_of_a_long_file_of_lines_is_told_from_its_head(tmp_path: Path
         tracemalloc.stop()
     assert peak < 5_000_000, f"{peak:,} bytes to tell the format of a 20 MB file"
     assert detect_format(document) == "chatgpt"  # one document, read whole
+
+
+def test_lines_are_read_one_at_a_time_not_split_into_a_list() -> None:
+    import tracemalloc
+
+    data = (b" " * 1000 + b"\n") * 20_000 + b'{"a": 1}'  # 20 MB of blank lines, then one object
+    tracemalloc.start()
+    try:
+        records, issues = read_jsonl(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert records == [(20_001, {"a": 1})] and issues == []
+    assert peak < 1_000_000, f"{peak:,} bytes to read a 20 MB file of lines"
+    assert read_jsonl(b'\xef\xbb\xbf{"a": 1}\n\n{"b": 2}\n')[0] == [(1, {"a": 1}), (3, {"b": 2})]
