@@ -1,10 +1,11 @@
 """Reading an export file: its format, then every row through the one rule set.
 
-:func:`read_export` parses a whole export file and checks it before anything is written: the
-header (format, version, counts) and the order and shape of the lines, every row on its own and
-the rows of the session together (:mod:`soong_store.rules`, the rules ``check`` applies to
-the database), and the embedded artifact bytes (base64, size). The first problem is raised as
-:class:`~soong_store.errors.InvalidArgument` naming the line.
+:func:`read_export` (and :func:`spool_export`, which keeps the nodes and events in a
+:class:`Spool` and only their shape in the bundle) parses a whole export file and checks it
+before anything is written: the header (format, version, counts) and the order and shape of the
+lines, every row on its own and the rows of the session together (:mod:`soong_store.rules`, the
+rules ``check`` applies to the database), and the embedded artifact bytes (base64, size). The
+first problem is raised as :class:`~soong_store.errors.InvalidArgument` naming the line.
 """
 
 from __future__ import annotations
