@@ -233,3 +233,24 @@ def test_an_import_writes_nodes_in_number_order_whatever_the_file_order(
 
     back, original = asyncio.run(scenario())
     assert back == sorted(original, key=lambda line: line["row"]["node_seq"])
+
+
+def test_a_markdown_export_reads_the_path_a_page_at_a_time(
+    backend: Backend, paged: list[int]
+) -> None:
+    from soong_store.cli.markdown import export_markdown
+
+    async def scenario() -> tuple[str, list[Any]]:
+        async with backend.store() as store:
+            sid = await build(store, 40)
+            out = io.StringIO()
+            await export_markdown(store, sid, out)
+            return out.getvalue(), await store.active_path(sid)
+
+    text, path = asyncio.run(scenario())
+    heads = [line for line in text.splitlines() if line.startswith("## #")]
+    assert heads == [f"## #{n.node_seq} {n.role} · {n.node_type}" for n in path]
+    marker = text.index("starts here (compaction)")
+    assert text.index(f"## #{path[20].node_seq} system · compaction") > marker
+    assert text.index(f"## #{path[19].node_seq} ") < marker
+    assert paged and max(paged) <= PAGE and sum(paged) == len(path)
