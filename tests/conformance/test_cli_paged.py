@@ -254,3 +254,25 @@ def test_a_markdown_export_reads_the_path_a_page_at_a_time(
     assert text.index(f"## #{path[20].node_seq} system · compaction") > marker
     assert text.index(f"## #{path[19].node_seq} ") < marker
     assert paged and max(paged) <= PAGE and sum(paged) == len(path)
+
+
+def test_an_export_read_run_again_after_writing_refuses_rather_than_writes_twice(
+    backend: Backend,
+) -> None:
+    import soong_store.transfer as transfer
+    from soong_store import StorageError
+    from soong_store.store import artifact_files, run_read
+
+    async def scenario() -> str:
+        async with backend.store() as store:
+            sid = await build(store, 3)
+            out = io.StringIO()
+            job = transfer._ExportJob(sid, out, artifact_files(store), True, None)
+            await run_read(store, job)
+            with pytest.raises(StorageError, match="interrupted"):
+                await run_read(store, job)  # what a retry of the read would do
+            return out.getvalue()
+
+    lines = asyncio.run(scenario()).splitlines()
+    counts = orjson.loads(lines[0])["counts"]
+    assert counts["nodes"] == 3 and len(lines) == 2 + sum(counts.values())  # written once
