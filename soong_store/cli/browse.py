@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from itertools import islice
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 
@@ -32,6 +34,10 @@ from soong_store.cli.common import (
 from soong_store.errors import InvalidArgument, NotFound
 from soong_store.schema.catalog import tables_of
 from soong_store.store import SessionStore, run_read
+
+if TYPE_CHECKING:
+    from soong_store.model.records import NodeRecord
+    from soong_store.sql.node_pages import NodeStub
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
@@ -56,52 +62,105 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 async def cmd_tree(args: argparse.Namespace) -> int:
     """The whole tree of a session, the active path marked."""
-    from soong_store.cli import render_nodes
-
     async with open_existing(args) as store:
         sid = await session_arg(store, args.session_id)
-        doc = await tree_of(store, sid, args.agent)
-    if args.json:
-        emit(doc)
-    else:
-        out_lines(render_nodes.tree_lines(doc, width=width_of(args), depth=args.depth))
+        await write_tree(
+            store, sid, args.agent, as_json=args.json, width=width_of(args), depth=args.depth
+        )
     return 0
 
 
-async def tree_of(store: SessionStore, sid: str, agent: str | None = None) -> dict[str, Any]:
-    """The tree document of a session (``tree`` and ``demo`` print it)."""
+async def write_tree(
+    store: SessionStore,
+    sid: str,
+    agent: str | None = None,
+    *,
+    as_json: bool,
+    width: int,
+    depth: int | None = None,
+    head: dict[str, Any] | None = None,
+) -> None:
+    """Print the tree of a session (``tree`` and ``demo``), its nodes read a page at a time.
+
+    The shape is read first as stubs; each page of nodes is then read, drawn and let go, so
+    the whole tree is never held. ``head``: keys the JSON document starts with.
+    """
     from soong_store.cli import render_nodes
+    from soong_store.sql.node_pages import PAGE, tree_stubs
 
     session = await store.get_session(sid)
     agents = await store.list_agents(sid)
-    return render_nodes.tree_document(session, await store.list_nodes(sid), agents, agent)
+    stubs = await run_read(store, partial(tree_stubs, session_id=sid))
+    tree = render_nodes.build_tree(session, stubs, agents, agent)
+    del stubs
+    if as_json:
+        doc = render.ListDocument(
+            sys.stdout.write, {**(head or {}), **render_nodes.tree_head(tree)}, "nodes"
+        )
+        for start in range(0, len(tree.nodes), PAGE):
+            page = tree.nodes[start : start + PAGE]
+            for stub, node in zip(page, await _nodes(store, sid, page), strict=True):
+                doc.add(render_nodes.tree_item(tree, stub, render_nodes.tree_text(node)))
+        doc.close()
+        return
+    out_lines(render_nodes.tree_title(tree))
+    steps = render_nodes.tree_walk(tree, depth)
+    while batch := list(islice(steps, PAGE)):
+        shown = [s.node for s in batch if not s.folded]
+        texts = {n.node_id: render_nodes.tree_text(n) for n in await _nodes(store, sid, shown)}
+        for step in batch:
+            out(render_nodes.tree_line(tree, step, texts.get(step.node.node_id, ""), width))
+
+
+async def _nodes(store: SessionStore, sid: str, stubs: Sequence[NodeStub]) -> list[NodeRecord]:
+    """The records of a page of stubs, in their order (one read)."""
+    from soong_store.sql.node_pages import nodes_by_seq
+
+    seqs = [s.node_seq for s in stubs]
+    return await run_read(store, partial(nodes_by_seq, session_id=sid, seqs=seqs))
 
 
 async def cmd_path(args: argparse.Namespace) -> int:
-    """The context the model gets at a node: the active path from its last compaction on."""
+    """The context the model gets at a node: the active path from its last compaction on.
+
+    The path's shape is read as stubs; the nodes sent are then read and printed a page at a
+    time, so a long path is never held whole.
+    """
     from soong_store.cli import render_nodes
+    from soong_store.sql.node_pages import PAGE, path_stubs
 
     async with open_existing(args) as store:
         sid = await session_arg(store, args.session_id)
         node = None if args.node is None else await node_arg(store, sid, args.node)
-        path = await store.active_path(sid, node)
-        # The context of the path's own end node: both reads see the same path (nodes never
-        # change) even if the active node moves in between.
-        context = await store.context(sid, path[-1].node_id if path else node, limit=args.limit)
+        path = await run_read(store, partial(path_stubs, session_id=sid, node_id=node))
+        view = render_nodes.path_view(sid, path, args.limit)
         if path:
             nodes = 0
         else:
             from soong_store.transfer import session_counts
 
             nodes = (await run_read(store, partial(session_counts, session_id=sid)))["nodes"]
-    if args.json:
-        emit(render_nodes.path_document(sid, path, context, args.limit))
-    elif not path and nodes:
-        out(f"session {sid} has no active node (the next message starts a new root)")
-    elif not path:
-        out(f"session {sid} has no node yet")
+        if not args.json and not path:
+            if nodes:
+                out(f"session {sid} has no active node (the next message starts a new root)")
+            else:
+                out(f"session {sid} has no node yet")
+            return 0
+        doc = None
+        if args.json:
+            doc = render.ListDocument(sys.stdout.write, render_nodes.path_head(view), "nodes")
+        else:
+            out_lines(render_nodes.path_intro(view))
+        for start in range(0, len(view.shown), PAGE):
+            for record in await _nodes(store, sid, view.shown[start : start + PAGE]):
+                if doc is not None:
+                    doc.add(record.model_dump(mode="json"))
+                else:
+                    out_lines(render_nodes.path_node_lines(record))
+    if doc is not None:
+        doc.close()
     else:
-        out_lines(render_nodes.path_lines(path, context, args.limit))
+        out(render_nodes.path_total(view))
     return 0
 
 
@@ -109,7 +168,6 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
     """A session's events in order; ``--follow`` keeps printing new ones, ``--limit`` stops."""
     low = LEVELS.index(args.level)
     width = width_of(args)
-    collected: list[dict[str, Any]] = []
     async with open_existing(args) as store:
         sid = await session_arg(store, args.session_id)
         await store.get_session(sid)
@@ -117,7 +175,10 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
             raise NotFound(f"no run {args.run!r} in session {sid!r}", run_id=args.run)
         after, shown, full = args.after, 0, False
         node_seqs: dict[str, int] = {}
-        if not args.json:
+        doc = None
+        if args.json and not args.follow:  # one document, its events written as they are read
+            doc = render.ListDocument(sys.stdout.write, {"session_id": sid}, "events")
+        elif not args.json:
             out(render.TIMELINE_HEADER)
         while not full:
             batch = await store.timeline(sid, run_id=args.run, after_seq=after, limit=1000)
@@ -129,8 +190,8 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
                 after = max(after, e.seq)
                 if LEVELS.index(e.level) < low or (args.type and e.event_type not in args.type):
                     continue
-                if args.json and not args.follow:
-                    collected.append(e.model_dump(mode="json"))
+                if doc is not None:
+                    doc.add(e.model_dump(mode="json"))
                 elif args.json:
                     emit(e.model_dump(mode="json"))
                 else:
@@ -149,8 +210,8 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
                 break
             sys.stdout.flush()
             await asyncio.sleep(args.interval)
-    if args.json and not args.follow:
-        emit({"session_id": sid, "events": collected})
+        if doc is not None:
+            doc.close()
     return 0
 
 

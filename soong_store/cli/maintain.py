@@ -9,15 +9,14 @@ import tempfile
 from pathlib import Path
 
 from soong_store.check import check_store
-from soong_store.cli import PROG, render_nodes
-from soong_store.cli.browse import tree_of
+from soong_store.cli import PROG
+from soong_store.cli.browse import write_tree
 from soong_store.cli.common import (
     Progress,
     emit,
     open_existing,
     open_store,
     out,
-    out_lines,
     session_arg,
     width_of,
 )
@@ -103,11 +102,11 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     home = args.home or Path(tempfile.mkdtemp(prefix="soong-store-demo-"))
     async with open_store(args, home) as store:
         sid = await write_demo(store, home / "demo-project")
-        doc = await tree_of(store, sid)
+        if not args.json:
+            out(f"demo session written to home {home}\n")
+        head = {"home": str(home)}
+        await write_tree(store, sid, as_json=args.json, width=width_of(args), head=head)
     if args.json:
-        emit({"home": str(home), **doc})
         return 0
-    out(f"demo session written to home {home}\n")
-    out_lines(render_nodes.tree_lines(doc, width=width_of(args)))
     out(f"\nlook closer: {PROG} --home {home} show {sid}   (also: path, timeline, tasks, check)")
     return 0

@@ -8,7 +8,7 @@ Nothing here reads or writes a store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from soong_store.model import codec
@@ -208,3 +208,25 @@ def event_line(e: EventRecord, width: int, node_seqs: Mapping[str, int]) -> str:
         return head
     payload = codec.dumps_text(_seqs_in(e.payload, node_seqs))
     return f"{head} {clip(payload, max(width - len(head) - 1, 16))}"
+
+
+class ListDocument:
+    """A JSON document whose last key holds a long list, written an item at a time.
+
+    What it writes equals ``codec.dumps_text({**head, key: items})``, the text of a document
+    printed whole, without ever holding the list.
+    """
+
+    def __init__(self, write: Callable[[str], object], head: Mapping[str, Any], key: str) -> None:
+        self._write, self._first = write, True
+        opening = codec.dumps_text(dict(head), what="output")[:-1]
+        self._write(f"{opening}{',' if head else ''}{codec.dumps_text(key)}:[")
+
+    def add(self, item: Any) -> None:
+        """Write the next item of the list."""
+        self._write(("" if self._first else ",") + codec.dumps_text(item, what="output"))
+        self._first = False
+
+    def close(self) -> None:
+        """End the list and the document (and the line)."""
+        self._write("]}\n")

@@ -26,7 +26,7 @@ from typing import Any
 
 from soong_store.errors import InvalidArgument
 from soong_store.importers import chatgpt, claude_code, codex, librechat, openhands, openwebui, pi
-from soong_store.importers._detect import detect
+from soong_store.importers._detect import detect, several_values
 from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._rows import build
 from soong_store.model.records import SessionRecord
@@ -132,18 +132,34 @@ class ImportReport:
 def detect_format(path: str | os.PathLike[str]) -> str:
     """The format of a session file, told from its content (one of :data:`FORMATS` but auto).
 
+    A file of JSON lines is told from its first megabyte; only a file that may be one JSON
+    document is read whole.
+
     Raises:
         InvalidArgument: the file cannot be read, or its format cannot be told.
     """
     source = Path(path)
-    try:
-        data = source.read_bytes()
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
-    fmt = detect(source, data)
+    fmt = _detect_file(source)
     if fmt is None:
         raise InvalidArgument(f"cannot tell the format of {str(source)!r}; name it with --format")
     return fmt
+
+
+def _detect_file(source: Path) -> str | None:
+    """:func:`detect` of a file, reading only its head when that is enough."""
+    try:
+        with source.open("rb") as file:
+            data = file.read(_HEAD)
+            if file.read(1) and not several_values(data):
+                file.seek(0)
+                data = file.read()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
+    return detect(source, data)
+
+
+_HEAD = 2**20
+"""How much of a file of lines :func:`detect_format` reads."""
 
 
 async def import_file(
@@ -169,29 +185,35 @@ async def import_report(
     source = Path(path)
     if format not in FORMATS:
         raise InvalidArgument(f"unknown import format {format!r}: expected one of {FORMATS}")
-    try:
-        data = await asyncio.to_thread(source.read_bytes)
-        mtime = datetime.fromtimestamp(source.stat().st_mtime, UTC)
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
-    fmt = detect(source, data) if format == "auto" else format
+    fmt = await asyncio.to_thread(_detect_file, source) if format == "auto" else format
     if fmt is None or fmt not in FORMATS:
         raise InvalidArgument(f"cannot tell the format of {str(source)!r}; name it with format=")
     report = ImportReport(str(source), fmt)
-    if fmt == "soong":
-        imported = await import_session(store, data.splitlines())
+    if fmt == "soong":  # read a line at a time, never whole
+        try:
+            lines = source.open("rb")
+        except OSError as exc:
+            raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
+        with lines:
+            imported = await import_session(store, lines)
         report.sessions.append(await store.get_session(imported.session_id))
         report.summaries.append(
             SessionSummary(imported.source_session_id, imported.session_id, imported.counts)
         )
         return report
     try:
+        data = await asyncio.to_thread(source.read_bytes)
+        mtime = datetime.fromtimestamp(source.stat().st_mtime, UTC)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    try:
         parsed = await asyncio.to_thread(_PARSERS[fmt], source, data)
     except (OSError, ValueError) as exc:
         raise InvalidArgument(f"cannot import {str(source)!r} as {fmt}: {exc}") from None
     report.issues = parsed.issues
+    del data  # the parsed sessions hold what the import needs
     folder = str(Path(cwd if cwd is not None else os.getcwd()).absolute())
-    digest = hashlib.sha256(data).hexdigest()
     for index, session in enumerate(parsed.sessions):
         session.source_id = session.source_id or f"sha256:{digest}#{index}"
         key = (f"import:{fmt}", session.source_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import orjson
 from soong_store.importers._read import read_jsonl
 
 _SAMPLE = 200
+_VISIBLE = re.compile(rb"\S")
 _CODEX = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 _CLAUDE = {"user", "assistant", "summary", "system", "attachment", "file-history-snapshot"}
 
@@ -19,7 +21,7 @@ def detect(path: Path, data: bytes) -> str | None:
     """The format a file is in, or ``None`` when nothing fits."""
     if path.name.endswith(".meta.json"):
         return "claude-code"
-    document = _document(data)
+    document = None if several_values(data) else _document(data)
     if document is not None:
         found = _document_format(document)
         if found is not None:
@@ -31,6 +33,22 @@ def detect(path: Path, data: bytes) -> str | None:
         if vote is not None:
             votes[vote] += 1
     return votes.most_common(1)[0][0] if votes else None
+
+
+def several_values(data: bytes) -> bool:
+    """Whether ``data`` (a file, or its head) is a file of lines rather than one JSON document.
+
+    So it is when its first line is a JSON value of its own and more follows; then it is not
+    parsed whole as a document (which takes many times its size).
+    """
+    end = data.find(b"\n")
+    if end < 0 or _VISIBLE.search(data, end) is None:
+        return False
+    try:
+        orjson.loads(data[:end])
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _document(data: bytes) -> Any:

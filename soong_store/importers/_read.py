@@ -13,6 +13,7 @@ parser gets can always be stored. A JSON Lines file is read line by line and no 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +29,7 @@ def read_jsonl(data: bytes) -> tuple[list[tuple[int, dict[str, Any]]], list[Line
     """The JSON objects of a JSON Lines file with their 1-based line numbers, and the issues."""
     records: list[tuple[int, dict[str, Any]]] = []
     issues: list[LineIssue] = []
-    for lineno, raw in enumerate(data.removeprefix(_BOM).split(b"\n"), 1):
+    for lineno, raw in enumerate(_lines(data), 1):
         line = raw.strip()
         if not line:
             continue
@@ -50,6 +51,16 @@ def read_jsonl(data: bytes) -> tuple[list[tuple[int, dict[str, Any]]], list[Line
             kind = type(value).__name__ if value is not None else "null"
             issues.append(LineIssue(lineno, "skipped", f"a JSON {kind}, not an object"))
     return records, issues
+
+
+def _lines(data: bytes) -> Iterator[bytes]:
+    """The lines of ``data`` (a leading BOM dropped), one at a time: no list, no copy of it."""
+    start = len(_BOM) if data.startswith(_BOM) else 0
+    while start <= len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        yield data[start:end]
+        start = end + 1
 
 
 def _joined_objects(line: bytes) -> list[dict[str, Any]] | None:

@@ -12,8 +12,10 @@ earlier item's time (else the nearest later one, else ``fallback``), its raw val
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from soong_store.errors import InvalidContent
@@ -33,7 +35,8 @@ class Built:
     """An export file made from one source session, and what it holds."""
 
     session_id: str
-    lines: list[str]
+    lines: Iterator[str]
+    """Made as they are read (once): a node's row is built when its line is reached."""
     counts: dict[str, int]
 
 
@@ -65,10 +68,10 @@ def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[
                 "created_at": times[id(entry)],
             }
             artifacts.append({"row": row, "data_b64": base64.b64encode(art.data).decode()})
-    node_rows = [
+    node_rows = (  # made as the import reads them: one node's row and line at a time
         _node_row(sid, seq, e, session.format, node_ids, agent_ids, art_ids, times[id(e)])
         for seq, e in enumerate(nodes, 1)
-    ]
+    )
     event_rows = _event_rows(sid, session, nodes, node_ids, agent_ids, times)
     stamps = sorted(times.values())
     first, last = (stamps[0], stamps[-1]) if stamps else (format_time(fallback),) * 2
@@ -112,16 +115,18 @@ def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[
         "counts": {
             "agents": len(agent_rows),
             "runs": 0,
-            "nodes": len(node_rows),
+            "nodes": len(nodes),
             "events": len(event_rows),
             "artifacts": len(artifacts),
         },
     }
-    lines = [codec.dumps_text(header), _line("session", session_row)]
-    lines += [_line("agent", row) for row in agent_rows]
-    lines += [_line("node", row) for row in node_rows]
-    lines += [_line("event", row) for row in event_rows]
-    lines += [codec.dumps_text({"kind": "artifact", **item}) for item in artifacts]
+    lines = chain(
+        (codec.dumps_text(header), _line("session", session_row)),
+        (_line("agent", row) for row in agent_rows),
+        (_line("node", row) for row in node_rows),
+        (_line("event", row) for row in event_rows),
+        (codec.dumps_text({"kind": "artifact", **item}) for item in artifacts),
+    )
     summary = counts(session, nodes) | {"events": len(event_rows)}
     return Built(sid, lines, summary)
 

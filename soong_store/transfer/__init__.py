@@ -13,24 +13,27 @@ stored columns (``*_json`` columns as their JSON text), so a round trip is lossl
 row's path is the session's own (``<session_id>/<artifact_id>[.ext]``) even where a fork made by
 an earlier version names its parent's file. The counts make a truncated file detectable.
 
-An import reads and checks the whole file first (:mod:`soong_store.transfer.format`: the format,
-then the one rule set ``check`` applies), stages the artifact files under names of its own, and
-then writes everything in one writer job: the session's id is checked free under its lock,
-the files are put in place, and the rows go through the session writer's one insert path. So the
-session is there completely or not at all, and two imports of one file never share a file. A
-refused file writes nothing; an import that fails after staging removes what it staged.
+An export is written on a reader thread in one snapshot, its rows fetched a page at a time and
+each line written as it is made. An import reads and checks the whole file first, a line at a
+time (:mod:`soong_store.transfer.format`: the format, then the one rule set ``check`` applies),
+keeping the nodes and events in a temporary file and only their shape in memory, stages the
+artifact files under names of its own, and then writes everything in one writer job: the
+session's id is checked free under its lock, the files are put in place, and the rows go through
+the session writer's one insert path. So the session is there completely or not at all, and two
+imports of one file never share a file. A refused file writes nothing; an import that fails
+after staging removes what it staged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Select, func, select
 
 from soong_store.backends.base import lock_files, lock_session
 from soong_store.errors import InvalidArgument, StorageError
@@ -47,7 +50,15 @@ from soong_store.sql.file_jobs import named_paths, remove_unreferenced
 from soong_store.sql.first_event import created_event_row
 from soong_store.sql.session_writer import SessionWriter
 from soong_store.store import SessionStore, artifact_files, run_read, run_write
-from soong_store.transfer.format import FORMAT, FORMAT_VERSION, Bundle, Progress, read_export
+from soong_store.transfer.format import (
+    FORMAT,
+    FORMAT_VERSION,
+    Bundle,
+    Progress,
+    Spool,
+    read_export,
+    spool_export,
+)
 
 __all__ = [
     "FORMAT",
@@ -70,23 +81,56 @@ _ORDER.update(artifact=("created_at", "artifact_id"))
 # -- export ---------------------------------------------------------------------------------
 
 
+PAGE = 500
+"""Rows an export fetches at a time (it never holds more than a page of one table), and the
+most nodes an import's search index rows wait for."""
+_INDEX_BYTES = 2**20
+"""The most content an import's pending search index rows are made of."""
+
+
 def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict[str, Any]]]:
     """Every stored row of one session by kind, read in one snapshot (``NotFound`` if none)."""
+    rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    for kind, row in iter_session_rows(connection, session_id):
+        rows[kind].append(row)
+    return rows
+
+
+def iter_session_rows(
+    connection: Connection, session_id: str, page: int = PAGE
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every stored row of one session as (kind, row), in export order, fetched ``page`` at a time.
+
+    Read on ``connection``'s one snapshot (``NotFound`` if there is no such session).
+    """
     session = record_reads.session_row(connection, session_id)
     # Column names of the factory's tables are ``quoted_name``s, which orjson refuses.
-    rows = {"session": [{str(k): v for k, v in session.items()}]}
+    first = {str(k): v for k, v in session.items()}
+    yield "session", first
     pair = tables_of(connection, session_id)
-    for kind, table in _GLOBAL.items():
-        stmt = select(table).where(table.c.session_id == session_id)
-        stmt = stmt.order_by(*(table.c[name] for name in _ORDER[kind]))
-        rows[kind] = [dict(row) for row in connection.execute(stmt).mappings()]
+    for kind in ("agent", "run"):
+        yield from _paged(connection, kind, _global_rows(kind, session_id), page)
     if pair is None:  # never written: what an eager empty pair held
-        rows.update(node=[], event=[created_event_row(rows["session"][0])])
-        return rows
-    for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
-        found = connection.execute(select(table).order_by(table.c[key])).mappings()
-        rows[kind] = [{str(k): v for k, v in row.items()} for row in found]
-    return rows
+        yield "event", created_event_row(first)
+    else:
+        for kind, table, key in (("node", pair.nodes, "node_seq"), ("event", pair.events, "seq")):
+            yield from _paged(connection, kind, select(table).order_by(table.c[key]), page)
+    yield from _paged(connection, "artifact", _global_rows("artifact", session_id), page)
+
+
+def _global_rows(kind: str, session_id: str) -> Select[Any]:
+    table = _GLOBAL[kind]
+    stmt = select(table).where(table.c.session_id == session_id)
+    return stmt.order_by(*(table.c[name] for name in _ORDER[kind]))
+
+
+def _paged(
+    connection: Connection, kind: str, stmt: Select[Any], page: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of ``stmt``, streamed (a server-side cursor where the backend has one)."""
+    result = connection.execute(stmt.execution_options(yield_per=page))
+    for row in result.mappings():
+        yield kind, {str(k): v for k, v in row.items()}
 
 
 def session_counts(connection: Connection, session_id: str) -> dict[str, int]:
@@ -123,35 +167,56 @@ async def export_session(
     The artifact files' bytes are embedded unless ``with_artifacts`` is false.
     """
     sid = check_session_id(session_id)
-    rows = await run_read(store, partial(session_rows, session_id=sid))
-    counts = {f"{kind}s": len(rows[kind]) for kind in KINDS[1:]}
-    header = {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "session_id": sid,
-        "exported_at": utc_now(),
-        "with_artifacts": with_artifacts,
-        "counts": counts,
-    }
-    files = artifact_files(store)
-    total, done = sum(counts.values()) + 1, 0
-    out.write(codec.dumps_text(header) + "\n")
-    for kind in KINDS:
-        for row in rows[kind]:
-            line: dict[str, Any] = {"kind": kind, "row": row}
-            if kind == "artifact":
-                stored = row["path"]
-                line["row"] = {**row, "path": own_path(sid, row["artifact_id"], stored)}
-                if with_artifacts:
-                    data = await asyncio.to_thread(files.read, stored)
-                    line["data_b64"] = base64.b64encode(data).decode("ascii")
-            out.write(codec.dumps_text(line, what=f"{kind} row") + "\n")
-            done += 1
-            if progress is not None and done % 200 == 0:
-                progress(done, total)
-    if progress is not None:
-        progress(total, total)
-    return counts
+    job = _ExportJob(sid, out, artifact_files(store), with_artifacts, progress)
+    return await run_read(store, job)
+
+
+@dataclass(slots=True)
+class _ExportJob:
+    """An export written line by line on a reader thread, in the read's one snapshot.
+
+    Rows are streamed from the database and each line is written as it is made, so an export
+    holds a page of rows (and one artifact's bytes) at a time, whatever the session's size.
+    """
+
+    sid: str
+    out: TextIO
+    files: ArtifactFiles
+    with_artifacts: bool
+    progress: Progress | None
+    started: bool = False
+
+    def __call__(self, connection: Connection) -> dict[str, int]:
+        if self.started:  # a retried read would write its lines twice
+            raise StorageError(f"the export of session {self.sid!r} was interrupted; run it again")
+        counts = session_counts(connection, self.sid)
+        header = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "session_id": self.sid,
+            "exported_at": utc_now(),
+            "with_artifacts": self.with_artifacts,
+            "counts": counts,
+        }
+        total = sum(counts.values()) + 1
+        self.started = True
+        self.out.write(codec.dumps_text(header) + "\n")
+        for done, (kind, row) in enumerate(iter_session_rows(connection, self.sid, PAGE), 1):
+            self.out.write(codec.dumps_text(self._line(kind, row), what=f"{kind} row") + "\n")
+            if self.progress is not None and done % 200 == 0:
+                self.progress(done, total)
+        if self.progress is not None:
+            self.progress(total, total)
+        return counts
+
+    def _line(self, kind: str, row: dict[str, Any]) -> dict[str, Any]:
+        line: dict[str, Any] = {"kind": kind, "row": row}
+        if kind == "artifact":
+            stored = row["path"]
+            line["row"] = {**row, "path": own_path(self.sid, row["artifact_id"], stored)}
+            if self.with_artifacts:
+                line["data_b64"] = base64.b64encode(self.files.read(stored)).decode("ascii")
+        return line
 
 
 # -- a copy under fresh ids -----------------------------------------------------------------
@@ -165,42 +230,60 @@ _OWN_EVENTS = {
 """Payload fields of the store's own events that hold a renamed id: (field, kind)."""
 
 
-def renamed(bundle: Bundle) -> Bundle:
+def renamed(bundle: Bundle, spooled: bool = False) -> Bundle:
     """The bundle under a fresh session id, with fresh agent, run and artifact ids.
 
     Those ids are keys of global tables, so a copy beside its original needs new ones. Only
     fields that hold ids change: id columns, artifact paths, the artifact references of content
     blocks, and the id fields of the store's own event payloads; free text never does.
+    ``spooled``: the bundle's nodes and events are compact (:func:`.format.compact`), their
+    whole rows in a spool, renamed as they are written (:attr:`Bundle.renaming`).
     """
     sid = new_session_id()
     ids: dict[str, dict[str, str]] = {
         kind: {r[f"{kind}_id"]: new_id(prefix) for r in bundle.rows[kind]}
         for kind, prefix in (("agent", "agent"), ("run", "run"), ("artifact", "art"))
     }
+    renaming = _Renaming(sid, ids)
     out = Bundle(sid, {kind: [] for kind in KINDS}, lines=dict(bundle.lines))
     for kind in KINDS:
-        for row in bundle.rows[kind]:
-            new = dict(row)
-            for column, value in row.items():
-                if value is None:
-                    continue
-                if column == "session_id":
-                    new[column] = sid
-                elif column in _AGENT_COLUMNS:
-                    new[column] = ids["agent"][value]
-                elif column in _RUN_COLUMNS:
-                    new[column] = ids["run"][value]
-            if kind == "artifact":
-                new["artifact_id"] = ids["artifact"][row["artifact_id"]]
-                new["path"] = own_path(sid, new["artifact_id"], row["path"])
-            elif kind == "node":
-                blocks = decode_stored_content(row["content_json"])
-                new["content_json"] = content_to_json(map_artifact_refs(blocks, ids["artifact"]))
-            elif kind == "event" and row["event_type"] in _OWN_EVENTS:
-                new["payload_json"] = _renamed_payload(row, ids)
-            out.rows[kind].append(new)
+        if spooled and kind in ("node", "event"):
+            out.rows[kind] = bundle.rows[kind]
+            continue
+        out.rows[kind] = [renaming(kind, row) for row in bundle.rows[kind]]
     out.data = {ids["artifact"][aid]: data for aid, data in bundle.data.items()}
+    out.renaming = renaming
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Renaming:
+    """A row's copy under the fresh session id and the fresh ids of :func:`renamed`."""
+
+    sid: str
+    ids: dict[str, dict[str, str]]
+
+    def __call__(self, kind: str, row: dict[str, Any]) -> dict[str, Any]:
+        sid, ids = self.sid, self.ids
+        new = dict(row)
+        for column, value in row.items():
+            if value is None:
+                continue
+            if column == "session_id":
+                new[column] = sid
+            elif column in _AGENT_COLUMNS:
+                new[column] = ids["agent"][value]
+            elif column in _RUN_COLUMNS:
+                new[column] = ids["run"][value]
+        if kind == "artifact":
+            new["artifact_id"] = ids["artifact"][row["artifact_id"]]
+            new["path"] = own_path(sid, new["artifact_id"], row["path"])
+        elif kind == "node":
+            blocks = decode_stored_content(row["content_json"])
+            new["content_json"] = content_to_json(map_artifact_refs(blocks, ids["artifact"]))
+        elif kind == "event" and row["event_type"] in _OWN_EVENTS:
+            new["payload_json"] = _renamed_payload(row, ids)
+        return new
 
 
 def _renamed_payload(row: dict[str, Any], ids: dict[str, dict[str, str]]) -> str | None:
@@ -240,11 +323,15 @@ class _Staged:
 def _insert_bundle(
     connection: Connection,
     bundle: Bundle,
+    spool: Spool,
     files: ArtifactFiles,
     staged: _Staged,
     name: tuple[str, str] | None = None,
 ) -> None:
     """The writer job of an import: refuse a taken id, put the files in place, insert the rows.
+
+    Nodes and events come from ``spool`` a row at a time, and the search index takes the
+    nodes a page at a time, so the job holds a page, not the session.
 
     ``name`` (a session key) names the session in the same transaction (``KeyTaken`` if
     another holds it).
@@ -281,9 +368,17 @@ def _insert_bundle(
         connection.execute(runs_table.insert(), bundle.rows["run"])
     create_pair(connection, sid)
     writer = SessionWriter.open(connection, sid)
-    for node in sorted(bundle.rows["node"], key=lambda r: r["node_seq"]):
+    rename = bundle.renaming
+    count = held = 0
+    for node in spool.rows("node"):
+        node = node if rename is None else rename("node", node)
         _same(writer.restore_node(node), node, ("node_seq",))
-    for event in sorted(bundle.rows["event"], key=lambda r: r["seq"]):
+        count, held = count + 1, held + len(node["content_json"])
+        if count == PAGE or held >= _INDEX_BYTES:  # the index's text waits a page at most
+            writer.index_written()
+            count = held = 0
+    for event in spool.rows("event"):
+        event = event if rename is None else rename("event", event)
         _same(writer.restore_event(event), event, ("seq", "run_seq"))
     for artifact in bundle.rows["artifact"]:
         writer.restore_artifact(artifact)
@@ -336,10 +431,26 @@ async def import_session(
             would refuse or ``check`` would report, or the session, one of its agents, runs or
             artifacts exists already); nothing was written.
     """
-    bundle = await asyncio.to_thread(read_export, lines, progress)
+    spool = Spool()
+    try:
+        return await _import(store, lines, spool, new_id, progress, key)
+    finally:
+        spool.close()
+
+
+async def _import(
+    store: SessionStore,
+    lines: Iterable[bytes | str],
+    spool: Spool,
+    new_id: bool,
+    progress: Progress | None,
+    key: tuple[str, str] | None,
+) -> Imported:
+    """:func:`import_session` with its spool: the file's nodes and events are kept there."""
+    bundle = await asyncio.to_thread(spool_export, lines, spool, progress)
     source = bundle.session_id
     if new_id:
-        bundle = renamed(bundle)
+        bundle = renamed(bundle, spooled=True)
     files = artifact_files(store)
     staged = _Staged()
 
@@ -357,7 +468,7 @@ async def import_session(
         files.discard([f"{rel.partition('/')[0]}/{name}" for rel, name in staged.names.items()])
 
     await asyncio.to_thread(stage)
-    job = partial(_insert_bundle, bundle=bundle, files=files, staged=staged, name=key)
+    job = partial(_insert_bundle, bundle=bundle, spool=spool, files=files, staged=staged, name=key)
     try:
         await run_write(store, job, on_abort=drop)
     except BaseException:

@@ -1,25 +1,35 @@
 """Reading an export file: its format, then every row through the one rule set.
 
-:func:`read_export` parses a whole export file and checks it before anything is written: the
-header (format, version, counts) and the order and shape of the lines, every row on its own and
-the rows of the session together (:mod:`soong_store.rules`, the rules ``check`` applies to
-the database), and the embedded artifact bytes (base64, size). The first problem is raised as
-:class:`~soong_store.errors.InvalidArgument` naming the line.
+:func:`read_export` (and :func:`spool_export`, which keeps the nodes and events in a
+:class:`Spool` and only their shape in the bundle) parses a whole export file and checks it
+before anything is written: the header (format, version, counts) and the order and shape of the
+lines, every row on its own and the rows of the session together (:mod:`soong_store.rules`, the
+rules ``check`` applies to the database), and the embedded artifact bytes (base64, size). The
+first problem is raised as :class:`~soong_store.errors.InvalidArgument` naming the line.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from soong_store.errors import InvalidArgument, SoongStoreError
 from soong_store.model import codec
 from soong_store.model.ids import check_session_id
 from soong_store.rules.row import KINDS
-from soong_store.rules.session import Found, Problem, SessionRows, row_problems, session_problems
+from soong_store.rules.session import (
+    IMPORTED_KEY,
+    Found,
+    Problem,
+    SessionRows,
+    content_refs,
+    row_problems,
+    session_problems,
+)
 
 FORMAT = "soong-store-session"
 FORMAT_VERSION = 1
@@ -40,6 +50,8 @@ class Bundle:
     """Artifact bytes by artifact id (none for an export made without them)."""
     lines: dict[str, int] = field(default_factory=dict)
     """The line of each row, by its id (the session's by the session id)."""
+    renaming: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
+    """A copy's renaming of a spooled row (kind, row), applied as it is written."""
 
 
 def _refuse(lineno: int, message: str) -> InvalidArgument:
@@ -54,10 +66,96 @@ def read_export(lines: Iterable[bytes | str], progress: Progress | None = None) 
             version, or holds anything the store would refuse or ``check`` would report; the
             message names the line.
     """
+    return _read(lines, progress, None)
+
+
+def spool_export(
+    lines: Iterable[bytes | str], spool: Spool, progress: Progress | None = None
+) -> Bundle:
+    """:func:`read_export`, the node and event rows kept in ``spool``, not in the bundle.
+
+    The bundle holds the other rows whole and, of each node and event, only the columns the
+    rules between rows read (:func:`compact`): an import of a long session holds the file's
+    shape, not its content.
+    """
+    return _read(lines, progress, spool)
+
+
+_NODE_SHAPE = ("node_id", "node_seq", "parent_id", "agent_id", "run_id", "role", "node_type")
+_EVENT_SHAPE = ("event_id", "seq", "run_seq", "run_id", "node_id", "agent_id")
+_NOT_IMPORTED = codec.dumps_text({})
+_IMPORTED = codec.dumps_text({IMPORTED_KEY: True})
+
+
+def compact(kind: str, row: dict[str, Any], shared: dict[str, str] | None = None) -> dict[str, Any]:
+    """What :func:`~soong_store.rules.session.session_problems` reads of a node or event row.
+
+    A node's content is kept only where it refers to artifacts (else an empty list), and its
+    metadata only as whether it marks imported history: the rules find the same problems in
+    the compact rows as in the whole ones. ``shared``: strings met before (ids named again
+    by parents, events, agents and runs), so each is held once.
+    """
+    names = _EVENT_SHAPE if kind == "event" else _NODE_SHAPE
+    shared = {} if shared is None else shared
+    shape: dict[str, Any] = {}
+    for name in names:
+        value = row[name]
+        shape[name] = shared.setdefault(value, value) if isinstance(value, str) else value
+    if kind == "event":
+        return shape
+    shape["content_json"] = row["content_json"] if content_refs(row["content_json"]) else "[]"
+    shape["metadata_json"] = _IMPORTED if _marks_imported(row["metadata_json"]) else _NOT_IMPORTED
+    return shape
+
+
+def _marks_imported(metadata_json: Any) -> bool:
+    try:
+        metadata = codec.loads(metadata_json)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(metadata, dict) and IMPORTED_KEY in metadata
+
+
+class Spool:
+    """Checked node and event rows of an export, on disk until the import writes them.
+
+    A temporary file (gone when closed) of one JSON row a line; :meth:`rows` gives them back
+    in ``node_seq`` (``seq``) order, read one at a time, as many times as a retried write
+    asks.
+    """
+
+    _ORDER = {"node": "node_seq", "event": "seq"}
+
+    def __init__(self) -> None:
+        self._file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self._at: dict[str, list[tuple[int, int]]] = {"node": [], "event": []}
+
+    def add(self, kind: str, row: dict[str, Any]) -> None:
+        """Keep a checked row."""
+        self._at[kind].append((row[self._ORDER[kind]], self._file.tell()))
+        self._file.write(codec.dumps(row, what=f"{kind} row") + b"\n")
+
+    def rows(self, kind: str) -> Iterator[dict[str, Any]]:
+        """The rows of ``kind`` kept, in number order."""
+        self._at[kind].sort()
+        for _, offset in self._at[kind]:
+            self._file.seek(offset)
+            row: dict[str, Any] = codec.loads(self._file.readline())
+            yield row
+        self._file.seek(0, 2)
+
+    def close(self) -> None:
+        """Remove the file."""
+        self._file.close()
+
+
+def _read(lines: Iterable[bytes | str], progress: Progress | None, spool: Spool | None) -> Bundle:
+    """The one reading of an export: every row kept whole, or nodes and events spooled."""
     bundle: Bundle | None = None
     counts: dict[str, int] = {}
     seen_kind = 0
     lineno = 0
+    shared: dict[str, str] = {}
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -82,6 +180,9 @@ def read_export(lines: Iterable[bytes | str], progress: Progress | None = None) 
         found = Found(bundle.session_id)
         if not row_problems(found, kind, row):
             raise _refuse(lineno, found[0].message)
+        if spool is not None and kind in ("node", "event"):
+            spool.add(kind, row)
+            row = compact(kind, row, shared)
         bundle.rows[kind].append(row)
         bundle.lines.setdefault(row[_KEYS[kind]], lineno)
         if "data_b64" in item:

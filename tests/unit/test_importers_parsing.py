@@ -400,3 +400,38 @@ def test_odd_values_anywhere_never_break_a_parser(path: Path, rnd: random.Random
         session.source_id = session.source_id or "fuzz"
         built = build(session, "/", datetime.now(UTC), {})
         assert read_export(built.lines).session_id == built.session_id
+
+
+def test_the_format_of_a_long_file_of_lines_is_told_from_its_head(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from soong_store.importers import detect_format
+
+    line = orjson.dumps({"type": "user", "uuid": "u", "message": {"content": "x" * 1000}})
+    long = tmp_path / "long.jsonl"
+    long.write_bytes(b"\n".join([line] * 20_000))  # 20 MB
+    document = tmp_path / "chat.json"
+    document.write_bytes(orjson.dumps([{"mapping": {}, "current_node": None, "pad": "x" * 2**21}]))
+    tracemalloc.start()
+    try:
+        assert detect_format(long) == "claude-code"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000, f"{peak:,} bytes to tell the format of a 20 MB file"
+    assert detect_format(document) == "chatgpt"  # one document, read whole
+
+
+def test_lines_are_read_one_at_a_time_not_split_into_a_list() -> None:
+    import tracemalloc
+
+    data = (b" " * 1000 + b"\n") * 20_000 + b'{"a": 1}'  # 20 MB of blank lines, then one object
+    tracemalloc.start()
+    try:
+        records, issues = read_jsonl(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert records == [(20_001, {"a": 1})] and issues == []
+    assert peak < 1_000_000, f"{peak:,} bytes to read a 20 MB file of lines"
+    assert read_jsonl(b'\xef\xbb\xbf{"a": 1}\n\n{"b": 2}\n')[0] == [(1, {"a": 1}), (3, {"b": 2})]
