@@ -130,3 +130,14 @@ async def test_changing_a_written_record_does_not_change_what_is_read(
     read = (await store.context(sid)).nodes[-1]
     assert read.model_dump() == expected
     assert (await store.get_node(sid, node.node_id)).model_dump() == expected
+
+
+async def test_a_read_node_s_values_can_be_written_again_as_they_are(store: SessionStore) -> None:
+    sid, written = await _session(store)
+    for node in (await store.context(sid)).nodes:
+        again = await store.append_node(
+            sid, "user", "message", node.content, metadata=node.metadata
+        )
+        assert again.content == node.content and again.metadata == node.metadata
+    path = await store.active_path(sid)
+    assert [n.content for n in path] == [n.content for n in written] * 2
