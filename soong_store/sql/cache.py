@@ -316,11 +316,10 @@ class _Walk:
         return made.tail(limit, self.cut)
 
     def _node(self, node_id: str, below: NodeRecord | None, wanted: int | None) -> NodeRecord:
-        from soong_store.model.records import frozen_node
-
         record = self.entry.nodes.get(node_id) or self.fetched.get(node_id)
         if record is not None:
             return record
+        from soong_store.model.records import frozen_node  # after the hot return: ~1 µs a call
         steps = self.step if wanted is None else min(self.step or wanted, wanted)
         if self.budget is not None:
             if self.budget <= 0:
