@@ -77,10 +77,10 @@ def _problem(error: ErrorDetails, key: str | None, block: type[BaseModel] | None
     if kind == "union_tag_invalid":
         tag = given.get("type") if isinstance(given, Mapping) else getattr(given, "type", None)
         return f"unknown type {tag!r}; expected one of: {tags}"
-    if kind == "union_tag_not_found":
-        keys = ", ".join(repr(k) for k in given) if isinstance(given, Mapping) else "none"
+    if kind == "union_tag_not_found" and isinstance(given, Mapping):
+        keys = ", ".join(repr(k) for k in given) or "none"
         return f"no 'type' key (keys given: {keys}); expected one of: {tags}"
-    if kind == "model_attributes_type":
+    if kind in ("union_tag_not_found", "model_attributes_type"):
         return f"expected a block (a dict with a 'type' key, or a block model), got {_given(given)}"
     if kind == "value_error":
         return str(ctx.get("error", error["msg"]))

@@ -257,6 +257,8 @@ def test_a_non_finite_float_is_found_anywhere_and_finite_values_pass(value, bad,
             r"str 'hello'$",
         ),
         ([[TextBlock(text="x")]], r"^content\[0\]: expected a block .*, got list"),
+        ([object()], r"^content\[0\]: expected a block .*, got object <object object at"),
+        ([{}], r"^content\[0\]: no 'type' key \(keys given: none\); expected one of: text,"),
         (
             [
                 {
