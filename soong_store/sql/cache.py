@@ -320,6 +320,7 @@ class _Walk:
         if record is not None:
             return record
         from soong_store.model.records import frozen_node  # after the hot return: ~1 µs a call
+
         steps = self.step if wanted is None else min(self.step or wanted, wanted)
         if self.budget is not None:
             if self.budget <= 0:
