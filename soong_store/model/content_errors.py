@@ -9,6 +9,7 @@ the errors of one validation into that message, naming places as the rest of the
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,7 +61,7 @@ def content_error(
     if block is not None and (unknown or missing):
         keys = unknown or missing
         what = "unknown" if unknown else "missing"
-        named = ", ".join(repr(key) for key in keys)
+        named = ", ".join(_SHORT.repr(key) for key in keys)
         plural = "s" if len(keys) > 1 else ""
         context["key"] = keys[0]
         problem = f"{what} key{plural} {named}; expected keys: {_expected_keys(block)}"
@@ -76,9 +77,9 @@ def _problem(error: ErrorDetails, key: str | None, block: type[BaseModel] | None
     kind, given, ctx = error["type"], error["input"], error.get("ctx") or {}
     if kind == "union_tag_invalid":
         tag = given.get("type") if isinstance(given, Mapping) else getattr(given, "type", None)
-        return f"unknown type {tag!r}; expected one of: {tags}"
+        return f"unknown type {_SHORT.repr(tag)}; expected one of: {tags}"
     if kind == "union_tag_not_found" and isinstance(given, Mapping):
-        keys = ", ".join(repr(k) for k in given) or "none"
+        keys = ", ".join(_SHORT.repr(k) for k in given) or "none"
         return f"no 'type' key (keys given: {keys}); expected one of: {tags}"
     if kind in ("union_tag_not_found", "model_attributes_type"):
         return f"expected a block (a dict with a 'type' key, or a block model), got {_given(given)}"
@@ -89,7 +90,7 @@ def _problem(error: ErrorDetails, key: str | None, block: type[BaseModel] | None
     if kind == "list_type":
         return not_a_list(given, what=repr(key))
     if kind == "string_too_short":
-        return f"{key!r} must not be empty, got {given!r}"
+        return f"{key!r} must not be empty, got {_SHORT.repr(given)}"
     expected = _EXPECTED.get(kind)
     if expected is None:
         return f"{key!r}: {error['msg']}, got {_given(given)}"
@@ -109,11 +110,14 @@ _EXPECTED = {
 
 
 def _given(value: object) -> str:
-    """A value as a message names it: its type, and its text when short."""
-    text = repr(value)
-    if len(text) > 60:
-        return type(value).__name__
-    return f"{type(value).__name__} {text}"
+    """A value as a message names it: its type, and its text, cut short and shallow."""
+    return f"{type(value).__name__} {_SHORT.repr(value)}"
+
+
+_SHORT = reprlib.Repr()
+"""A bounded ``repr``: a given value may be long, or nested past the interpreter's stack."""
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 40, 40
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 4
 
 
 def _expected_keys(block: type[BaseModel]) -> str:

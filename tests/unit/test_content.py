@@ -312,3 +312,17 @@ def test_a_non_finite_float_is_found_anywhere_and_finite_values_pass(value, bad,
 def test_a_content_error_names_the_block_the_key_and_what_is_expected(bad, message):
     with pytest.raises(InvalidContent, match=message):
         validate_content(bad)
+
+
+def test_a_content_error_names_a_value_nested_past_the_stack_and_a_long_one_shortly():
+    deep: list[object] = []
+    for _ in range(10_000):
+        deep = [deep]
+    bad = [{"type": "tool_result", "tool_call_id": "c", "content": deep}]
+    with pytest.raises(
+        InvalidContent, match=r"^content\[0\]\.content\[0\]: .*, got list \[+\.\.\.\]+$"
+    ):
+        validate_content(bad)
+    with pytest.raises(InvalidContent) as info:
+        validate_content([{"type": "text", "text": 5, "x" * 10_000: 1}])
+    assert len(str(info.value)) < 200
