@@ -24,6 +24,7 @@ from soong_store.model.content import (
     ToolResultBlock,
 )
 from soong_store.model.enums import Role
+from soong_store.model.frozen import thaw
 from soong_store.rules.tree import RECORDED_KEY
 
 FORMAT = "openai-agents"
@@ -165,7 +166,9 @@ def to_item(
 ) -> dict[str, Any]:
     """The SDK item of a node; ``loaded`` holds the JSON of its spilled blocks by artifact id.
 
-    A node another writer appended (no item record) reads as a message of its text.
+    A node another writer appended (no item record) reads as a message of its text. The item
+    is the SDK's to change: a plain copy, sharing no list or dict with the node (a record the
+    path cache shares with later reads).
     """
     record = recorded(metadata)
     if record is None:
@@ -181,7 +184,7 @@ def to_item(
 
     kind = record["kind"]
     if kind == "json":
-        found: dict[str, Any] = value(blocks[0])
+        found: dict[str, Any] = thaw(value(blocks[0]))
         return found
     mapped: dict[str, Any]
     if kind == "function_call":
@@ -210,4 +213,4 @@ def to_item(
                     )
             mapped = {"content": content}
     rest = record["rest"]
-    return {k: mapped[k] if k in mapped else rest[k] for k in record["keys"]}
+    return {k: thaw(mapped[k] if k in mapped else rest[k]) for k in record["keys"]}

@@ -10,7 +10,7 @@ caller input (plain dicts or block models) and of JSON read back from the databa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Annotated, Any, Literal, NamedTuple, Self, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, Self, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -107,25 +107,34 @@ ContentBlock = Annotated[
 CONTENT = TypeAdapter(list[ContentBlock])
 """The one adapter of a node's content, built at import time."""
 
+BLOCKS: dict[str, type[BaseModel]] = {
+    block.model_fields["type"].default: block for block in get_args(get_args(ContentBlock)[0])
+}
+"""Each block type's class, in the union's order."""
+ITEM_TAGS = tuple(
+    block.model_fields["type"].default for block in get_args(get_args(ToolResultItem)[0])
+)
+"""The types a tool result's items may have, in :data:`ToolResultItem`'s order."""
+
 
 def validate_content(content: object) -> list[ContentBlock]:
     """Turn caller input (block models or plain dicts) into a list of validated blocks.
 
     Raises:
         InvalidContent: the input is not a list of valid blocks; the message names the first
-            problem and where it is.
+            block in error, the key and what the block takes
+            (:mod:`soong_store.model.content_errors`).
     """
-    if isinstance(content, str | bytes | Mapping) or not isinstance(content, Iterable):
-        raise InvalidContent(
-            f"content must be a list of blocks, got {type(content).__name__}",
-            content_type=type(content).__name__,
-        )
+    if isinstance(content, str | bytes | Mapping | BaseModel) or not isinstance(content, Iterable):
+        from soong_store.model.content_errors import not_a_list
+
+        raise InvalidContent(not_a_list(content), content_type=type(content).__name__)
     try:
         return CONTENT.validate_python(list(content))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidContent(f"invalid content at {where or 'top'}: {first['msg']}") from exc
+        from soong_store.model.content_errors import content_error
+
+        raise content_error(exc.errors(), BLOCKS, ITEM_TAGS) from exc
 
 
 # -- the one walk over blocks ------------------------------------------------------------------

@@ -19,11 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from soong_store.model.content import ContentBlock
+from pydantic import BaseModel
+
+from soong_store.model.content import (
+    ArtifactRefBlock,
+    ContentBlock,
+    JsonBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from soong_store.model.content_json import content_from_json
 from soong_store.model.enums import EventLevel, NodeType, Role
+from soong_store.model.frozen import FrozenList, freeze
 from soong_store.model.global_records import (
     AgentRecord,
     ArtifactRecord,
@@ -37,7 +47,16 @@ from soong_store.model.global_records import (
     written_artifact_record,
 )
 from soong_store.model.global_records import stored as _stored
-from soong_store.model.trusted import LEVELS, NODE_TYPES, ROLES, built, damaged_content, ts
+from soong_store.model.trusted import (
+    LEVELS,
+    NODE_TYPES,
+    ROLES,
+    built,
+    damaged_content,
+    new,
+    set_slot,
+    ts,
+)
 
 __all__ = [
     "AgentRecord",
@@ -52,6 +71,7 @@ __all__ = [
     "artifact_record",
     "context_view",
     "event_record",
+    "frozen_node",
     "node_record",
     "run_record",
     "session_record",
@@ -96,7 +116,11 @@ class EventRecord(Record):
 
 
 class ContextView(Record):
-    """What the model gets: the active path cut at its last compaction, and its token total."""
+    """What the model gets: the active path cut at its last compaction, and its token total.
+
+    ``nodes`` is read-only (a :class:`~soong_store.model.frozen.FrozenList`): the path cache
+    shares it, and the records in it, with later reads.
+    """
 
     nodes: list[NodeRecord]
     token_count: int
@@ -170,7 +194,70 @@ def written_event_record(session_id: str, row: Mapping[Any, Any], payload: Any) 
 
 
 def context_view(nodes: list[NodeRecord], token_count: int | None = None) -> ContextView:
-    """A :class:`ContextView` of trusted nodes; ``token_count`` defaults to their tokens' sum."""
+    """A :class:`ContextView` of trusted nodes; ``token_count`` defaults to their tokens' sum.
+
+    ``nodes`` is kept when it is read-only already (a path the cache holds), else copied into
+    a :class:`~soong_store.model.frozen.FrozenList`.
+    """
     if token_count is None:
         token_count = sum(node.token_count or 0 for node in nodes)
+    if type(nodes) is not FrozenList:
+        nodes = FrozenList(nodes)
     return built(ContextView, {"nodes": nodes, "token_count": token_count})
+
+
+def frozen_node(node: NodeRecord, *, fresh: bool = False) -> NodeRecord:
+    """``node`` as nothing can change it: what the path cache holds and shares.
+
+    The record is frozen already; this makes its content list, the lists and dicts inside its
+    blocks (JSON data, tool arguments, a tool result's items) and its metadata read-only
+    copies (:func:`~soong_store.model.frozen.freeze`); blocks of text and scalars are kept.
+    ``fresh``: ``node`` was just built by a read and nobody else holds it, so it is changed
+    in place (a copy of its fields and blocks costs as much again); else it is left as it
+    is, since its writer may still hold it, and a copy is returned.
+    """
+    fields = node.__dict__ if fresh else dict(node.__dict__)
+    blocks = node.content
+    if any(type(block) not in _PLAIN_BLOCKS for block in blocks):
+        blocks = [_frozen_block(block, fresh) for block in blocks]
+    fields["content"] = FrozenList(blocks)
+    metadata = fields["metadata"]
+    if type(metadata) in _CONTAINERS:
+        fields["metadata"] = freeze(metadata)
+    return node if fresh else built(NodeRecord, fields)
+
+
+_CONTAINERS = frozenset({dict, list})
+_PLAIN_BLOCKS = frozenset({TextBlock, ArtifactRefBlock})
+"""The blocks that hold only text and scalars: kept as they are."""
+BlockT = TypeVar("BlockT", bound=BaseModel)
+
+
+def _frozen_block(block: ContentBlock, fresh: bool) -> ContentBlock:
+    if isinstance(block, JsonBlock):
+        data = block.data
+        return _with(block, "data", freeze(data), fresh) if type(data) in _CONTAINERS else block
+    if isinstance(block, ToolCallBlock):
+        arguments = block.arguments
+        if type(arguments) in _CONTAINERS:
+            return _with(block, "arguments", freeze(arguments), fresh)
+        return block
+    if isinstance(block, ToolResultBlock):
+        items = FrozenList([_frozen_block(item, fresh) for item in block.content])
+        return _with(block, "content", items, fresh)
+    return block
+
+
+def _with(block: BlockT, name: str, value: Any, fresh: bool) -> BlockT:
+    """``block`` with one field replaced (in place when ``fresh``), as ``model_copy`` but cheap."""
+    if fresh:
+        block.__dict__[name] = value
+        return block
+    out = new(type(block))
+    fields = dict(block.__dict__)
+    fields[name] = value
+    set_slot(out, "__dict__", fields)
+    set_slot(out, "__pydantic_fields_set__", set(block.model_fields_set))
+    set_slot(out, "__pydantic_extra__", None)
+    set_slot(out, "__pydantic_private__", None)
+    return out

@@ -19,9 +19,12 @@ A backend that cannot say (``None``) gets no cache: every read goes to the datab
 A committed write may hand its nodes in (:meth:`PathCache.written`): the next read then still
 reads the session row (the version moved), but finds the new nodes held and climbs for none.
 
-Records handed out by the cache are shared between reads: they are frozen, and callers treat
-the values inside them (metadata, JSON data) as read-only. Entries are bounded: a few sessions,
-a few paths each, and a cap on the nodes held in all.
+Records handed out by the cache are shared between reads, so everything in them is read-only:
+a node enters the cache as :func:`~soong_store.model.records.frozen_node` makes it (its content
+list, the lists and dicts inside its blocks and its metadata copied into read-only ones, once),
+and a context's ``nodes`` is a read-only list, the held path itself when the context is all of
+it. A caller's change raises ``TypeError`` instead of reaching the next read. Entries are
+bounded: a few sessions, a few paths each, and a cap on the nodes held in all.
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ from soong_store.backends.link import Link, engine_connection
 from soong_store.backends.values import DataVersion, ReadOnAThread
 from soong_store.errors import NotFound
 from soong_store.model.enums import NodeType
+from soong_store.model.frozen import FrozenList
 from soong_store.sql import reads, record_reads
 
 if TYPE_CHECKING:  # a store makes its cache before any node, or content, is loaded
-    from soong_store.model.content import ContentBlock
     from soong_store.model.records import ContextView, NodeRecord
 
 SESSIONS = 64
@@ -61,7 +64,8 @@ FIRST_STEP = 8
 class _Chain:
     """A path ending at the leaf it is kept under, root-most first."""
 
-    records: list[NodeRecord]
+    records: FrozenList[NodeRecord]
+    """Never changed once made: a longer path is a new chain, so a context may share it."""
     tokens: list[int]
     """``tokens[i]`` is the token total of ``records[:i]``."""
     complete: bool
@@ -72,7 +76,8 @@ class _Chain:
     @classmethod
     def of(cls, records: list[NodeRecord]) -> _Chain:
         tokens = [0, *accumulate(node.token_count or 0 for node in records)]
-        return cls(records, tokens, records[0].parent_id is None, _last_compaction(records))
+        complete = records[0].parent_id is None
+        return cls(FrozenList(records), tokens, complete, _last_compaction(records))
 
     def extended(self, new: list[NodeRecord]) -> _Chain:
         """This path with ``new`` (root-most first) below its leaf."""
@@ -82,39 +87,19 @@ class _Chain:
         )
         cut = _last_compaction(new)
         cut = len(self.records) + cut if cut >= 0 else self.cut
-        return _Chain(self.records + new, tokens, self.complete, cut)
+        return _Chain(FrozenList(self.records + new), tokens, self.complete, cut)
 
     def tail(self, limit: int | None, cut: bool) -> tuple[list[NodeRecord], int]:
-        """The nodes a read returns (from the last compaction with ``cut``) and their tokens."""
+        """The nodes a read returns (from the last compaction with ``cut``) and their tokens.
+
+        All of the path is the held list itself (read-only); a part of it is a new list.
+        """
         end = len(self.records)
         start = self.cut if cut and self.cut >= 0 else 0
         if limit is not None:
             start = max(start, end - limit)
-        return self.records[start:end], self.tokens[end] - self.tokens[start]
-
-
-def _shareable(node: NodeRecord) -> bool:
-    """Whether a written node holds no container a caller may still change (its input's).
-
-    A written record carries the caller's JSON values themselves (validated, not copied);
-    text and scalars cannot change under the cache, dicts and lists could.
-    """
-    return type(node.metadata) in _SCALARS and all(_plain(block) for block in node.content)
-
-
-def _plain(block: ContentBlock) -> bool:
-    from soong_store.model.content import ArtifactRefBlock, JsonBlock, TextBlock, ToolCallBlock
-
-    if isinstance(block, TextBlock | ArtifactRefBlock):
-        return True
-    if isinstance(block, JsonBlock):
-        return type(block.data) in _SCALARS
-    if isinstance(block, ToolCallBlock):
-        return type(block.arguments) in _SCALARS
-    return all(_plain(item) for item in block.content)
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+        records = self.records if start == 0 else self.records[start:end]
+        return records, self.tokens[end] - self.tokens[start]
 
 
 def _last_compaction(records: list[NodeRecord]) -> int:
@@ -159,7 +144,8 @@ class PathCache:
         version = _version(connection, budget)
         if version is None:
             return reads.active_path(_engines(connection), session_id, node_id, limit)
-        return self._read(connection, version, session_id, node_id, limit, False, budget)[0]
+        nodes = self._read(connection, version, session_id, node_id, limit, False, budget)[0]
+        return list(nodes) if type(nodes) is FrozenList else nodes
 
     def context(
         self,
@@ -189,21 +175,21 @@ class PathCache:
     def written(self, session_id: str, nodes: Sequence[NodeRecord]) -> None:
         """Take the nodes a unit of work has committed, so that reading them needs no climb.
 
-        Only a session with an entry is touched, and only nodes whose values no caller holds
-        (text, references, scalar metadata: see :func:`_shareable`); a path held up to a
-        node's parent gains the node. The session row is still read by the next read (another
-        process may have moved the active node since), but the walk from there finds the new
-        nodes held.
+        Only a session with an entry is touched; each node is held as a read-only copy
+        (:func:`~soong_store.model.records.frozen_node`), so no value its writer still holds is
+        shared, and a path held up to a node's parent gains the node. The session row is still
+        read by the next read (another process may have moved the active node since), but the
+        walk from there finds the new nodes held.
         """
+        from soong_store.model.records import frozen_node
+
         with self._lock:
             entry = self._entries.get(session_id)
             if entry is None:
                 return
             chains = entry.chains
             for node in nodes:
-                if not _shareable(node):
-                    continue
-                held = node.model_copy(update={"content": list(node.content)})
+                held = frozen_node(node)
                 entry.nodes[node.node_id] = held
                 if node.parent_id is None:
                     chain: _Chain | None = _Chain.of([held])
@@ -333,6 +319,8 @@ class _Walk:
         record = self.entry.nodes.get(node_id) or self.fetched.get(node_id)
         if record is not None:
             return record
+        from soong_store.model.records import frozen_node  # after the hot return: ~1 µs a call
+
         steps = self.step if wanted is None else min(self.step or wanted, wanted)
         if self.budget is not None:
             if self.budget <= 0:
@@ -348,7 +336,7 @@ class _Walk:
         held = self.entry.nodes
         for found in climbed:
             if found.node_id not in held and found.node_id not in self.fetched:
-                self.fetched[found.node_id] = found
+                self.fetched[found.node_id] = frozen_node(found, fresh=True)
         self.step = FIRST_STEP if self.step is None else self.step * 2
         return held.get(node_id) or self.fetched[node_id]
 

@@ -13,6 +13,7 @@ from soong_store import (
     NotFound,
     SessionStore,
     SoongStoreError,
+    TextBlock,
 )
 from tests.conftest import text
 from tests.helpers import snapshot
@@ -203,3 +204,32 @@ async def test_nan_message_names_where(store: SessionStore, seeded):
         await store.append_node(
             seeded["sid"], "user", "message", [{"type": "json", "data": {"a": [1, float("nan")]}}]
         )
+
+
+BAD_CONTENT = [
+    (TextBlock(text="hi"), r"content must be a list of blocks, got a TextBlock; wrap it"),
+    ({"type": "text", "text": "hi"}, r"content must be a list of blocks, got a dict; wrap it"),
+    ([{"txt": "hi"}], r"content\[0\]: no 'type' key \(keys given: 'txt'\); expected one of: text,"),
+    (
+        [{"type": "text", "txt": "hi"}],
+        r"content\[0\] \(type 'text'\): unknown key 'txt'; expected keys: text",
+    ),
+    (
+        [{"type": "tool_result", "tool_call_id": "c", "content": [{"type": "json", "dta": 1}]}],
+        r"content\[0\]\.content\[0\] \(type 'json'\): unknown key 'dta'; expected keys: data,",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_CONTENT, ids=lambda x: repr(x)[:40])
+async def test_bad_content_is_told_by_block_key_and_what_is_expected(
+    store: SessionStore, seeded, content, message
+):
+    before = snapshot(store)
+    with pytest.raises(InvalidContent, match=message):
+        await store.append_node(seeded["sid"], "user", "message", content)
+    with pytest.raises(InvalidContent, match=message):
+        async with store.transaction(seeded["sid"]) as tx:
+            tx.add_node("user", "message", text("fine"))
+            tx.add_node("user", "message", content)
+    assert snapshot(store) == before

@@ -95,6 +95,18 @@ async def test_add_get_and_clear(store: SessionStore) -> None:
     assert await session.get_items() == []
 
 
+async def test_items_got_are_the_caller_s_to_change(store: SessionStore) -> None:
+    session = SoongSession("mine", store=store)
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": {"q": ["x"]}}
+    message = {"role": "user", "content": [{"type": "input_text", "text": "hi", "extra": {}}]}
+    await session.add_items([call, message])  # type: ignore[list-item]
+    first: list[Any] = await session.get_items()
+    first[0]["arguments"]["q"].append("changed")
+    first[1]["content"][0]["extra"]["k"] = 1
+    first[1]["content"].append({"type": "input_text", "text": "more"})
+    assert await session.get_items() == [call, message]
+
+
 async def test_pop_returns_the_items_newest_first_then_none(store: SessionStore) -> None:
     session = SoongSession("pop", store=store)
     assert await session.pop_item() is None

@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from soong_store import NotFound, SessionStore
+from soong_store import (
+    ContextView,
+    NodeRecord,
+    NotFound,
+    SessionStore,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from soong_store.backends.sqlite import SQLiteBackend
 from soong_store.loop_reads import SMALL_ROWS
 from soong_store.sql import cache, reads
@@ -78,6 +86,45 @@ async def test_a_repeated_read_reads_no_node(store: SessionStore, monkeypatch):
         assert await store.active_path(sid) == first.nodes
         assert (await store.context(sid, limit=5)).nodes == first.nodes[-5:]
     assert climbs.take() == []
+
+
+def _refuses_change(view: ContextView, written: NodeRecord) -> None:
+    (held,) = view.nodes
+    call, result = held.content
+    assert isinstance(call, ToolCallBlock) and isinstance(result, ToolResultBlock)
+    assert held.content == written.content and held.metadata == {"m": [1]}  # == a plain list
+    assert isinstance(held.content, list) and isinstance(held.metadata, dict)
+    for change in (
+        lambda: view.nodes.append(held),
+        lambda: held.content.append(TextBlock(text="x")),
+        lambda: held.metadata.update(m=2),
+        lambda: held.metadata["m"].append(2),
+        lambda: call.arguments["a"].append(2),
+        lambda: result.content.clear(),
+        lambda: result.content[0].data.update(k=1),  # type: ignore[union-attr]
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    mine = held.model_copy(deep=True)
+    mine.content.append(TextBlock(text="mine"))
+    mine.metadata["m"].append(2)
+    assert mine.content[-1] == TextBlock(text="mine") and held.content == written.content
+
+
+async def test_what_the_cache_hands_out_refuses_change_and_copies_are_the_caller_s(
+    store: SessionStore,
+) -> None:
+    sid = (await store.create_session(cwd=".")).session_id
+    content = [
+        {"type": "tool_call", "tool_call_id": "c", "name": "f", "arguments": {"a": [1]}},
+        {"type": "tool_result", "tool_call_id": "c", "content": [{"type": "json", "data": {}}]},
+    ]
+    node = await store.append_node(sid, "tool", "message", content, metadata={"m": [1]})
+    _refuses_change(await store.context(sid), node)  # climbed
+    _refuses_change(await store.context(sid), node)  # held
+    path = await store.active_path(sid)
+    path.clear()  # a path's list is the caller's own
+    assert [n.node_id for n in await store.active_path(sid)] == [node.node_id]
 
 
 async def test_a_read_after_another_store_s_append_reads_about_the_new_node(

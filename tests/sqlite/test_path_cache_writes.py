@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from soong_store import SessionStore
+from soong_store import JsonBlock, SessionStore, TextBlock
 from soong_store.files.artifacts import SpillPolicy
 from soong_store.loop_reads import SMALL_ROWS
 from soong_store.model.records import ContextView, NodeRecord
@@ -85,7 +85,7 @@ async def test_a_unit_of_several_nodes_and_a_new_branch_need_no_climb(
     same_view(view, await fresh_context(store, sid, climbs))
 
 
-async def test_a_written_node_holding_a_callers_dict_is_read_from_the_database(
+async def test_a_written_node_holding_dicts_is_held_as_a_read_only_copy(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sid, _ids = await session_of(store, 20)
@@ -94,12 +94,19 @@ async def test_a_written_node_holding_a_callers_dict_is_read_from_the_database(
     await cached_context(store, paths, sid)
     climbs.take()
     data = {"rows": [1, 2]}
-    node = await store.append_node(sid, "tool", "message", [{"type": "json", "data": data}])
+    metadata = {"tags": ["a"]}
+    node = await store.append_node(
+        sid, "tool", "message", [{"type": "json", "data": data}], metadata=metadata
+    )
     paths.written(sid, [node])
-    data["rows"].append(3)  # the caller's own value changes after the write
+    data["rows"].append(3)  # the caller's own values, and the record it got, change after
+    metadata["tags"].append("b")
+    node.content.append(TextBlock(text="changed"))
+    node.metadata["tags"].append("c")
     view = await cached_context(store, paths, sid)
-    assert climbs.take() == [(8, 8)]
-    assert view.nodes[-1].content[0].data == {"rows": [1, 2]}  # type: ignore[union-attr]
+    assert climbs.take() == []
+    assert view.nodes[-1].content == [JsonBlock(data={"rows": [1, 2]})]
+    assert view.nodes[-1].metadata == {"tags": ["a"]}
     same_view(view, await fresh_context(store, sid, climbs))
 
 

@@ -87,18 +87,18 @@ async def test_every_read_of_stored_nodes_and_events_equals_their_validated_rows
     assert any(isinstance(n.metadata, dict) for n in nodes) and len(events) >= 8
 
     async with SessionStore(home=home) as store:
-        for got in (
-            await _uncached_path(store, sid),
-            await store.active_path(sid),  # fills the cache
-            await store.active_path(sid),  # from it
-            [await store.get_node(sid, node.node_id) for node in nodes],
+        for got, shared in (
+            (await _uncached_path(store, sid), False),
+            (await store.active_path(sid), True),  # fills the cache
+            (await store.active_path(sid), True),  # from it
+            ([await store.get_node(sid, node.node_id) for node in nodes], False),
         ):
             assert len(got) == len(nodes)
             for fast, slow in zip(got, nodes, strict=True):
-                assert_same_record(fast, slow)
+                assert_same_record(fast, slow, read_only=shared)
         context = await store.context(sid)
         for fast, slow in zip(context.nodes, nodes[3:], strict=True):
-            assert_same_record(fast, slow)
+            assert_same_record(fast, slow, read_only=True)
         got_events = await store.timeline(sid)
         assert len(got_events) == len(events)
         for fast_event, slow_event in zip(got_events, events, strict=True):

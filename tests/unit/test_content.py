@@ -190,3 +190,139 @@ def test_a_non_finite_float_is_found_anywhere_and_finite_values_pass(value, bad,
         value = [value, bad]
     with pytest.raises(InvalidContent, match="non-finite"):
         codec.dumps([value, None])
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (
+            TextBlock(text="x"),
+            r"content must be a list of blocks, got a TextBlock; wrap it: \[block\]",
+        ),
+        ({"type": "text", "text": "x"}, r"got a dict; wrap it: \[block\]"),
+        ("hello", r"got a str; text is \[\{'type': 'text', 'text': \.\.\.\}\]"),
+        (None, "content must be a list of blocks, got None"),
+        (
+            [{"type": "text", "txt": "x"}],
+            r"^content\[0\] \(type 'text'\): unknown key 'txt'; expected keys: text$",
+        ),
+        (
+            [{"type": "text", "text": "x", "extra": 1, "more": 2}],
+            r"unknown keys 'extra', 'more'; expected keys: text$",
+        ),
+        (
+            [{"type": "text"}],
+            r"^content\[0\] \(type 'text'\): missing key 'text'; expected keys: text$",
+        ),
+        (
+            [{"type": "text", "text": 5}],
+            r"^content\[0\] \(type 'text'\): 'text' must be a string, got int 5$",
+        ),
+        (
+            [TextBlock(text="a"), {"type": "tool_call", "tool_call_id": "c", "nme": "f"}],
+            r"^content\[1\] \(type 'tool_call'\): unknown key 'nme'; expected keys: tool_call_id, "
+            r"name; optional: arguments$",
+        ),
+        (
+            [{"type": "tool_call", "tool_call_id": "", "name": "f"}],
+            r"content\[0\] \(type 'tool_call'\): 'tool_call_id' must not be empty, got ''",
+        ),
+        (
+            [{"type": "artifact_ref", "artifact_id": "a", "summary": 3}],
+            r"content\[0\] \(type 'artifact_ref'\): 'summary' must be a string or null, got int 3",
+        ),
+        (
+            [{"type": "json"}],
+            r"^content\[0\] \(type 'json'\): a json block needs data \(or summary and "
+            r"artifact_ref\)$",
+        ),
+        (
+            [{"type": "json", "data": 1, "dta": 2}],
+            r"content\[0\] \(type 'json'\): unknown key 'dta'; expected keys: data, summary, "
+            r"artifact_ref",
+        ),
+        (
+            [{"type": "txet", "text": "x"}],
+            r"^content\[0\]: unknown type 'txet'; expected one of: text, json, tool_call, "
+            r"tool_result, artifact_ref$",
+        ),
+        (
+            [{"txt": "x"}],
+            r"^content\[0\]: no 'type' key \(keys given: 'txt'\); expected one of: text, json, "
+            r"tool_call, tool_result, artifact_ref$",
+        ),
+        (
+            ["hello"],
+            r"^content\[0\]: expected a block \(a dict with a 'type' key, or a block model\), got "
+            r"str 'hello'$",
+        ),
+        ([[TextBlock(text="x")]], r"^content\[0\]: expected a block .*, got list"),
+        ([object()], r"^content\[0\]: expected a block .*, got object <object object at"),
+        ([{}], r"^content\[0\]: no 'type' key \(keys given: none\); expected one of: text,"),
+        (
+            [
+                {
+                    "type": "tool_result",
+                    "tool_call_id": "c",
+                    "content": [{"type": "text", "txt": "x"}],
+                }
+            ],
+            r"^content\[0\]\.content\[0\] \(type 'text'\): unknown key 'txt'; expected keys: text$",
+        ),
+        (
+            [
+                {
+                    "type": "tool_result",
+                    "tool_call_id": "c",
+                    "content": [
+                        TextBlock(text="x"),
+                        {"type": "tool_call", "tool_call_id": "c", "name": "f"},
+                    ],
+                }
+            ],
+            r"^content\[0\]\.content\[1\]: unknown type 'tool_call'; expected one of: text, json, "
+            r"artifact_ref$",
+        ),
+        (
+            [{"type": "tool_result", "tool_call_id": "c", "content": TextBlock(text="x")}],
+            r"^content\[0\] \(type 'tool_result'\): 'content' must be a list of blocks, got a "
+            r"TextBlock; wrap it: \[block\]$",
+        ),
+        (
+            [{"type": "tool_result", "tool_call_id": "c", "content": "x"}],
+            r"'content' must be a list of blocks, got a str",
+        ),
+        (
+            [{"type": "tool_result", "tool_call_id": "c", "content": [], "is_error": "yes"}],
+            r"content\[0\] \(type 'tool_result'\): 'is_error' must be a boolean, got str 'yes'",
+        ),
+        (
+            [
+                {
+                    "type": "tool_result",
+                    "tool_call_id": "c",
+                    "content": [{"type": "json", "data": 1, "artifact_ref": "a", "summary": "s"}],
+                }
+            ],
+            r"^content\[0\]\.content\[0\] \(type 'json'\): a json block holds either data or an "
+            r"artifact_ref, not both$",
+        ),
+    ],
+)
+def test_a_content_error_names_the_block_the_key_and_what_is_expected(bad, message):
+    with pytest.raises(InvalidContent, match=message):
+        validate_content(bad)
+
+
+def test_a_content_error_names_a_value_nested_past_the_stack_and_a_long_one_shortly():
+    deep: list[object] = []
+    for _ in range(10_000):
+        deep = [deep]
+    bad = [{"type": "tool_result", "tool_call_id": "c", "content": deep}]
+    with pytest.raises(
+        InvalidContent, match=r"^content\[0\]\.content\[0\]: .*, got list \[+\.\.\.\]+$"
+    ):
+        validate_content(bad)
+    with pytest.raises(InvalidContent) as info:
+        validate_content([{"type": "text", "text": 5, "x" * 10_000: 1}])
+    assert len(str(info.value)) < 200

@@ -19,11 +19,13 @@ from soong_store.model import codec
 from soong_store.model.content import validate_content
 from soong_store.model.content_json import content_to_json, decode_stored_content
 from soong_store.model.enums import EventLevel, NodeType, Role
+from soong_store.model.frozen import FrozenDict, FrozenList
 from soong_store.model.records import EventRecord, NodeRecord, event_record, node_record
 from soong_store.model.row_records import EVENT_COLUMNS, NODE_COLUMNS, event_records, node_records
 from tests.unit.test_content import blocks, json_values
 
 SID = "sess_20261201_000000_abcd"
+READ_ONLY: dict[type, type] = {list: FrozenList, dict: FrozenDict}
 unicode_text = st.text(st.characters(codec=None, exclude_categories=["Cs"]), max_size=40)
 stamps = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
@@ -100,13 +102,18 @@ def validated_event(row: dict[str, Any], session_id: str = SID) -> EventRecord:
     )
 
 
-def assert_same_record(fast: Any, slow: Any) -> None:
-    """Equal, field by field and type by type, with the same fields set and the same dump."""
+def assert_same_record(fast: Any, slow: Any, *, read_only: bool = False) -> None:
+    """Equal, field by field and type by type, with the same fields set and the same dump.
+
+    ``read_only``: ``fast`` is one the path cache shares, its lists and dicts read-only ones.
+    """
     assert type(fast) is type(slow)
     assert fast == slow
     for name in type(slow).model_fields:
         got, want = getattr(fast, name), getattr(slow, name)
-        assert type(got) is type(want), name
+        assert type(got) is (READ_ONLY.get(type(want), type(want)) if read_only else type(want)), (
+            name
+        )
         assert got == want, name
     assert fast.created_at.utcoffset() == slow.created_at.utcoffset()
     assert fast.model_fields_set == slow.model_fields_set
