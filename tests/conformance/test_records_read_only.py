@@ -36,6 +36,8 @@ CONTENTS: list[list[Any]] = [
     ],
     [JsonBlock(data=[{"k": "v"}, [1, 2]]), TextBlock(text="tail")],
 ]
+ROLES = ["user", "assistant", "tool", "assistant"]
+"""Who writes each of :data:`CONTENTS` (a tool call is the model's, its result the tool's)."""
 
 
 def _try(change: Callable[..., object], *args: Any) -> None:
@@ -70,9 +72,9 @@ async def _session(store: SessionStore) -> tuple[str, list[NodeRecord]]:
     sid = session.session_id
     written = [
         await store.append_node(
-            sid, "user", "message", content, metadata={"i": i, "tags": ["t"]}, token_count=3
+            sid, role, "message", content, metadata={"i": i, "tags": ["t"]}, token_count=3
         )
-        for i, content in enumerate(CONTENTS)
+        for i, (role, content) in enumerate(zip(ROLES, CONTENTS, strict=True))
     ]
     return sid, written
 
@@ -136,7 +138,7 @@ async def test_a_read_node_s_values_can_be_written_again_as_they_are(store: Sess
     sid, written = await _session(store)
     for node in (await store.context(sid)).nodes:
         again = await store.append_node(
-            sid, "user", "message", node.content, metadata=node.metadata
+            sid, node.role, "message", node.content, metadata=node.metadata
         )
         assert again.content == node.content and again.metadata == node.metadata
     path = await store.active_path(sid)
