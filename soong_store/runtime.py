@@ -71,8 +71,12 @@ class StoreRuntime:
     can tell that the store it came from was closed.
     """
 
-    def __init__(self, home: Path, backend: Backend, files: ArtifactFiles) -> None:
+    def __init__(
+        self, home: Path, backend: Backend, files: ArtifactFiles, *, makes_home: bool = True
+    ) -> None:
         self.home = home
+        self.makes_home = makes_home
+        """Whether an open makes the home (not where only artifacts would use it, made then)."""
         self.backend = backend
         self.files = files
         self.generation = 0
@@ -169,7 +173,8 @@ class StoreRuntime:
                 return True
             link: DriverLink | None = None
             try:
-                ensure_home(self.home)
+                if self.makes_home:
+                    ensure_home(self.home)
                 link = backend.link()
                 if link is not None and link_at_head(link) and shards_marked_at_head(backend):
                     readers.bind_link(link, self._read_engine_taking)
@@ -221,7 +226,8 @@ class StoreRuntime:
         # is created.
         read_engine = backend.engine("read") if backend.opens_on_reader else None
         try:
-            ensure_home(self.home)
+            if self.makes_home:
+                ensure_home(self.home)
             at_head = False
             if read_engine is not None:
                 # The revision is read on the read pool's first connection, which the first

@@ -34,7 +34,8 @@ def _to_stderr(line: str) -> None:
 async def cmd_upgrade(args: argparse.Namespace) -> int:
     """Bring the database to the newest schema revision."""
     store = open_store(args)
-    ensure_home(store.home)
+    if args.url is None or args.home is not None:  # else the home holds only artifacts
+        ensure_home(store.home)
     backend = backend_of(store)
     engine = backend.engine("admin")
     try:

@@ -84,7 +84,10 @@ class StoreCore:
             or MAX_ARTIFACT_BYTES,
         )
         self._files = ArtifactFiles(self.home / "artifacts")
-        self._runtime = StoreRuntime(self.home, self._backend, self._files)
+        # A URL puts the database elsewhere: the default home then only holds artifacts, and is
+        # made by the first one rather than by every open (a read on a server leaves no folder).
+        makes_home = home is not None or url is None
+        self._runtime = StoreRuntime(self.home, self._backend, self._files, makes_home=makes_home)
         self._task_dags: TaskDags | None = None
         self._tasks_lock = threading.Lock()
         self._tasks_closed: int | None = None
