@@ -5,7 +5,8 @@ Revises: 0007
 Create Date: 2026-12-07
 
 One row per (namespace, key): an ADK app's state, a user's state in an app, an ADK session's
-own state, each with the framework's update time (a float, kept exactly).
+own state, each with the framework's update time (a float, kept exactly); a session's row
+names its newest node, where the path of its events ends.
 """
 
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ def upgrade() -> None:
         sa.Column("key", sa.Text(), nullable=False),
         sa.Column("state_json", sa.Text(), nullable=False),
         sa.Column("update_time", sa.Double(), nullable=False),
+        sa.Column("node_id", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("namespace", "key", name="pk_keyed_states"),
         sqlite_with_rowid=False,
     )
