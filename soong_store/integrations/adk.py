@@ -41,7 +41,7 @@ from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.engine import URL
 
 from soong_store.backends.base import lock_session
-from soong_store.errors import InvalidArgument, NotFound
+from soong_store.errors import InvalidArgument, InvalidTransition, NotFound
 from soong_store.model import codec
 from soong_store.model.content import ContentBlock, JsonBlock
 from soong_store.model.enums import AgentType, EndReason, Role, RunStatus
@@ -313,6 +313,10 @@ class SoongSessionService(BaseSessionService):
                     tx.add_step(step)
                 break
             except _Moved:
+                continue
+            except InvalidTransition as exc:  # another invocation ended the run meanwhile
+                if exc.context.get("run_id") is None:
+                    raise
                 continue
             except _Stale as exc:
                 raise StaleSessionError(str(exc)) from None
