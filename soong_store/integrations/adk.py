@@ -395,7 +395,7 @@ def _node_of(event: Event) -> tuple[Role, list[dict[str, Any]], dict[str, Any]]:
     blocks: list[dict[str, Any]] = [
         {"type": "text", "text": part.text} for part in parts if part.text and not part.thought
     ]
-    blocks.append({"type": "json", "data": event.model_dump(mode="json")})
+    blocks.append({"type": "json", "data": _event_data(event)})
     own = {
         "event_id": event.id,
         "author": event.author,
@@ -406,6 +406,15 @@ def _node_of(event: Event) -> tuple[Role, list[dict[str, Any]], dict[str, Any]]:
         own["branch"] = event.branch
     role = Role.USER if event.author == "user" else Role.ASSISTANT
     return role, blocks, {NAMESPACE: own}
+
+
+def _event_data(event: Event) -> dict[str, Any]:
+    """The event as JSON: without its unset (``None``) fields when it reads back equal so."""
+    short: dict[str, Any] = event.model_dump(mode="json", exclude_none=True)
+    if Event.model_validate_json(orjson.dumps(short)) == event:
+        return short
+    whole: dict[str, Any] = event.model_dump(mode="json")
+    return whole
 
 
 def _agent_names(event: Event) -> list[str]:
@@ -530,7 +539,7 @@ def _sub_agent(connection: Connection, session_id: str, parent: str, name: str) 
     for agent_id, metadata_json in found:
         if (codec.loads(metadata_json) or {}).get(NAMESPACE, {}).get("name") == name:
             return str(agent_id)
-    metadata = codec.dumps_text({NAMESPACE: {"name": name}, "name": name})
+    metadata = codec.dumps_text({NAMESPACE: {"name": name}, "name": name, "purpose": name})
     return writes.create_agent(
         connection, session_id, AgentType.SUB, parent, None, None, metadata
     ).agent_id
