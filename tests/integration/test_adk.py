@@ -15,6 +15,7 @@ from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig
 from google.adk.sessions.session import Session
+from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
 from soong_store import JsonBlock, SessionStore
@@ -138,6 +139,33 @@ async def test_user_state_is_shared_by_the_users_sessions_only(
     assert {s.id: s.state for s in listed}[again.id] == {"user:a": 1, "user:b": 2}
 
 
+async def test_user_state_is_the_apps_own(service: SoongSessionService) -> None:
+    one = await service.create_session(app_name=APP, user_id="u")
+    await service.append_event(one, event(actions=delta(**{"user:k": 1})))
+    assert await service.get_user_state(app_name="other", user_id="u") == {}
+    assert (await service.create_session(app_name="other", user_id="u")).state == {}
+
+
+async def test_a_value_json_cannot_hold_is_stored_as_its_text(service: SoongSessionService) -> None:
+    one = await service.create_session(app_name=APP, user_id="u")
+    await service.append_event(one, event(actions=delta(callback=lambda: 1, ok=2)))
+    read = await got(service, "u", one.id)
+    assert len(read.events) == 1 and read.state["ok"] == 2
+    assert isinstance(read.state["callback"], str)
+
+
+async def test_concurrent_creates_of_one_id_make_one_session(service: SoongSessionService) -> None:
+    made = await asyncio.gather(
+        *(service.create_session(app_name=APP, user_id="u", session_id="race") for _ in range(3)),
+        return_exceptions=True,
+    )
+    failed = [m for m in made if isinstance(m, BaseException)]
+    assert len(failed) == 2
+    assert all(isinstance(f, AlreadyExistsError) and "race" in str(f) for f in failed)
+    listed = (await service.list_sessions(app_name=APP, user_id="u")).sessions
+    assert [s.id for s in listed] == ["race"]
+
+
 async def test_session_state_is_the_sessions_own(service: SoongSessionService) -> None:
     one = await service.create_session(app_name=APP, user_id="u", state={"a": 1})
     await service.append_event(one, event(actions=delta(b=2)))
@@ -182,6 +210,9 @@ async def test_an_event_round_trips_exactly(service: SoongSessionService) -> Non
             escalate=True,
             skip_summarization=True,
             requested_auth_configs={},
+            requested_tool_confirmations={
+                "call_1": ToolConfirmation(hint="sure?", confirmed=False, payload={"id": 1})
+            },
         ),
         long_running_tool_ids={"t1", "t2"},
         error_code="code",
