@@ -20,7 +20,7 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -59,6 +59,8 @@ NAMESPACE = "google-adk"
 APP_STATES = "google-adk:app"
 USER_STATES = "google-adk:user"
 SESSION_STATES = "google-adk:session"
+_REMEMBERED = 4096
+"""How many sessions' last appends a service remembers."""
 _TRIES = 16
 """How often an append starts again when another writer appended meanwhile."""
 _PAGE = 64
@@ -84,6 +86,23 @@ class _Moved(InvalidArgument):
 
 class _Gone(NotFound):
     """The ADK session has no store session (never created, or deleted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """Where a session's last append went, remembered for the next one.
+
+    An event of the same agent and invocation goes there too, under that node, without asking
+    the database first: a wrong guess (another writer appended, or ended the run) fails the
+    unit, which starts again from the database.
+    """
+
+    session_id: str
+    names: tuple[str, ...]
+    invocation_id: str
+    agent_id: str
+    run_id: str
+    last_node: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +136,7 @@ class SoongSessionService(BaseSessionService):
             raise InvalidArgument("give either store= or home=/url=, not both")
         self._own = store is None
         self._store = store if store is not None else SessionStore(home=home, url=url)
+        self._placed: dict[str, _Placed] = {}
 
     @property
     def store(self) -> SessionStore:
@@ -244,6 +264,7 @@ class SoongSessionService(BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session: its nodes, events, files and state (none: nothing happens)."""
         key = _session_key(app_name, user_id, session_id.strip())
+        self._forget_place(key)
         store = await self._ready()
         found = await run_read(store, partial(session_keys.lookup, namespace=NAMESPACE, key=key))
         if found is not None:
@@ -271,32 +292,26 @@ class SoongSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         key = _session_key(session.app_name, session.user_id, session.id)
         store = await self._ready()
-        sid = await run_read(store, partial(session_keys.lookup, namespace=NAMESPACE, key=key))
-        if sid is None:
-            raise SessionNotFoundError(f"Session {session.id} not found.")
         deltas = _session_util.extract_json_safe_state_delta(event.actions.state_delta or {})
         role, content, metadata = _node_of(event)
-        names = _agent_names(event)
+        names = tuple(_agent_names(event))
+        placed = self._placed.get(key)
         for _ in range(_TRIES):
+            fresh = placed is None
             try:
-                agent_id, run_id, last = await run_write(
-                    store,
-                    partial(
-                        _place,
-                        session_id=sid,
-                        key=key,
-                        names=names,
-                        invocation_id=event.invocation_id,
-                    ),
-                )
-                async with store.transaction(sid) as tx:
+                if placed is None or (placed.names, placed.invocation_id) != (
+                    names,
+                    event.invocation_id,
+                ):
+                    placed = await self._place(key, placed, names, event.invocation_id)
+                async with store.transaction(placed.session_id) as tx:
                     node_id = tx.add_node(
                         role,
                         "message",
                         content,
-                        agent_id=agent_id,
-                        run_id=run_id,
-                        parent_id=last,
+                        agent_id=placed.agent_id,
+                        run_id=placed.run_id,
+                        parent_id=placed.last_node,
                         metadata=metadata,
                     )
                     step = partial(
@@ -307,27 +322,65 @@ class SoongSessionService(BaseSessionService):
                         deltas=deltas,
                         seen=session.last_update_time,
                         timestamp=event.timestamp,
-                        parent=last,
+                        parent=placed.last_node,
                         node_id=node_id,
                     )
                     tx.add_step(step)
-                break
             except _Moved:
+                self._forget_place(key)
+                placed = None
                 continue
             except InvalidTransition as exc:  # another invocation ended the run meanwhile
                 if exc.context.get("run_id") is None:
                     raise
+                self._forget_place(key)
+                placed = None
                 continue
             except _Stale as exc:
+                self._forget_place(key)
                 raise StaleSessionError(str(exc)) from None
             except NotFound as exc:
-                if isinstance(exc, _Gone) or exc.context.get("session_id") == sid:
+                gone = isinstance(exc, _Gone) or (
+                    placed is not None and exc.context.get("session_id") == placed.session_id
+                )
+                self._forget_place(key)
+                placed = None
+                if not gone:
+                    raise
+                if fresh:
                     raise SessionNotFoundError(f"Session {session.id} not found.") from None
-                raise
+                continue  # the remembered store session was deleted: look the key up again
+            self._remember(key, replace(placed, last_node=node_id))
+            break
         else:
             raise StaleSessionError(f"ADK session {key} kept changing: read it again")
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
+
+    async def _place(
+        self, key: str, known: _Placed | None, names: tuple[str, ...], invocation_id: str
+    ) -> _Placed:
+        """Where an event goes: its store session, agent, run and parent node (made if missing)."""
+        store = self._store
+        sid = known.session_id if known is not None else None
+        if sid is None:
+            sid = await run_read(store, partial(session_keys.lookup, namespace=NAMESPACE, key=key))
+            if sid is None:
+                raise _Gone(f"ADK session {key} is not stored")
+        job = partial(
+            _place, session_id=sid, key=key, names=list(names), invocation_id=invocation_id
+        )
+        agent_id, run_id, last = await run_write(store, job)
+        return _Placed(sid, names, invocation_id, agent_id, run_id, last)
+
+    def _remember(self, key: str, placed: _Placed) -> None:
+        self._placed.pop(key, None)
+        if len(self._placed) >= _REMEMBERED:
+            del self._placed[next(iter(self._placed))]
+        self._placed[key] = placed
+
+    def _forget_place(self, key: str) -> None:
+        self._placed.pop(key, None)
 
     async def _events(
         self, store_id: str, last: str | None, config: GetSessionConfig | None

@@ -379,3 +379,40 @@ async def test_events_are_nodes_of_agents_and_runs(service: SoongSessionService)
     assert len(runs) == 4  # i1 of the session, root and helper; i2 of the session
     assert [str(r.status) for r in runs.values()].count("running") == 1
     assert len({n.run_id for n in nodes[:3]}) == 3
+
+
+async def test_appends_between_another_services_go_under_its_events(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with SoongSessionService(home=home) as a, SoongSessionService(home=home) as b:
+        mine = await a.create_session(app_name=APP, user_id="u", session_id="s")
+        at = mine.last_update_time
+        sent = [event(timestamp=at) for _ in range(4)]
+        await a.append_event(mine, sent[0])
+        await b.append_event(await got(b, "u", "s"), sent[1])  # same agent and invocation
+        await a.append_event(mine, sent[2])
+        await b.append_event(
+            await got(b, "u", "s"), event("agent", invocation_id="i2", timestamp=at)
+        )
+        await a.append_event(mine, sent[3])  # its run was ended by invocation i2
+        read = await got(b, "u", "s")
+        assert [e.id for e in read.events] == [
+            *(e.id for e in sent[:3]),
+            read.events[3].id,
+            sent[3].id,
+        ]
+        sid = await a.store_session_id(app_name=APP, user_id="u", session_id="s")
+        assert sid is not None
+        nodes = await a.store.list_nodes(sid)
+        assert [n.parent_id for n in nodes] == [None, *(n.node_id for n in nodes[:-1])]
+
+
+async def test_a_session_made_again_elsewhere_takes_the_next_append(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with SoongSessionService(home=home) as a, SoongSessionService(home=home) as b:
+        first = await a.create_session(app_name=APP, user_id="u", session_id="s")
+        await a.append_event(first, event(timestamp=first.last_update_time))
+        await b.delete_session(app_name=APP, user_id="u", session_id="s")
+        await b.create_session(app_name=APP, user_id="u", session_id="s")
+        again = await got(a, "u", "s")
+        await a.append_event(again, event(timestamp=again.last_update_time))
+        assert len((await got(b, "u", "s")).events) == 1
