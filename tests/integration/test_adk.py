@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
 from soong_store import JsonBlock, SessionStore
+from soong_store.check import check_store
 from soong_store.integrations.adk import SoongSessionService
 
 APP = "app"
@@ -47,6 +50,14 @@ async def got(service: SoongSessionService, user: str, sid: str, **config: Any) 
     )
     assert found is not None
     return found
+
+
+def test_importing_the_store_does_not_import_adk() -> None:
+    code = (
+        "import sys, soong_store; print('google.adk' in sys.modules, 'google.genai' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_it_is_an_adk_session_service_with_nothing_left_abstract() -> None:
@@ -416,3 +427,17 @@ async def test_a_session_made_again_elsewhere_takes_the_next_append(tmp_path: Pa
         again = await got(a, "u", "s")
         await a.append_event(again, event(timestamp=again.last_update_time))
         assert len((await got(b, "u", "s")).events) == 1
+
+
+async def test_what_the_service_writes_passes_the_stores_check(
+    service: SoongSessionService,
+) -> None:
+    one = await service.create_session(app_name=APP, user_id="u", state={"app:a": 1})
+    await service.append_event(one, event(invocation_id="i1"))
+    await service.append_event(one, event("root", invocation_id="i1", actions=delta(k=1)))
+    await service.append_event(one, event("helper", invocation_id="i1", branch="root.helper"))
+    await service.append_event(one, event(invocation_id="i2"))
+    sid = await service.store_session_id(app_name=APP, user_id="u", session_id=one.id)
+    assert sid is not None
+    report = await check_store(service.store)
+    assert report.ok, report
