@@ -28,8 +28,14 @@ APP = "app"
 
 
 @pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[SoongSessionService]:
-    async with SoongSessionService(home=tmp_path / "home") as made:
+def place(tmp_path: Path) -> dict[str, Any]:
+    """Where the test's store is: a fresh home (``tests/postgres/test_adk.py``: a database)."""
+    return {"home": tmp_path / "home"}
+
+
+@pytest.fixture
+async def service(place: dict[str, Any]) -> AsyncIterator[SoongSessionService]:
+    async with SoongSessionService(**place) as made:
         yield made
 
 
@@ -253,8 +259,8 @@ async def test_an_event_round_trips_exactly(service: SoongSessionService) -> Non
     assert inline is not None and inline.data == b"\x00\xffimage"
 
 
-async def test_a_large_event_spills_to_a_file_and_reads_back(tmp_path: Path) -> None:
-    async with SessionStore(home=tmp_path / "home", spill_bytes=1024) as store:
+async def test_a_large_event_spills_to_a_file_and_reads_back(place: dict[str, Any]) -> None:
+    async with SessionStore(**place, spill_bytes=1024) as store:
         service = SoongSessionService(store=store)
         one = await service.create_session(app_name=APP, user_id="u")
         big = event(custom_metadata={"blob": "x" * 5000})
@@ -350,10 +356,9 @@ async def test_a_stale_writer_raises_and_writes_nothing(service: SoongSessionSer
 
 
 async def test_concurrent_appends_of_equal_copies_keep_every_event_in_order(
-    tmp_path: Path,
+    place: dict[str, Any],
 ) -> None:
-    home = tmp_path / "home"
-    async with SoongSessionService(home=home) as a, SoongSessionService(home=home) as b:
+    async with SoongSessionService(**place) as a, SoongSessionService(**place) as b:
         one = await a.create_session(app_name=APP, user_id="u", session_id="s")
         copies = [await got(s, "u", "s") for s in (a, b, a, b)]
         at = one.last_update_time
@@ -392,9 +397,10 @@ async def test_events_are_nodes_of_agents_and_runs(service: SoongSessionService)
     assert len({n.run_id for n in nodes[:3]}) == 3
 
 
-async def test_appends_between_another_services_go_under_its_events(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    async with SoongSessionService(home=home) as a, SoongSessionService(home=home) as b:
+async def test_appends_between_another_services_go_under_its_events(
+    place: dict[str, Any],
+) -> None:
+    async with SoongSessionService(**place) as a, SoongSessionService(**place) as b:
         mine = await a.create_session(app_name=APP, user_id="u", session_id="s")
         at = mine.last_update_time
         sent = [event(timestamp=at) for _ in range(4)]
@@ -417,9 +423,10 @@ async def test_appends_between_another_services_go_under_its_events(tmp_path: Pa
         assert [n.parent_id for n in nodes] == [None, *(n.node_id for n in nodes[:-1])]
 
 
-async def test_a_session_made_again_elsewhere_takes_the_next_append(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    async with SoongSessionService(home=home) as a, SoongSessionService(home=home) as b:
+async def test_a_session_made_again_elsewhere_takes_the_next_append(
+    place: dict[str, Any],
+) -> None:
+    async with SoongSessionService(**place) as a, SoongSessionService(**place) as b:
         first = await a.create_session(app_name=APP, user_id="u", session_id="s")
         await a.append_event(first, event(timestamp=first.last_update_time))
         await b.delete_session(app_name=APP, user_id="u", session_id="s")
