@@ -7,7 +7,7 @@ content blocks (and the spill of large JSON into artifacts), JSON values. A bad 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
@@ -21,6 +21,8 @@ from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.ids import check_optional_id, new_id
 
 if TYPE_CHECKING:  # the content blocks are imported by the first node built, not by the checks
+    from sqlalchemy import Connection
+
     from soong_store.model.content import ContentBlock
 
 E = TypeVar("E", bound=StrEnum)
@@ -259,7 +261,19 @@ def _node_event(event: str | Mapping[str, Any], node_id: str) -> EventOp:
     return EventOp.build(spec.pop("event_type"), **spec, node_id=node_id)
 
 
-Op = NodeOp | EventOp | ArtifactOp
+@dataclass(slots=True)
+class StepOp:
+    """A writer job of the caller's, run in the unit's transaction in its place among the ops.
+
+    For an integration whose rows beside the nodes (its state, its checks of what the caller
+    last read) must commit or roll back with them. The job must be re-runnable, as every writer
+    job is; what it raises aborts the whole unit.
+    """
+
+    job: Callable[[Connection], object]
+
+
+Op = NodeOp | EventOp | ArtifactOp | StepOp
 
 
 def artifacts_of(ops: list[Op]) -> list[ArtifactOp]:

@@ -29,7 +29,7 @@ from soong_store.model.records import (
     written_event_record,
     written_node_record,
 )
-from soong_store.ops import EventOp, NodeOp, Op, artifacts_of
+from soong_store.ops import EventOp, NodeOp, Op, StepOp, artifacts_of
 from soong_store.sql.session_writer import SessionWriter
 
 
@@ -136,6 +136,16 @@ class UnitOfWork:
         self._ops.append(op)
         return op.event_id
 
+    def add_step(self, job: Callable[[Connection], object]) -> None:
+        """Queue a writer job of the caller's: it runs in this unit's transaction, in order.
+
+        For rows an integration keeps beside the nodes (its state), which must commit with
+        them or not at all. The job must be re-runnable (the writer may run a batch again);
+        what it raises aborts the unit and reaches the caller.
+        """
+        self._check_open()
+        self._ops.append(StepOp(job))
+
     def add_artifact(
         self,
         data: bytes,
@@ -224,6 +234,8 @@ def apply_ops(connection: Connection, session_id: str, ops: list[Op]) -> Committ
             if event is not None:
                 event.agent_id, event.run_id = row["agent_id"], row["run_id"]
                 out.events.append(_event_record(session_id, writer.add_event(event), event))
+        elif isinstance(op, StepOp):
+            op.job(connection)
         else:
             out.events.append(_event_record(session_id, writer.add_event(op), op))
     writer.finish()

@@ -26,6 +26,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     Column,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -220,4 +221,22 @@ session_keys_table = Table(
 
 Written in the transaction that creates the session it names, so two processes asking for the
 same name find one session; it goes with its session.
+"""
+
+keyed_states_table = Table(
+    "keyed_states",
+    metadata,
+    _text("namespace", key=True),
+    _text("key", key=True),
+    _text("state_json"),
+    _named(Column(Double(), nullable=False), "update_time"),
+    _text("node_id", nullable=True),
+    sqlite_with_rowid=False,
+)
+"""A state an integration keeps under an outside name, beside the sessions it is shared by.
+
+Google ADK's app and user state (one row per app, per app and user) and each ADK session's own
+state: written in the transaction of the event whose delta changes it. ``update_time`` is the
+framework's own clock value (seconds, a float kept exactly), not the store's. ``node_id``: the
+newest node of a session's state (an ADK session's events are the path up from it).
 """

@@ -27,6 +27,7 @@ async def test_sessions_imported_before_the_revision_are_still_found(tmp_path: P
             raw.execute(statement)
         raw.execute("DROP TABLE search_text")
         raw.execute("DROP TABLE home_identity")  # and revision 0007's home id
+        raw.execute("DROP TABLE keyed_states")  # and revision 0008's keyed states
         raw.execute("UPDATE alembic_version SET version_num = '0002'")
         raw.commit()
     finally:
