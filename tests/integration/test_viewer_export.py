@@ -92,3 +92,20 @@ def test_a_branch_becomes_the_view_in_one_click(home: Path, tmp_path: Path, brow
     assert viewed == store["paths"][leaf]
     assert head in viewed
     assert not any(store["paths"][node][:-1] == viewed for node in store["nodes"])  # a leaf
+
+
+def test_the_demo_says_how_to_see_it_in_a_browser(home: Path, tmp_path: Path):
+    done = cli(home, "demo")
+    assert done.returncode == 0, done.stderr
+    said = {
+        line.split(": ", 1)[0].strip(): line.split(": ", 1)[1]
+        for line in done.stdout.splitlines()[-2:]
+    }
+    sid = re.search(r"/s/(\S+)", said["in a browser"])
+    assert sid is not None and f"--home {home} serve" in said["in a browser"]
+    words = said["or as one file"].split("   ")[0].split()
+    assert words[:3] == ["soong-store", "--home", str(home)]
+    assert words[3:] == ["export", sid.group(1), "--html", "-o", "demo.html"]
+    made = cli(home, *words[3:-1], str(tmp_path / "demo.html"))
+    assert made.returncode == 0, made.stderr
+    assert DATA.search((tmp_path / "demo.html").read_text(encoding="utf-8")) is not None
