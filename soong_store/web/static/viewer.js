@@ -4,7 +4,8 @@
   var CFG = JSON.parse(document.getElementById("soong-config").textContent);
   var doc = JSON.parse(document.getElementById("soong-data").textContent);
   var EAGER_NODES = 2000; /* up to this many nodes every branch is drawn at once; past it, on opening */
-  var FOLD_CHARS = 1200, FOLD_LINES = 24, EVENT_PAGE = 300;
+  var FOLD_CHARS = 1200, FOLD_LINES = 24, EVENT_PAGE = 300, PATH_PAGE = 300;
+  var CHAIN_HEAD = 50, CHAIN_TAIL = 300; /* past EAGER_NODES: a long chain's rows drawn at once */
   var byId, kids, agents, laneOf, activeSet, pathSet, viewLeaf = null, pairs;
 
   function el(tag, cls, text) {
@@ -76,18 +77,34 @@
   }
 
   function chain(start, box) {
-    /* a chain of single children is drawn flat; a branch point nests each of its branches */
-    var n = start;
+    /* a chain of single children is drawn flat; a branch point nests each of its branches.
+       In a large session the middle of a long chain is drawn when opened. */
+    var run = [start], n = start, own;
     for (;;) {
-      box.appendChild(row(n));
-      var own = (kids.get(n.id) || []).filter(function (c) { return c.agent === n.agent; });
-      if (own.length === 1) { n = own[0]; continue; }
-      if (own.length > 1) {
-        var fork = el("div", "branches");
-        own.forEach(function (c) { fork.appendChild(branch(c, own.length)); });
-        box.appendChild(fork);
-      }
-      return;
+      own = (kids.get(n.id) || []).filter(function (c) { return c.agent === n.agent; });
+      if (own.length !== 1) break;
+      n = own[0];
+      run.push(n);
+    }
+    var head = run.length, tail = run.length;
+    if (doc.nodes.length > EAGER_NODES && run.length > CHAIN_HEAD + CHAIN_TAIL) {
+      head = CHAIN_HEAD; tail = run.length - CHAIN_TAIL;
+    }
+    run.slice(0, head).forEach(function (m) { box.appendChild(row(m)); });
+    if (head < tail) {
+      var open = el("button", "open-chain", "show " + (tail - head) + " more nodes (#" + run[head].seq + " to #" + run[tail - 1].seq + ")");
+      open.addEventListener("click", function () {
+        var rows = document.createDocumentFragment();
+        run.slice(head, tail).forEach(function (m) { rows.appendChild(row(m)); });
+        box.replaceChild(rows, open);
+      });
+      box.appendChild(open);
+    }
+    run.slice(Math.max(head, tail)).forEach(function (m) { box.appendChild(row(m)); });
+    if (own.length > 1) {
+      var fork = el("div", "branches");
+      own.forEach(function (c) { fork.appendChild(branch(c, own.length)); });
+      box.appendChild(fork);
     }
   }
 
@@ -231,16 +248,17 @@
     document.getElementById("path-title").textContent = leaf
       ? "Path to #" + leaf.seq + " (" + path.length + " nodes" + (activeSet.has(leaf.id) ? ", the active path)" : ")")
       : "No node";
-    path.forEach(function (n, i) {
-      if (i === cut) box.appendChild(el("div", "cut", "\u2702 compaction: the model sees only what follows (" + (n.metadata && n.metadata.compacted_nodes ? n.metadata.compacted_nodes + " nodes summarised" : "the nodes above are summarised") + ")"));
-      var card = el("article", "card lane-" + laneOf.get(n.agent) + (i < cut ? " before-cut" : "") + (n.type === "compaction" ? " compaction" : ""));
-      card.id = "card-" + n.id;
-      card.dataset.pathNodeId = n.id;
+    function card(n, i) {
+      var frag = document.createDocumentFragment();
+      if (i === cut) frag.appendChild(el("div", "cut", "\u2702 compaction: the model sees only what follows (" + (n.metadata && n.metadata.compacted_nodes ? n.metadata.compacted_nodes + " nodes summarised" : "the nodes above are summarised") + ")"));
+      var c = el("article", "card lane-" + laneOf.get(n.agent) + (i < cut ? " before-cut" : "") + (n.type === "compaction" ? " compaction" : ""));
+      c.id = "card-" + n.id;
+      c.dataset.pathNodeId = n.id;
       var head = el("header");
       head.appendChild(el("span", "seq", "#" + n.seq));
       head.appendChild(el("span", "who", label(n.agent) + " \u00b7 " + n.role + (n.type !== "message" ? " \u00b7 " + n.type : "")));
       head.appendChild(el("span", "muted", (n.tokens !== null ? n.tokens + " tokens \u00b7 " : "") + n.at.replace("T", " ").slice(0, 19)));
-      var siblings = n.parent ? (kids.get(n.parent) || []).filter(function (c) { return c.agent === n.agent; }) : [];
+      var siblings = n.parent ? (kids.get(n.parent) || []).filter(function (s) { return s.agent === n.agent; }) : [];
       if (siblings.length > 1) {
         var sw = el("span", "switch");
         siblings.forEach(function (s, k) {
@@ -251,10 +269,29 @@
         });
         head.appendChild(sw);
       }
-      card.appendChild(head);
-      (n.content || []).forEach(function (b) { card.appendChild(block(b, n)); });
-      box.appendChild(card);
-    });
+      c.appendChild(head);
+      (n.content || []).forEach(function (b) { c.appendChild(block(b, n)); });
+      frag.appendChild(c);
+      return frag;
+    }
+    /* the end of a long path first (what the model sees last); earlier nodes a page at a time */
+    var first = Math.max(0, path.length - PATH_PAGE);
+    function earlier() {
+      if (first === 0) return;
+      var btn = el("button", "more", "show " + Math.min(first, PATH_PAGE) + " earlier nodes (" + first + " hidden)");
+      btn.addEventListener("click", function () {
+        var from = Math.max(0, first - PATH_PAGE), frag = document.createDocumentFragment();
+        for (var i = from; i < first; i++) frag.appendChild(card(path[i], i));
+        first = from;
+        box.replaceChild(frag, btn);
+        var again = earlier();
+        if (again) box.insertBefore(again, box.firstChild);
+      });
+      return btn;
+    }
+    var top = earlier();
+    if (top) box.appendChild(top);
+    for (var i = first; i < path.length; i++) box.appendChild(card(path[i], i));
   }
 
   /* -- timeline, runs, artifacts -- */
@@ -329,8 +366,10 @@
   }
   window.addEventListener("hashchange", follow);
 
+  var started = performance.now();
   draw();
   follow();
+  document.body.dataset.drawMs = String(Math.round(performance.now() - started));
   document.body.dataset.ready = "1";
 
   if (CFG.live) {
