@@ -80,6 +80,9 @@ def test_a_branch_becomes_the_view_in_one_click(home: Path, tmp_path: Path, brow
         "[data-path-node-id]", "els => els.map(e => e.dataset.pathNodeId)"
     )
     assert viewed == store["active"]
+    marks = page.eval_on_selector_all(".branch-mark", "els => els.map(e => e.textContent)")
+    assert any(m.endswith("branch 1 of 2") for m in marks)
+    assert any(m.endswith("branch 2 of 2") for m in marks)
     other = page.locator(".card .switch a.other").first
     head = other.get_attribute("href").removeprefix("#node=")
     other.click()

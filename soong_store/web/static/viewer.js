@@ -103,15 +103,15 @@
     run.slice(Math.max(head, tail)).forEach(function (m) { box.appendChild(row(m)); });
     if (own.length > 1) {
       var fork = el("div", "branches");
-      own.forEach(function (c) { fork.appendChild(branch(c, own.length)); });
+      own.forEach(function (c, k) { fork.appendChild(branch(c, k + 1, own.length)); });
       box.appendChild(fork);
     }
   }
 
-  function branch(head, siblings) {
+  function branch(head, number, siblings) {
     var b = el("div", "branch");
     var viewed = pathSet.has(head.id);
-    b.appendChild(el("div", "branch-mark", (viewed ? "\u21b3 viewed branch" : "\u21b3 branch") + " (1 of " + siblings + ")"));
+    b.appendChild(el("div", "branch-mark", (viewed ? "\u21b3 viewed branch" : "\u21b3 branch") + " " + number + " of " + siblings));
     var more = descendants(head) + 1;
     if (viewed || doc.nodes.length <= EAGER_NODES) { chain(head, b); return b; }
     b.appendChild(row(head));
