@@ -6,12 +6,12 @@ source: an export works offline and makes no request, and a served page asks onl
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import jinja2
+import pydantic_core
 from markupsafe import Markup
 
 EXPORT_POLICY = (
@@ -42,9 +42,14 @@ def _static(name: str) -> Markup:
     return Markup(resources.files("soong_store.web").joinpath("static", name).read_text("utf-8"))
 
 
+def encode(value: Any) -> bytes:
+    """``value`` (JSON values, and pydantic models such as content blocks) as JSON."""
+    return pydantic_core.to_json(value)
+
+
 def inline_json(value: Any) -> Markup:
     """``value`` as JSON safe inside a ``<script>`` element (no ``<`` can close it)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = encode(value).decode("utf-8")
     return Markup(
         text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import sys
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -22,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from soong_store.errors import InvalidArgument, NotFound, SoongStoreError
 from soong_store.model.enums import SessionStatus
 from soong_store.web.data import changed, plain, session_document, title_of
-from soong_store.web.page import session_page, sessions_page
+from soong_store.web.page import encode, session_page, sessions_page
 
 if TYPE_CHECKING:
     from soong_store.store import SessionStore
@@ -98,7 +99,8 @@ def application(store: SessionStore, where: str = "") -> Starlette:
         return _no_store(HTMLResponse(session_page(document, root="/")))
 
     async def data(request: Request) -> Response:
-        return _no_store(JSONResponse(await session_document(store, request.path_params["sid"])))
+        document = await session_document(store, request.path_params["sid"])
+        return _no_store(Response(encode(document), media_type="application/json"))
 
     async def version(request: Request) -> Response:
         known = request.query_params.get("v", "")
@@ -108,10 +110,12 @@ def application(store: SessionStore, where: str = "") -> Starlette:
     async def artifact(request: Request) -> Response:
         record = await store.get_artifact(request.path_params["aid"])
         body = await store.read_artifact(record.artifact_id)
-        name = (record.filename or record.artifact_id).replace('"', "")
+        name = record.filename or record.artifact_id
+        plain_name = name.encode("ascii", "replace").decode("ascii").replace('"', "_")
         how = "attachment" if request.query_params.get("download") else "inline"
-        headers = {
-            "Content-Disposition": f'{how}; filename="{name}"',
+        headers = {  # the name as ASCII for old clients, and whole (RFC 6266) for the others
+            "Content-Disposition": f'{how}; filename="{plain_name}"; '
+            f"filename*=UTF-8''{quote(name, safe='')}",
             "Content-Security-Policy": "sandbox",  # an HTML artifact runs nothing here
         }
         kind = record.mime_type or "application/octet-stream"

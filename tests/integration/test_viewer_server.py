@@ -48,6 +48,32 @@ def test_the_sessions_and_a_session_are_served(home: Path):
         assert status == 404
 
 
+NAME = 'résumé "draft" 日本.txt'
+
+
+def test_an_artifact_opens_and_downloads_under_its_own_name(home: Path):
+    sid, _ = write_demo_home(home)
+
+    async def put() -> str:
+        async with SessionStore(home=home) as store:
+            record = await store.put_artifact(sid, b"hello", filename=NAME, mime_type="text/plain")
+            return record.artifact_id
+
+    artifact = asyncio.run(put())
+    with serving(home) as url:
+        parts = urlsplit(url)
+        for query, how in (("", "inline"), ("?download=1", "attachment")):
+            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+            connection.request("GET", f"/a/{artifact}{query}")
+            response = connection.getresponse()
+            assert (response.status, response.read()) == (200, b"hello")
+            disposition = response.getheader("Content-Disposition") or ""
+            assert disposition.startswith(how)
+            assert "filename*=UTF-8''" + quote(NAME, safe="") in disposition
+            assert response.getheader("Content-Security-Policy") == "sandbox"
+            connection.close()
+
+
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
 def test_writes_over_http_are_refused_and_change_nothing(home: Path, method: str):
     sid, store = write_demo_home(home)

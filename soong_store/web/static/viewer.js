@@ -77,43 +77,52 @@
   }
 
   function chain(start, box) {
-    /* a chain of single children is drawn flat; a branch point nests each of its branches.
-       In a large session the middle of a long chain is drawn when opened. */
-    var run = [start], n = start, own;
+    /* One line of the tree: a chain of single children is drawn flat, and so is the viewed
+       branch at a branch point (its mark says which of how many), while the other branches nest
+       beside it. In a large session the middle of a long line is drawn when opened. */
+    var items = [], n = start;
     for (;;) {
-      own = (kids.get(n.id) || []).filter(function (c) { return c.agent === n.agent; });
-      if (own.length !== 1) break;
-      n = own[0];
-      run.push(n);
+      items.push(function (m) { return function () { return row(m); }; }(n));
+      var own = (kids.get(n.id) || []).filter(function (c) { return c.agent === n.agent; });
+      if (own.length === 1) { n = own[0]; continue; }
+      if (own.length === 0) break;
+      var next = own.find(function (c) { return pathSet.has(c.id); });
+      items.push(function (siblings, viewed) {
+        return function () {
+          var fork = el("div", "branches");
+          siblings.forEach(function (c, k) {
+            if (c === viewed) return;
+            fork.appendChild(branch(c, k + 1, siblings.length));
+          });
+          if (viewed) fork.appendChild(el("div", "branch-mark", "\u2193 viewed branch " + (siblings.indexOf(viewed) + 1) + " of " + siblings.length + " continues below"));
+          return fork;
+        };
+      }(own, next));
+      if (!next) break;
+      n = next;
     }
-    var head = run.length, tail = run.length;
-    if (doc.nodes.length > EAGER_NODES && run.length > CHAIN_HEAD + CHAIN_TAIL) {
-      head = CHAIN_HEAD; tail = run.length - CHAIN_TAIL;
+    var head = items.length, tail = items.length;
+    if (doc.nodes.length > EAGER_NODES && items.length > CHAIN_HEAD + CHAIN_TAIL) {
+      head = CHAIN_HEAD; tail = items.length - CHAIN_TAIL;
     }
-    run.slice(0, head).forEach(function (m) { box.appendChild(row(m)); });
+    for (var i = 0; i < head; i++) box.appendChild(items[i]());
     if (head < tail) {
-      var open = el("button", "open-chain", "show " + (tail - head) + " more nodes (#" + run[head].seq + " to #" + run[tail - 1].seq + ")");
+      var open = el("button", "open-chain", "show " + (tail - head) + " more rows of this line");
       open.addEventListener("click", function () {
         var rows = document.createDocumentFragment();
-        run.slice(head, tail).forEach(function (m) { rows.appendChild(row(m)); });
+        for (var k = head; k < tail; k++) rows.appendChild(items[k]());
         box.replaceChild(rows, open);
       });
       box.appendChild(open);
     }
-    run.slice(Math.max(head, tail)).forEach(function (m) { box.appendChild(row(m)); });
-    if (own.length > 1) {
-      var fork = el("div", "branches");
-      own.forEach(function (c, k) { fork.appendChild(branch(c, k + 1, own.length)); });
-      box.appendChild(fork);
-    }
+    for (var j = Math.max(head, tail); j < items.length; j++) box.appendChild(items[j]());
   }
 
   function branch(head, number, siblings) {
     var b = el("div", "branch");
-    var viewed = pathSet.has(head.id);
-    b.appendChild(el("div", "branch-mark", (viewed ? "\u21b3 viewed branch" : "\u21b3 branch") + " " + number + " of " + siblings));
+    b.appendChild(el("div", "branch-mark", "\u21b3 branch " + number + " of " + siblings));
     var more = descendants(head) + 1;
-    if (viewed || doc.nodes.length <= EAGER_NODES) { chain(head, b); return b; }
+    if (doc.nodes.length <= EAGER_NODES) { chain(head, b); return b; }
     b.appendChild(row(head));
     var open = el("button", "open-branch", "open branch: " + more + " nodes");
     open.addEventListener("click", function () { b.removeChild(b.lastChild); b.removeChild(b.lastChild); chain(head, b); });
