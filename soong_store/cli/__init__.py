@@ -10,8 +10,9 @@ for damage (``check`` found problems, the database or a task log is damaged), el
 This module parses the command line and runs a command, importing its module only to run it:
 ``sessions`` is in :mod:`~soong_store.cli.listing`, the others that look at sessions in
 :mod:`~soong_store.cli.browse`, ``tasks`` in
-:mod:`~soong_store.cli.tasks`, ``export`` and ``import`` in :mod:`~soong_store.cli.transfer`, the
-rest in :mod:`~soong_store.cli.maintain`. A line that names its command plainly (after nothing
+:mod:`~soong_store.cli.tasks`, ``export`` and ``import`` in :mod:`~soong_store.cli.transfer`,
+``serve`` in :mod:`~soong_store.cli.web` (the viewer, extra ``web``), the rest in
+:mod:`~soong_store.cli.maintain`. A line that names its command plainly (after nothing
 but ``--home``, ``--url`` and ``--sqlite-module``) is parsed by a parser of that command alone,
 as the whole parser would parse it, without a parser made for each of the others.
 """
@@ -49,6 +50,7 @@ HANDLERS = {
     "transfer": ("export", "import"),
     "maintain": ("upgrade", "check", "gc", "demo"),
     "search": ("search",),
+    "web": ("serve",),
 }
 """The module of ``soong_store.cli`` that holds each command's handler ``cmd_<name>``: imported
 only once a command runs (``--help`` never does), so that parsing loads neither SQLAlchemy nor
@@ -221,13 +223,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="keep files younger than this (default 600)")  # fmt: skip
     add = command("check", "check integrity; exit 1 listing every problem")
     add("session_id", metavar="SID", nargs="?", help="only this session (default: everything)")
-    add = command("export", "write a session as JSON Lines (or Markdown)")
+    add = command("export", "write a session as JSON Lines (or Markdown, or an HTML page)")
     add("session_id", **_SID)
     add("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     add("--no-artifacts", action="store_true",
         help="leave the artifact files out (default: embedded, base64)")  # fmt: skip
-    add("--format", choices=["jsonl", "markdown"], default="jsonl",
-        help="jsonl (for import; default) or markdown (the active path, for people)")  # fmt: skip
+    add("--format", choices=["jsonl", "markdown", "html"], default="jsonl",
+        help="jsonl (for import; default), markdown (the active path, for people) or html "
+        "(the viewer's page, one file that works offline; extra web)")  # fmt: skip
+    add("--html", action="store_const", dest="format", const="html", help="--format html")
     add = command("import", "recreate a session from an export, or import another "
                   "agent's session file")  # fmt: skip
     add("file", metavar="FILE", help="export file ('-' for stdin), or another tool's session file")
@@ -244,12 +248,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add("--role", choices=[r.value for r in Role], help="only nodes of this role")
     add("--limit", type=_positive, default=20, metavar="N", help="hits per page (default 20)")
     add("--offset", type=_nonnegative, default=0, metavar="N", help="hits to skip (paging)")
+    add = command("serve", "show the sessions in a browser: a read-only viewer on this machine "
+                  "only (extra web)")  # fmt: skip
+    add("--port", type=_nonnegative, default=8765, metavar="N",
+        help="port on 127.0.0.1 (default 8765; 0: any free one)")  # fmt: skip
     for name, made in commands.items():
         if name == "timeline":
             made.add_argument(
                 "--json", action="store_true", help=f"{_JSON} (--follow: one per event)"
             )
-        elif name != "export":
+        elif name not in ("export", "serve"):
             made.add_argument("--json", action="store_true", help=_JSON)
     return parser
 

@@ -110,4 +110,9 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     if args.json:
         return 0
     out(f"\nlook closer: {PROG} --home {home} show {sid}   (also: path, timeline, tasks, check)")
+    out(
+        f"in a browser: {PROG} --home {home} serve   then open http://127.0.0.1:8765/s/{sid}\n"
+        f"  or as one file: {PROG} --home {home} export {sid} --html -o demo.html"
+        "   (extra web)"
+    )
     return 0

@@ -19,6 +19,7 @@ from soong_store.cli.common import (
     session_arg,
 )
 from soong_store.cli.markdown import export_markdown
+from soong_store.cli.web import viewer
 from soong_store.errors import InvalidArgument
 from soong_store.store import SessionStore
 from soong_store.transfer import export_session, import_session
@@ -41,6 +42,8 @@ async def _export(store: SessionStore, sid: str, args: argparse.Namespace, out: 
     try:
         if args.format == "markdown":
             await export_markdown(store, sid, out)
+        elif args.format == "html":
+            await viewer("export").export_html(store, sid, out)
         else:
             await export_session(
                 store, sid, out, with_artifacts=not args.no_artifacts, progress=progress

@@ -9,7 +9,7 @@ import pytest
 
 import soong_store
 
-HEAVY = ("sqlalchemy", "pydantic", "alembic", "orjson", "asyncio")
+HEAVY = ("sqlalchemy", "pydantic", "alembic", "orjson", "asyncio", "starlette", "uvicorn", "jinja2")
 
 PROBE = """
 import sys
