@@ -1,0 +1,60 @@
+"""Memory of an import of another agent's file: the tree's shape, not the content (issue 11)."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import orjson
+
+from soong_store import SessionStore
+from soong_store.importers import import_report
+from tests.conformance.test_importers import all_nodes
+
+TEXT = 20_000
+"""Bytes of text on each line of the long transcript."""
+
+
+def transcript(path: Path, session: str, lines: int, size: int) -> Path:
+    """A linear Claude Code transcript, each line ``size`` characters of text of its own."""
+    with path.open("wb") as out:
+        for i in range(lines):
+            role = "user" if i % 2 == 0 else "assistant"
+            record = {
+                "parentUuid": f"{session}-{i - 1}" if i else None,
+                "type": role,
+                "uuid": f"{session}-{i}",
+                "sessionId": session,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": role, "content": [{"type": "text", "text": _text(i, size)}]},
+            }
+            out.write(orjson.dumps(record) + b"\n")
+    return path
+
+
+def _text(index: int, size: int) -> str:
+    return (f"{index:07d} " * (size // 8 + 1))[:size]
+
+
+async def test_a_long_transcript_is_imported_holding_a_few_entries_at_a_time(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    lines = 1500  # 30 MB of text
+    path = transcript(tmp_path / "long.jsonl", "long", lines, TEXT)
+    warm = transcript(tmp_path / "warm.jsonl", "warm", 4, 100)
+    await import_report(store, warm, cwd=tmp_path)  # first uses of the store's caches
+    tracemalloc.start()
+    try:
+        report = await import_report(store, path, cwd=tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.summaries[0].counts["nodes"] == lines
+    nodes = await all_nodes(store, report.sessions[0].session_id)
+    assert [orjson.loads(n["content_json"])[0]["text"] for n in nodes] == [
+        _text(i, TEXT) for i in range(lines)
+    ]
+    # What the import holds besides the shape is bounded by the store (a page of rows, the
+    # search index's pending megabyte), not by the file: a quarter of the lines is ample.
+    held = peak / TEXT
+    assert held < lines / 4, f"{peak:,} bytes at the peak: {held:.0f} lines' text of {lines}"
