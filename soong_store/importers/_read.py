@@ -138,6 +138,23 @@ def _finite(text: str) -> float:
 _STRICT = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_int64, parse_float=_finite)
 
 
+class JsonLines:
+    """A JSON Lines file's records, read from its bytes or the file as many times as asked.
+
+    A parser that needs the whole file's links before it reads the entries reads it twice
+    rather than holding it. The issues of its lines are noted on the first reading only.
+    """
+
+    def __init__(self, path: Path, data: bytes | None, issues: list[LineIssue]) -> None:
+        self.path, self.data, self.issues = path, data, issues
+        self._read = False
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        issues, self._read = (None if self._read else self.issues), True
+        lines = file_lines(self.path) if self.data is None else split_lines(self.data)
+        return iter_jsonl(lines, issues)
+
+
 def file_lines(source: Path | BinaryIO) -> Iterator[bytes]:
     """The lines of a file (a leading BOM dropped), read one at a time, each read once whole.
 

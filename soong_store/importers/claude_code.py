@@ -18,7 +18,7 @@ agent with its ``.meta.json``. The active leaf is the last main-chain user or as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +33,7 @@ from soong_store.importers._model import (
     ParsedFile,
     SourceSession,
 )
-from soong_store.importers._read import (
-    file_lines,
-    iter_jsonl,
-    parse_time,
-    read_json,
-    split_lines,
-    stamp,
-)
+from soong_store.importers._read import JsonLines, parse_time, read_json, stamp
 
 FORMAT = "claude-code"
 _NOTES = ("system", "attachment", "progress")
@@ -78,7 +71,7 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
         data = None
     issues: list[LineIssue] = []
     reader = _Transcript(MAIN, 0, spool=spool)
-    reader.read(_Records(path, data, issues))
+    reader.read(JsonLines(path, data, issues))
     session = reader.session
     session.metadata.update({"agent": meta} if meta else {})
     for sub_path in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
@@ -86,7 +79,7 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
         key = sub_path.stem
         start = len(session.entries) + len(session.events) + 1
         sub = _Transcript(key, start, main=False, spool=spool)
-        sub.read(_Records(sub_path, None, sub_issues))
+        sub.read(JsonLines(sub_path, None, sub_issues))
         issues += [LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_issues]
         meta_path = sub_path.with_name(f"{key}.meta.json")
         agent_meta = _meta(meta_path.read_bytes()) if meta_path.is_file() else {}
@@ -95,22 +88,6 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
         session.entries += sub.session.entries
         session.events += sub.session.events
     return ParsedFile(FORMAT, [session], issues, spool)
-
-
-class _Records:
-    """A transcript's records, read from its bytes or its file as many times as asked.
-
-    The issues of its lines are noted on the first reading only.
-    """
-
-    def __init__(self, path: Path, data: bytes | None, issues: list[LineIssue]) -> None:
-        self.path, self.data, self.issues = path, data, issues
-        self._read = False
-
-    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        issues, self._read = (None if self._read else self.issues), True
-        lines = file_lines(self.path) if self.data is None else split_lines(self.data)
-        return iter_jsonl(lines, issues)
 
 
 def _meta(data: bytes) -> dict[str, Any]:

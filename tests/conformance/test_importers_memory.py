@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 
 from soong_store import SessionStore
 from soong_store.importers import import_report
@@ -15,7 +17,7 @@ TEXT = 20_000
 """Bytes of text on each line of the long transcript."""
 
 
-def transcript(path: Path, session: str, lines: int, size: int) -> Path:
+def claude(path: Path, session: str, lines: int, size: int) -> Path:
     """A linear Claude Code transcript, each line ``size`` characters of text of its own."""
     with path.open("wb") as out:
         for i in range(lines):
@@ -32,16 +34,36 @@ def transcript(path: Path, session: str, lines: int, size: int) -> Path:
     return path
 
 
+def pi(path: Path, session: str, lines: int, size: int) -> Path:
+    """A linear pi session of ``lines`` messages, each ``size`` characters of text of its own."""
+    with path.open("wb") as out:
+        out.write(orjson.dumps({"type": "session", "version": 3, "id": session}) + b"\n")
+        for i in range(lines):
+            record = {
+                "type": "message",
+                "id": f"{session}-{i}",
+                "parentId": f"{session}-{i - 1}" if i else session,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "message": {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": _text(i, size),
+                },
+            }
+            out.write(orjson.dumps(record) + b"\n")
+    return path
+
+
 def _text(index: int, size: int) -> str:
     return (f"{index:07d} " * (size // 8 + 1))[:size]
 
 
+@pytest.mark.parametrize("write", [claude, pi])
 async def test_a_long_transcript_is_imported_holding_a_few_entries_at_a_time(
-    store: SessionStore, tmp_path: Path
+    store: SessionStore, tmp_path: Path, write: Callable[[Path, str, int, int], Path]
 ) -> None:
     lines = 1500  # 30 MB of text
-    path = transcript(tmp_path / "long.jsonl", "long", lines, TEXT)
-    warm = transcript(tmp_path / "warm.jsonl", "warm", 4, 100)
+    path = write(tmp_path / "long.jsonl", "long", lines, TEXT)
+    warm = write(tmp_path / "warm.jsonl", "warm", 4, 100)
     await import_report(store, warm, cwd=tmp_path)  # first uses of the store's caches
     tracemalloc.start()
     try:
@@ -51,7 +73,7 @@ async def test_a_long_transcript_is_imported_holding_a_few_entries_at_a_time(
         tracemalloc.stop()
     assert report.summaries[0].counts["nodes"] == lines
     nodes = await all_nodes(store, report.sessions[0].session_id)
-    assert [orjson.loads(n["content_json"])[0]["text"] for n in nodes] == [
+    assert [orjson.loads(n["content_json"])[-1]["text"] for n in nodes] == [
         _text(i, TEXT) for i in range(lines)
     ]
     # What the import holds besides the shape is bounded by the store (a page of rows, the
