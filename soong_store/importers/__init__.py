@@ -58,6 +58,7 @@ _PARSERS: dict[str, Parser] = {
 }
 _STREAMED: dict[str, Callable[[Path, bytes | None, ContentSpool | None], ParsedFile]] = {
     "claude-code": claude_code.parse,
+    "codex": codex.parse,
     "pi": pi.parse,
 }
 """Parsers of JSON Lines that read the file a line at a time and park content in a spool."""

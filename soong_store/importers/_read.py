@@ -142,17 +142,18 @@ class JsonLines:
     """A JSON Lines file's records, read from its bytes or the file as many times as asked.
 
     A parser that needs the whole file's links before it reads the entries reads it twice
-    rather than holding it. The issues of its lines are noted on the first reading only.
+    rather than holding it. ``issues`` are those of the last reading that went to the end.
     """
 
-    def __init__(self, path: Path, data: bytes | None, issues: list[LineIssue]) -> None:
-        self.path, self.data, self.issues = path, data, issues
-        self._read = False
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
+        self.path, self.data = path, data
+        self.issues: list[LineIssue] = []
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        issues, self._read = (None if self._read else self.issues), True
+        found: list[LineIssue] = []
         lines = file_lines(self.path) if self.data is None else split_lines(self.data)
-        return iter_jsonl(lines, issues)
+        yield from iter_jsonl(lines, found)
+        self.issues = found
 
 
 def file_lines(source: Path | BinaryIO) -> Iterator[bytes]:

@@ -69,18 +69,21 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
         meta = _meta(path.read_bytes() if data is None else data)
         path = path.with_name(path.name.removesuffix(".meta.json") + ".jsonl")
         data = None
-    issues: list[LineIssue] = []
+    records = JsonLines(path, data)
     reader = _Transcript(MAIN, 0, spool=spool)
-    reader.read(JsonLines(path, data, issues))
+    reader.read(records)
+    issues = records.issues
     session = reader.session
     session.metadata.update({"agent": meta} if meta else {})
     for sub_path in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
-        sub_issues: list[LineIssue] = []
         key = sub_path.stem
         start = len(session.entries) + len(session.events) + 1
         sub = _Transcript(key, start, main=False, spool=spool)
-        sub.read(JsonLines(sub_path, None, sub_issues))
-        issues += [LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_issues]
+        sub_records = JsonLines(sub_path)
+        sub.read(sub_records)
+        issues += [
+            LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_records.issues
+        ]
         meta_path = sub_path.with_name(f"{key}.meta.json")
         agent_meta = _meta(meta_path.read_bytes()) if meta_path.is_file() else {}
         source = {"file": sub_path.name, "meta": agent_meta, "agentId": sub.agent_id}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from soong_store.importers import _blocks as b
-from soong_store.importers._model import ContentSpool, Entry, LineIssue, ParsedFile, SourceSession
+from soong_store.importers._model import ContentSpool, Entry, ParsedFile, SourceSession
 from soong_store.importers._read import JsonLines, parse_time, stamp
 
 FORMAT = "pi"
@@ -35,8 +35,7 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
     and links first). With a ``spool``, each entry's content waits there as soon as it is
     made, and the session holds the tree's shape.
     """
-    issues: list[LineIssue] = []
-    records = JsonLines(path, data, issues)
+    records = JsonLines(path, data)
     header: dict[str, Any] = {}
     linked = False
     index = -1
@@ -87,7 +86,7 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
         elif isinstance(at, int) and not isinstance(at, bool):
             entry.keeps_from = by_index.get(at)
     session.leaf = previous
-    return ParsedFile(FORMAT, [session], issues, spool)
+    return ParsedFile(FORMAT, [session], records.issues, spool)
 
 
 def _parent(ref: Any, keys: dict[str, str], session_id: str, entry: Entry) -> str | None:

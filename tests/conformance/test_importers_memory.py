@@ -53,11 +53,26 @@ def pi(path: Path, session: str, lines: int, size: int) -> Path:
     return path
 
 
+def codex(path: Path, session: str, lines: int, size: int) -> Path:
+    """A Codex rollout of ``lines`` message items, each ``size`` characters of text of its own."""
+    with path.open("wb") as out:
+        out.write(orjson.dumps({"type": "session_meta", "payload": {"id": session}}) + b"\n")
+        for i in range(lines):
+            item = {
+                "type": "message",
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": [{"type": "output_text", "text": _text(i, size)}],
+            }
+            record = {"type": "response_item", "timestamp": "2026-01-01T00:00:00Z", "payload": item}
+            out.write(orjson.dumps(record) + b"\n")
+    return path
+
+
 def _text(index: int, size: int) -> str:
     return (f"{index:07d} " * (size // 8 + 1))[:size]
 
 
-@pytest.mark.parametrize("write", [claude, pi])
+@pytest.mark.parametrize("write", [claude, codex, pi])
 async def test_a_long_transcript_is_imported_holding_a_few_entries_at_a_time(
     store: SessionStore, tmp_path: Path, write: Callable[[Path, str, int, int], Path]
 ) -> None:
