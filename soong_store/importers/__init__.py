@@ -28,9 +28,10 @@ from typing import Any, BinaryIO
 from soong_store.errors import InvalidArgument
 from soong_store.importers import chatgpt, claude_code, codex, librechat, openhands, openwebui, pi
 from soong_store.importers._detect import detect, several_values
-from soong_store.importers._model import ContentSpool, LineIssue, ParsedFile
+from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._read import file_lines
 from soong_store.importers._rows import build
+from soong_store.importers._spool import ContentSpool
 from soong_store.model.records import SessionRecord
 from soong_store.sql import session_keys
 from soong_store.store import SessionStore, run_read

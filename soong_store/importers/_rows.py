@@ -23,12 +23,12 @@ from soong_store.files.artifacts import extension
 from soong_store.importers._model import (
     MAIN,
     Artifact,
-    ContentSpool,
     Entry,
     Event,
     SourceSession,
 )
 from soong_store.importers._read import format_time
+from soong_store.importers._spool import ContentSpool
 from soong_store.importers._tree import arrange, counts
 from soong_store.model import codec
 from soong_store.model.content import validate_content

@@ -26,7 +26,6 @@ from soong_store.importers import _blocks as b
 from soong_store.importers._model import (
     MAIN,
     Agent,
-    ContentSpool,
     Entry,
     Event,
     LineIssue,
@@ -34,6 +33,7 @@ from soong_store.importers._model import (
     SourceSession,
 )
 from soong_store.importers._read import JsonLines, parse_time, read_json, stamp
+from soong_store.importers._spool import ContentSpool
 
 FORMAT = "claude-code"
 _NOTES = ("system", "attachment", "progress")

@@ -25,13 +25,13 @@ from soong_store.importers import _blocks as b
 from soong_store.importers._model import (
     MAIN,
     Agent,
-    ContentSpool,
     Entry,
     Event,
     ParsedFile,
     SourceSession,
 )
 from soong_store.importers._read import JsonLines, stamp
+from soong_store.importers._spool import ContentSpool
 
 FORMAT = "codex"
 _ROLES = {"user": "user", "assistant": "assistant", "developer": "system", "system": "system"}

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from soong_store.importers import _blocks as b
-from soong_store.importers._model import ContentSpool, Entry, ParsedFile, SourceSession
+from soong_store.importers._model import Entry, ParsedFile, SourceSession
 from soong_store.importers._read import JsonLines, parse_time, stamp
+from soong_store.importers._spool import ContentSpool
 
 FORMAT = "pi"
 _ENVELOPE = ("type", "id", "parentId", "timestamp")
