@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from soong_store.errors import InvalidArgument
+from soong_store.errors import InvalidArgument, StorageError
 from soong_store.importers import chatgpt, claude_code, codex, librechat, openhands, openwebui, pi
 from soong_store.importers._detect import detect, several_values
 from soong_store.importers._model import LineIssue, ParsedFile
@@ -275,7 +275,7 @@ async def _write_sessions(
         if session.cwd:
             session.metadata.setdefault("source_cwd", session.cwd)
         meta = {"file": source.name, "sha256": digest, "index": index}
-        with tempfile.TemporaryFile() as export:
+        with _temporary_file() as export:
             try:
                 built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
                 del session
@@ -291,13 +291,23 @@ async def _write_sessions(
         report.summaries.append(SessionSummary(source_id, built.session_id, built.counts))
 
 
+def _temporary_file() -> BinaryIO:
+    try:
+        return tempfile.TemporaryFile()
+    except OSError as exc:
+        raise StorageError(f"cannot write an import's export on disk: {exc.strerror}") from None
+
+
 def _write_lines(lines: Iterator[str], out: BinaryIO) -> None:
     """Write the export made of a conversation to a file, then rewind it for the import.
 
     Written whole before the import reads it, the conversation's parsed shape is gone before
     the import keeps its own: the two never add up.
     """
-    for line in lines:
-        out.write(line.encode())
-        out.write(b"\n")
-    out.seek(0)
+    try:
+        for line in lines:
+            out.write(line.encode())
+            out.write(b"\n")
+        out.seek(0)
+    except OSError as exc:
+        raise StorageError(f"cannot write an import's export on disk: {exc.strerror}") from None

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from soong_store.errors import StorageError
 from soong_store.importers._model import Artifact, Entry, Event
 from soong_store.importers._read import load_value
 
@@ -29,15 +30,15 @@ class ContentSpool:
     """
 
     def __init__(self) -> None:
-        self._file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        try:
+            self._file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        except OSError as exc:
+            raise StorageError(f"cannot keep an import's content on disk: {exc.strerror}") from None
 
     def park(self, entry: Entry) -> None:
         """Write the entry's content to the file and keep only its shape in the entry."""
         arts = {a.key: base64.b64encode(a.data).decode() for a in entry.artifacts}
-        self._file.seek(0, 2)
-        entry.stored = self._file.tell()
-        self._file.write(orjson.dumps([entry.blocks, entry.source, arts]))
-        self._file.write(b"\n")
+        entry.stored = self._append(orjson.dumps([entry.blocks, entry.source, arts]))
         entry.blocks = [_shape(block) for block in entry.blocks]
         entry.source = {k: entry.source[k] for k in _SOURCE_SHAPE if k in entry.source}
         entry.artifacts = [
@@ -58,10 +59,7 @@ class ContentSpool:
 
     def park_event(self, event: Event) -> None:
         """Write the event's payload to the file and drop it from the event."""
-        self._file.seek(0, 2)
-        event.stored = self._file.tell()
-        self._file.write(orjson.dumps(event.payload))
-        self._file.write(b"\n")
+        event.stored = self._append(orjson.dumps(event.payload))
         event.payload = None
 
     def payload(self, event: Event) -> Any:
@@ -70,6 +68,17 @@ class ContentSpool:
             return event.payload
         self._file.seek(event.stored)
         return load_value([self._file.readline()])
+
+    def _append(self, data: bytes) -> int:
+        """Write one line at the end of the file; where it starts."""
+        try:
+            self._file.seek(0, 2)
+            at = self._file.tell()
+            self._file.write(data)
+            self._file.write(b"\n")
+        except OSError as exc:
+            raise StorageError(f"cannot keep an import's content on disk: {exc.strerror}") from None
+        return at
 
     def close(self) -> None:
         """Remove the file."""

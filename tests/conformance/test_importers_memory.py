@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -9,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from soong_store import SessionStore
-from soong_store.importers import import_report
+from soong_store import SessionStore, StorageError
+from soong_store.importers import _spool, import_report
 from tests.conformance.test_importers import all_nodes
 
 TEXT = 20_000
@@ -95,3 +97,18 @@ async def test_a_long_transcript_is_imported_holding_a_few_entries_at_a_time(
     # search index's pending megabyte), not by the file: a quarter of the lines is ample.
     held = peak / TEXT
     assert held < lines / 4, f"{peak:,} bytes at the peak: {held:.0f} lines' text of {lines}"
+
+
+class _FullDisk(io.BytesIO):
+    def write(self, data: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def test_a_full_disk_under_the_parked_content_is_a_storage_error(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = claude(tmp_path / "t.jsonl", "full", 3, 100)
+    monkeypatch.setattr(_spool.tempfile, "TemporaryFile", _FullDisk)
+    with pytest.raises(StorageError, match="No space left on device"):
+        await import_report(store, path, cwd=tmp_path)
+    assert await store.list_sessions() == []
