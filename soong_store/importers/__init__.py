@@ -280,6 +280,8 @@ async def _write_sessions(
                 built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
                 del session
                 await asyncio.to_thread(_write_lines, built.lines, export)
+                if spool is not None and not sessions:  # the last one: its content is read
+                    spool.close()
                 imported = await import_session(store, file_lines(export), key=key)
             except session_keys.KeyTaken as exc:  # another import wrote it meanwhile
                 report.summaries.append(SessionSummary(source_id, exc.session_id, {}, True))
