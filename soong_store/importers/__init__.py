@@ -17,18 +17,21 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from soong_store.errors import InvalidArgument
+from soong_store.errors import InvalidArgument, StorageError
 from soong_store.importers import chatgpt, claude_code, codex, librechat, openhands, openwebui, pi
 from soong_store.importers._detect import detect, several_values
 from soong_store.importers._model import LineIssue, ParsedFile
+from soong_store.importers._read import file_lines
 from soong_store.importers._rows import build
+from soong_store.importers._spool import ContentSpool
 from soong_store.model.records import SessionRecord
 from soong_store.sql import session_keys
 from soong_store.store import SessionStore, run_read
@@ -54,6 +57,12 @@ _PARSERS: dict[str, Parser] = {
     "openwebui": openwebui.parse,
     "openhands": openhands.parse,
 }
+_STREAMED: dict[str, Callable[[Path, bytes | None, ContentSpool | None], ParsedFile]] = {
+    "claude-code": claude_code.parse,
+    "codex": codex.parse,
+    "pi": pi.parse,
+}
+"""Parsers of JSON Lines that read the file a line at a time and park content in a spool."""
 FORMATS = ("auto", "soong", *_PARSERS)
 """The names ``format=`` accepts."""
 
@@ -201,40 +210,106 @@ async def import_report(
             SessionSummary(imported.source_session_id, imported.session_id, imported.counts)
         )
         return report
+    streamed = fmt in _STREAMED
     try:
-        data = await asyncio.to_thread(source.read_bytes)
+        data = None if streamed else await asyncio.to_thread(source.read_bytes)
+        if data is not None:
+            digest = hashlib.sha256(data).hexdigest()
+        else:
+            digest = await asyncio.to_thread(_sha256, source)
         mtime = datetime.fromtimestamp(source.stat().st_mtime, UTC)
     except OSError as exc:
         raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
-    digest = hashlib.sha256(data).hexdigest()
+    spool = ContentSpool() if streamed else None
     try:
-        parsed = await asyncio.to_thread(_PARSERS[fmt], source, data)
-    except (OSError, ValueError) as exc:
-        raise InvalidArgument(f"cannot import {str(source)!r} as {fmt}: {exc}") from None
+        try:
+            if streamed:
+                parsed = await asyncio.to_thread(_STREAMED[fmt], source, None, spool)
+            else:
+                assert data is not None
+                parsed = await asyncio.to_thread(_PARSERS[fmt], source, data)
+        except (OSError, ValueError) as exc:
+            raise InvalidArgument(f"cannot import {str(source)!r} as {fmt}: {exc}") from None
+        del data  # the parsed sessions hold what the import needs
+        await _write_sessions(store, report, parsed, fmt, source, digest, mtime, cwd, spool)
+    finally:
+        if spool is not None:
+            spool.close()
+    return report
+
+
+def _sha256(path: Path) -> str:
+    """The hex SHA-256 of a file, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while piece := file.read(_HEAD):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+async def _write_sessions(
+    store: SessionStore,
+    report: ImportReport,
+    parsed: ParsedFile,
+    fmt: str,
+    source: Path,
+    digest: str,
+    mtime: datetime,
+    cwd: Any,
+    spool: ContentSpool | None,
+) -> None:
+    """Import each conversation of a parsed file, noting what happened in ``report``."""
     report.issues = parsed.issues
-    del data  # the parsed sessions hold what the import needs
     folder = str(Path(cwd if cwd is not None else os.getcwd()).absolute())
-    for index, session in enumerate(parsed.sessions):
-        session.source_id = session.source_id or f"sha256:{digest}#{index}"
-        key = (f"import:{fmt}", session.source_id)
+    sessions, parsed.sessions = parsed.sessions[::-1], []
+    for index in range(len(sessions)):
+        session = sessions.pop()  # let go once its export is written
+        source_id = session.source_id = session.source_id or f"sha256:{digest}#{index}"
+        key = (f"import:{fmt}", source_id)
         existing = await run_read(store, partial(session_keys.lookup, namespace=key[0], key=key[1]))
         if existing is not None:
-            report.summaries.append(SessionSummary(session.source_id, existing, {}, True))
+            report.summaries.append(SessionSummary(source_id, existing, {}, True))
             continue
         usable = session.cwd and "\x00" not in session.cwd and Path(session.cwd).is_absolute()
         where = session.cwd if usable and session.cwd else folder
         if session.cwd:
             session.metadata.setdefault("source_cwd", session.cwd)
         meta = {"file": source.name, "sha256": digest, "index": index}
-        try:
-            built = await asyncio.to_thread(build, session, where, mtime, meta)
-            imported = await import_session(store, built.lines, key=key)
-        except session_keys.KeyTaken as exc:  # another import wrote it meanwhile
-            report.summaries.append(SessionSummary(session.source_id, exc.session_id, {}, True))
-            continue
-        except InvalidArgument as exc:  # one conversation refused; the others still go in
-            report.summaries.append(SessionSummary(session.source_id, "", {}, error=str(exc)))
-            continue
+        with _temporary_file() as export:
+            try:
+                built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
+                del session
+                await asyncio.to_thread(_write_lines, built.lines, export)
+                if spool is not None and not sessions:  # the last one: its content is read
+                    spool.close()
+                imported = await import_session(store, file_lines(export), key=key)
+            except session_keys.KeyTaken as exc:  # another import wrote it meanwhile
+                report.summaries.append(SessionSummary(source_id, exc.session_id, {}, True))
+                continue
+            except InvalidArgument as exc:  # one conversation refused; the others still go in
+                report.summaries.append(SessionSummary(source_id, "", {}, error=str(exc)))
+                continue
         report.sessions.append(await store.get_session(imported.session_id))
-        report.summaries.append(SessionSummary(session.source_id, built.session_id, built.counts))
-    return report
+        report.summaries.append(SessionSummary(source_id, built.session_id, built.counts))
+
+
+def _temporary_file() -> BinaryIO:
+    try:
+        return tempfile.TemporaryFile()
+    except OSError as exc:
+        raise StorageError(f"cannot write an import's export on disk: {exc.strerror}") from None
+
+
+def _write_lines(lines: Iterator[str], out: BinaryIO) -> None:
+    """Write the export made of a conversation to a file, then rewind it for the import.
+
+    Written whole before the import reads it, the conversation's parsed shape is gone before
+    the import keeps its own: the two never add up.
+    """
+    try:
+        for line in lines:
+            out.write(line.encode())
+            out.write(b"\n")
+        out.seek(0)
+    except OSError as exc:
+        raise StorageError(f"cannot write an import's export on disk: {exc.strerror}") from None

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from soong_store.importers._spool import ContentSpool
 
 MAIN = "main"
 """The key of every session's root agent."""
@@ -63,6 +66,8 @@ class Entry:
     token_count: int | None = None
     keeps_from: str | None = None
     artifacts: list[Artifact] = field(default_factory=list)
+    stored: int | None = None
+    """Where the parse's ``ContentSpool`` holds the content (``blocks`` and ``source``: shape)."""
 
 
 @dataclass(slots=True)
@@ -77,6 +82,8 @@ class Event:
     entry: str | None = None
     tool_call_id: str | None = None
     position: int = 0
+    stored: int | None = None
+    """Where the parse's ``ContentSpool`` holds the payload (``payload`` then ``None``)."""
 
 
 @dataclass(slots=True)
@@ -111,3 +118,5 @@ class ParsedFile:
     format: str
     sessions: list[SourceSession]
     issues: list[LineIssue] = field(default_factory=list)
+    spool: ContentSpool | None = None
+    """Where the sessions' content waits, if the parser parked it (closed by the caller)."""

@@ -13,9 +13,13 @@ parser gets can always be stored. A JSON Lines file is read line by line and no 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -27,33 +31,168 @@ _BOM = b"\xef\xbb\xbf"
 
 def read_jsonl(data: bytes) -> tuple[list[tuple[int, dict[str, Any]]], list[LineIssue]]:
     """The JSON objects of a JSON Lines file with their 1-based line numbers, and the issues."""
-    records: list[tuple[int, dict[str, Any]]] = []
     issues: list[LineIssue] = []
-    for lineno, raw in enumerate(_lines(data), 1):
-        line = raw.strip()
-        if not line:
+    return list(iter_jsonl(split_lines(data), issues)), issues
+
+
+def iter_jsonl(
+    lines: Iterator[bytes], issues: list[LineIssue] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of ``lines`` with their 1-based line numbers, one at a time.
+
+    A line's bytes are let go as soon as it is parsed, so a long line is held twice at most
+    (its bytes and its value) while it is read. The problems go into ``issues`` (none kept
+    without it: a second reading of a file has reported them already).
+    """
+    found: list[LineIssue] = [] if issues is None else issues
+    lineno = 0
+    for raw in lines:  # not enumerate(): its reused tuple would keep the last line alive
+        lineno += 1
+        if not raw or raw.isspace():
             continue
+        held: list[bytes | str] = [raw]
+        del raw
         try:
-            value = orjson.loads(line)
+            value = load_value(held)  # JSON's own whitespace around the value is allowed
         except orjson.JSONDecodeError as exc:
-            pieces = _joined_objects(line)
-            if pieces is None:
-                issues.append(LineIssue(lineno, "skipped", f"not JSON ({_short(exc)})"))
+            line = held.pop()
+            line = line.encode() if isinstance(line, str) else line
+            try:
+                value = orjson.loads(line.strip())  # other spaces ``strip`` takes (form feeds)
+            except orjson.JSONDecodeError:
+                pieces = _joined_objects(line.strip())
+                if pieces is None:
+                    found.append(LineIssue(lineno, "skipped", f"not JSON ({_short(exc)})"))
+                    continue
+                found.append(
+                    LineIssue(lineno, "recovered", f"{len(pieces)} JSON objects joined on one line")
+                )
+                yield from ((lineno, piece) for piece in pieces)
                 continue
-            records.extend((lineno, piece) for piece in pieces)
-            issues.append(
-                LineIssue(lineno, "recovered", f"{len(pieces)} JSON objects joined on one line")
-            )
-            continue
+            del line
         if isinstance(value, dict):
-            records.append((lineno, value))
+            yield lineno, value
         else:
             kind = type(value).__name__ if value is not None else "null"
-            issues.append(LineIssue(lineno, "skipped", f"a JSON {kind}, not an object"))
-    return records, issues
+            found.append(LineIssue(lineno, "skipped", f"a JSON {kind}, not an object"))
+        del value
 
 
-def _lines(data: bytes) -> Iterator[bytes]:
+_LONG = 2**22
+"""From this length on, :func:`load_value` parses a line holding two copies of it, not three."""
+_SURROGATE = re.compile(r"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
+
+
+def load_value(held: list[bytes | str]) -> Any:
+    """``orjson.loads`` of ``held[0]``, which it takes (``held`` emptied) once it has parsed it.
+
+    orjson copies its input before it builds the value: a line of 100 MB costs 300 MB while it
+    is parsed. A long line is therefore decoded (its bytes let go), then parsed by the standard
+    library, which holds the text and the value only; the value is kept when it is one orjson
+    would give (no NaN or Infinity, integers within 64 bits, no lone surrogate), else orjson
+    gives its own verdict.
+    """
+    data = held[0]
+    if len(data) < _LONG:
+        value = orjson.loads(data)
+        held.clear()
+        return value
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        return orjson.loads(data)  # raises orjson's own error
+    held[0] = text
+    del data
+    try:
+        value = _STRICT.decode(text)
+    except (ValueError, RecursionError):
+        value = None
+    else:
+        if _SURROGATE.search(text) is None:
+            held.clear()
+            return value
+    del value
+    value = orjson.loads(text)
+    held.clear()
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _int64(text: str) -> int:
+    value = int(text)
+    if not -(2**63) <= value < 2**64:
+        raise ValueError("integer out of range")
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")
+    return value
+
+
+_STRICT = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_int64, parse_float=_finite)
+
+
+class JsonLines:
+    """A JSON Lines file's records, read from its bytes or the file as many times as asked.
+
+    A parser that needs the whole file's links before it reads the entries reads it twice
+    rather than holding it. ``issues`` are those of the last reading that went to the end.
+    """
+
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
+        self.path, self.data = path, data
+        self.issues: list[LineIssue] = []
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        found: list[LineIssue] = []
+        lines = file_lines(self.path) if self.data is None else split_lines(self.data)
+        yield from iter_jsonl(lines, found)
+        self.issues = found
+
+
+def file_lines(source: Path | BinaryIO) -> Iterator[bytes]:
+    """The lines of a file (a leading BOM dropped), read one at a time, each read once whole.
+
+    ``source`` is a path, or an open file read from where it stands. No line is held here
+    while its reader has it (nothing of it stays in this frame), and a long line is read in one
+    piece after finding its end, never joined from pieces.
+    """
+    if isinstance(source, Path):
+        with source.open("rb") as file:
+            yield from file_lines(file)
+        return
+    start = source.tell()
+    if source.read(len(_BOM)) != _BOM:
+        source.seek(start)
+    size = os.fstat(source.fileno()).st_size
+    while source.tell() < size:
+        yield _read_line(source)
+
+
+_PIECE = 2**20
+"""How much of a line :func:`_read_line` reads before it looks for the line's end instead."""
+
+
+def _read_line(file: BinaryIO) -> bytes:
+    start = file.tell()
+    raw = file.readline(_PIECE)
+    if len(raw) < _PIECE or raw.endswith(b"\n"):
+        return raw
+    del raw
+    while (piece := file.readline(_PIECE)) and not piece.endswith(b"\n"):
+        pass
+    end = file.tell()
+    file.seek(start)
+    return file.read(end - start)
+
+
+def split_lines(data: bytes) -> Iterator[bytes]:
     """The lines of ``data`` (a leading BOM dropped), one at a time: no list, no copy of it."""
     start = len(_BOM) if data.startswith(_BOM) else 0
     while start <= len(data):

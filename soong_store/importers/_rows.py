@@ -20,8 +20,15 @@ from typing import Any
 
 from soong_store.errors import InvalidContent
 from soong_store.files.artifacts import extension
-from soong_store.importers._model import MAIN, Entry, Event, SourceSession
+from soong_store.importers._model import (
+    MAIN,
+    Artifact,
+    Entry,
+    Event,
+    SourceSession,
+)
 from soong_store.importers._read import format_time
+from soong_store.importers._spool import ContentSpool
 from soong_store.importers._tree import arrange, counts
 from soong_store.model import codec
 from soong_store.model.content import validate_content
@@ -40,39 +47,39 @@ class Built:
     counts: dict[str, int]
 
 
-def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[str, Any]) -> Built:
-    """The export lines of one source session (``file_meta`` goes into the session metadata)."""
+def build(
+    session: SourceSession,
+    cwd: str,
+    fallback: datetime,
+    file_meta: dict[str, Any],
+    spool: ContentSpool | None = None,
+) -> Built:
+    """The export lines of one source session (``file_meta`` goes into the session metadata).
+
+    With ``spool`` (where the parser parked the entries' content), each node's, event's and
+    artifact's content is read back when its line is made, one at a time.
+    """
     sid = new_session_id()
     nodes = arrange(session)
     times = _times(session, fallback)
     agent_ids = {MAIN: new_id("agent")} | {a.key: new_id("agent") for a in session.agents}
     node_ids = {e.key: new_id("node") for e in nodes}
-    art_ids: dict[str, str] = {}
-    artifacts: list[dict[str, Any]] = []
-    for entry in nodes:
-        for art in entry.artifacts:
-            aid = art_ids[art.key] = new_id("art")
-            row = {
-                "artifact_id": aid,
-                "session_id": sid,
-                "agent_id": agent_ids[entry.agent],
-                "run_id": None,
-                "node_id": node_ids[entry.key],
-                "tool_call_id": None,
-                "path": f"{sid}/{aid}{extension(art.filename, art.mime_type)}",
-                "filename": art.filename,
-                "mime_type": art.mime_type,
-                "size_bytes": len(art.data),
-                "summary": art.summary,
-                "metadata_json": codec.dumps_text({"imported_from": {"key": art.key}}),
-                "created_at": times[id(entry)],
-            }
-            artifacts.append({"row": row, "data_b64": base64.b64encode(art.data).decode()})
+    art_ids = {art.key: new_id("art") for entry in nodes for art in entry.artifacts}
     node_rows = (  # made as the import reads them: one node's row and line at a time
-        _node_row(sid, seq, e, session.format, node_ids, agent_ids, art_ids, times[id(e)])
+        _node_row(sid, seq, e, session.format, node_ids, agent_ids, art_ids, times[id(e)], spool)
         for seq, e in enumerate(nodes, 1)
     )
-    event_rows = _event_rows(sid, session, nodes, node_ids, agent_ids, times)
+    artifacts = (
+        _artifact(sid, entry, art, agent_ids, node_ids, art_ids, times[id(entry)])
+        for entry in nodes
+        if entry.artifacts
+        for art in _load(spool, entry)[2]
+    )
+    pending = _pending_events(session, nodes)
+    event_rows = (
+        _event_row(seq, item, session, node_ids, agent_ids, times, spool)
+        for seq, item in enumerate(pending, 1)
+    )
     stamps = sorted(times.values())
     first, last = (stamps[0], stamps[-1]) if stamps else (format_time(fallback),) * 2
     meta = {
@@ -116,8 +123,8 @@ def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[
             "agents": len(agent_rows),
             "runs": 0,
             "nodes": len(nodes),
-            "events": len(event_rows),
-            "artifacts": len(artifacts),
+            "events": len(pending),
+            "artifacts": len(art_ids),
         },
     }
     lines = chain(
@@ -127,7 +134,7 @@ def build(session: SourceSession, cwd: str, fallback: datetime, file_meta: dict[
         (_line("event", row) for row in event_rows),
         (codec.dumps_text({"kind": "artifact", **item}) for item in artifacts),
     )
-    summary = counts(session, nodes) | {"events": len(event_rows)}
+    summary = counts(session, nodes) | {"events": len(pending)}
     return Built(sid, lines, summary)
 
 
@@ -170,14 +177,19 @@ def _node_row(
     agent_ids: dict[str, str],
     art_ids: dict[str, str],
     created: str,
+    spool: ContentSpool | None,
 ) -> dict[str, Any]:
-    source = {"format": fmt, **entry.source}
-    blocks = [_rename_refs(block, art_ids) for block in entry.blocks]
+    stored, kept, _ = _load(spool, entry)
+    source = {"format": fmt, **kept}
+    del kept
+    blocks = [_rename_refs(block, art_ids) for block in stored]
+    del stored
     try:
         content = encode_content(validate_content(blocks))[0]
     except InvalidContent as exc:  # a block the parser could not shape: keep it as data
         source["content_error"] = str(exc)
         content = encode_content(validate_content([{"type": "json", "data": blocks}]))[0]
+    del blocks  # the row holds the content once, as its JSON text
     return {
         "node_id": node_ids[entry.key],
         "node_seq": seq,
@@ -201,29 +213,87 @@ def _rename_refs(block: dict[str, Any], art_ids: dict[str, str]) -> dict[str, An
     return block
 
 
-def _event_rows(
+def _load(
+    spool: ContentSpool | None, entry: Entry
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[Artifact]]:
+    """An entry's whole content: read back from ``spool`` if it waits there."""
+    if spool is None:
+        return entry.blocks, entry.source, entry.artifacts
+    return spool.load(entry)
+
+
+def _artifact(
     sid: str,
+    entry: Entry,
+    art: Artifact,
+    agent_ids: dict[str, str],
+    node_ids: dict[str, str],
+    art_ids: dict[str, str],
+    created: str,
+) -> dict[str, Any]:
+    """An artifact line's item: its row and its bytes."""
+    aid = art_ids[art.key]
+    row = {
+        "artifact_id": aid,
+        "session_id": sid,
+        "agent_id": agent_ids[entry.agent],
+        "run_id": None,
+        "node_id": node_ids[entry.key],
+        "tool_call_id": None,
+        "path": f"{sid}/{aid}{extension(art.filename, art.mime_type)}",
+        "filename": art.filename,
+        "mime_type": art.mime_type,
+        "size_bytes": len(art.data),
+        "summary": art.summary,
+        "metadata_json": codec.dumps_text({"imported_from": {"key": art.key}}),
+        "created_at": created,
+    }
+    return {"row": row, "data_b64": base64.b64encode(art.data).decode()}
+
+
+_Pending = tuple[float, int, Entry | Event, dict[str, Any] | None]
+"""An event to make: its source position, its order among equals, what it is made of, and
+for a failed tool result, the result block."""
+
+
+def _pending_events(session: SourceSession, nodes: list[Entry]) -> list[_Pending]:
+    """The events of the session in row order, as what each is made of (no row yet)."""
+    pending: list[_Pending] = []
+    for entry in nodes:
+        pending.append((entry.position, len(pending), entry, None))
+        for block in entry.blocks:
+            if block.get("type") == "tool_result" and block.get("is_error"):
+                pending.append((entry.position, len(pending), entry, block))
+    for event in session.events:
+        pending.append((event.position, len(pending), event, None))
+    pending.sort(key=lambda item: (item[0], item[1]))
+    return pending
+
+
+def _event_row(
+    seq: int,
+    item: _Pending,
     session: SourceSession,
-    nodes: list[Entry],
     node_ids: dict[str, str],
     agent_ids: dict[str, str],
     times: dict[int, str],
-) -> list[dict[str, Any]]:
-    pending: list[tuple[float, int, dict[str, Any]]] = []
-    for entry in nodes:
+    spool: ContentSpool | None,
+) -> dict[str, Any]:
+    _, _, made_of, block = item
+    if isinstance(made_of, Entry):
         base: dict[str, str | None] = {
-            "agent_id": agent_ids[entry.agent],
-            "node_id": node_ids[entry.key],
+            "agent_id": agent_ids[made_of.agent],
+            "node_id": node_ids[made_of.key],
         }
-        at = times[id(entry)]
-        pending.append((entry.position, len(pending), _event(base, "node_created", at)))
-        for block in entry.blocks:
-            if block.get("type") == "tool_result" and block.get("is_error"):
-                call = block.get("tool_call_id")
-                payload = {"tool_call_id": call, "source_id": entry.source.get("id")}
-                failed = _event(base, "tool_failed", at, "error", call, payload)
-                pending.append((entry.position, len(pending), failed))
-    for event in session.events:
+        at = times[id(made_of)]
+        if block is None:
+            row = _event(base, "node_created", at)
+        else:
+            call = block.get("tool_call_id")
+            payload = {"tool_call_id": call, "source_id": made_of.source.get("id")}
+            row = _event(base, "tool_failed", at, "error", call, payload)
+    else:
+        event = made_of
         base = {
             "agent_id": agent_ids.get(event.agent) if event.agent is not None else None,
             "node_id": node_ids.get(event.entry or ""),
@@ -234,14 +304,9 @@ def _event_rows(
             times[id(event)],
             event.level,
             event.tool_call_id,
-            event.payload,
+            event.payload if spool is None else spool.payload(event),
         )
-        pending.append((event.position, len(pending), row))
-    pending.sort(key=lambda item: (item[0], item[1]))
-    rows = []
-    for seq, (_, _, row) in enumerate(pending, 1):
-        rows.append({"event_id": new_id("evt"), "seq": seq, "run_seq": None, **row})
-    return rows
+    return {"event_id": new_id("evt"), "seq": seq, "run_seq": None, **row}
 
 
 def _event(

@@ -18,6 +18,7 @@ agent with its ``.meta.json``. The active leaf is the last main-chain user or as
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ from soong_store.importers._model import (
     ParsedFile,
     SourceSession,
 )
-from soong_store.importers._read import parse_time, read_json, read_jsonl, stamp
+from soong_store.importers._read import JsonLines, parse_time, read_json, stamp
+from soong_store.importers._spool import ContentSpool
 
 FORMAT = "claude-code"
 _NOTES = ("system", "attachment", "progress")
@@ -55,31 +57,40 @@ _ENVELOPE = {
 }
 
 
-def parse(path: Path, data: bytes) -> ParsedFile:
-    """Read a transcript (or a sub-agent's ``.meta.json``: its transcript beside it)."""
+def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = None) -> ParsedFile:
+    """Read a transcript (or a sub-agent's ``.meta.json``: its transcript beside it).
+
+    ``data`` is the file's bytes, else the file is read a line at a time (twice: the links
+    first). With a ``spool``, each entry's content waits there as soon as it is made, and the
+    session holds the tree's shape.
+    """
     meta: dict[str, Any] = {}
     if path.name.endswith(".meta.json"):
-        meta = _meta(data)
+        meta = _meta(path.read_bytes() if data is None else data)
         path = path.with_name(path.name.removesuffix(".meta.json") + ".jsonl")
-        data = path.read_bytes()
-    records, issues = read_jsonl(data)
-    reader = _Transcript(MAIN, 0)
+        data = None
+    records = JsonLines(path, data)
+    reader = _Transcript(MAIN, 0, spool=spool)
     reader.read(records)
+    issues = records.issues
     session = reader.session
     session.metadata.update({"agent": meta} if meta else {})
     for sub_path in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
-        sub_records, sub_issues = read_jsonl(sub_path.read_bytes())
-        issues += [LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_issues]
         key = sub_path.stem
-        sub = _Transcript(key, len(session.entries) + len(session.events) + 1, main=False)
+        start = len(session.entries) + len(session.events) + 1
+        sub = _Transcript(key, start, main=False, spool=spool)
+        sub_records = JsonLines(sub_path)
         sub.read(sub_records)
+        issues += [
+            LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_records.issues
+        ]
         meta_path = sub_path.with_name(f"{key}.meta.json")
         agent_meta = _meta(meta_path.read_bytes()) if meta_path.is_file() else {}
         source = {"file": sub_path.name, "meta": agent_meta, "agentId": sub.agent_id}
         session.agents.append(Agent(key, "sub", source))
         session.entries += sub.session.entries
         session.events += sub.session.events
-    return ParsedFile(FORMAT, [session], issues)
+    return ParsedFile(FORMAT, [session], issues, spool)
 
 
 def _meta(data: bytes) -> dict[str, Any]:
@@ -93,8 +104,10 @@ def _meta(data: bytes) -> dict[str, Any]:
 class _Transcript:
     """One transcript file read into a session (the main one, or a sub-agent's)."""
 
-    def __init__(self, agent: str, start: int, main: bool = True) -> None:
-        self.agent, self.start, self.main = agent, start, main
+    def __init__(
+        self, agent: str, start: int, main: bool = True, spool: ContentSpool | None = None
+    ) -> None:
+        self.agent, self.start, self.main, self.spool = agent, start, main, spool
         self.session = SourceSession(FORMAT, "", None, {})
         self.calls = b.ToolCalls()
         self.agent_id: str | None = None
@@ -103,21 +116,28 @@ class _Transcript:
         self.sidechains = True
         self._subs: dict[str, str | None] = {}  # sub-agent key -> its agentId
 
-    def read(self, records: list[tuple[int, dict[str, Any]]]) -> None:
-        uuids = {r["uuid"] for _, r in records if isinstance(r.get("uuid"), str)}
-        linked = any(
-            _str(r.get("parentUuid")) in uuids or _str(r.get("logicalParentUuid")) in uuids
-            for _, r in records
-            if isinstance(r.get("uuid"), str)
-        )
+    def read(self, records: Iterable[tuple[int, dict[str, Any]]]) -> None:
+        uuids: set[str] = set()
+        refs: set[str] = set()
+        only_sidechains = True
+        r: dict[str, Any] = {}
+        for _, r in records:  # the links first: they decide how every parent is read
+            if isinstance(r.get("uuid"), str):
+                uuids.add(r["uuid"])
+                refs.update(
+                    filter(None, map(_str, (r.get("parentUuid"), r.get("logicalParentUuid"))))
+                )
+                only_sidechains = only_sidechains and r.get("isSidechain") is True
+        linked = not refs.isdisjoint(uuids)
+        del uuids, refs, r  # the last record too: a long line must not stay for the second reading
         # A transcript of sidechain lines only is a sub-agent's own file: its lines are its chain.
-        self.sidechains = not all(
-            r.get("isSidechain") is True for _, r in records if isinstance(r.get("uuid"), str)
-        )
+        self.sidechains = not only_sidechains
         previous: str | None = None
         leaf: str | None = None
         s = self.session
-        for position, (lineno, record) in enumerate(records, self.start):
+        position = self.start - 1
+        for lineno, record in records:  # not enumerate(): its tuple would keep the last record
+            position += 1
             s.source_id = s.source_id or _str(record.get("sessionId")) or ""
             s.cwd = s.cwd or _str(record.get("cwd"))
             self.agent_id = self.agent_id or _str(record.get("agentId"))
@@ -138,6 +158,9 @@ class _Transcript:
             previous = key
             if record.get("type") in ("user", "assistant") and entry.agent == MAIN:
                 leaf = key
+            if self.spool is not None:
+                self.spool.park(entry)
+            del record, entry
         if self.main:
             self._dissolve_crossed()
         named = self._latest.get(str(s.metadata.get("leafUuid")))
@@ -331,7 +354,10 @@ class _Transcript:
         moment, _ = parse_time(record.get("timestamp"))
         payload = {"format": FORMAT, "type": kind, "line": lineno, "record": record}
         agent = MAIN if self.main else self.agent
-        s.events.append(Event("imported_record", payload, moment, agent=agent, position=position))
+        event = Event("imported_record", payload, moment, agent=agent, position=position)
+        if self.spool is not None:
+            self.spool.park_event(event)
+        s.events.append(event)
 
 
 def _str(value: Any) -> str | None:

@@ -15,14 +15,23 @@ items (they repeat them otherwise). A later ``session_meta`` with ``forked_from_
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from soong_store.importers import _blocks as b
-from soong_store.importers._model import MAIN, Agent, Entry, Event, ParsedFile, SourceSession
-from soong_store.importers._read import read_jsonl, stamp
+from soong_store.importers._model import (
+    MAIN,
+    Agent,
+    Entry,
+    Event,
+    ParsedFile,
+    SourceSession,
+)
+from soong_store.importers._read import JsonLines, stamp
+from soong_store.importers._spool import ContentSpool
 
 FORMAT = "codex"
 _ROLES = {"user": "user", "assistant": "assistant", "developer": "system", "system": "system"}
@@ -43,19 +52,30 @@ _OUTPUTS = (
 _LEVELS = {"error": "error", "stream_error": "error", "turn_aborted": "warning"}
 
 
-def parse(path: Path, data: bytes) -> ParsedFile:
-    """Read one rollout file (one session, its sub-agent and fork threads as agents)."""
-    records, issues = read_jsonl(data)
-    reader = _Rollout(records)
-    for position, (lineno, record) in enumerate(records):
+def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = None) -> ParsedFile:
+    """Read one rollout file (one session, its sub-agent and fork threads as agents).
+
+    ``data`` is the file's bytes, else the file is read a line at a time (twice: whether it has
+    message items first). With a ``spool``, each entry's content and each event's payload wait
+    there as soon as they are made, and the session holds the tree's shape.
+    """
+    records = JsonLines(path, data)
+    reader = _Rollout(records, spool)
+    position = -1
+    for lineno, record in records:  # not enumerate(): its tuple would keep the last record
+        position += 1
         reader.record(record, lineno, position)
+        del record
     session = reader.session
     session.leaf = reader.last.get(MAIN)
-    return ParsedFile(FORMAT, [session], issues)
+    return ParsedFile(FORMAT, [session], records.issues, spool)
 
 
 class _Rollout:
-    def __init__(self, records: list[tuple[int, dict[str, Any]]]) -> None:
+    def __init__(
+        self, records: Iterable[tuple[int, dict[str, Any]]], spool: ContentSpool | None
+    ) -> None:
+        self.spool = spool
         self.session = SourceSession(FORMAT, "", None, {})
         self.agent = MAIN
         self.last: dict[str, str] = {}
@@ -94,9 +114,10 @@ class _Rollout:
         level = _LEVELS.get(str(sub), "info")
         event = {"format": FORMAT, "type": kind, "line": lineno, "record": record}
         call = item.get("call_id") if isinstance(item.get("call_id"), str) else None
-        self.session.events.append(
-            Event("imported_record", event, moment, level, self.agent, None, call, position)
-        )
+        made = Event("imported_record", event, moment, level, self.agent, None, call, position)
+        if self.spool is not None:
+            self.spool.park_event(made)
+        self.session.events.append(made)
 
     @staticmethod
     def _said(item: dict[str, Any]) -> bool:
@@ -111,6 +132,8 @@ class _Rollout:
             )
         self.last[self.agent] = entry.key
         self.session.entries.append(entry)
+        if self.spool is not None:
+            self.spool.park(entry)
 
     def _meta(self, item: dict[str, Any], lineno: int, position: int) -> None:
         s = self.session

@@ -21,27 +21,43 @@ from typing import Any
 
 from soong_store.importers import _blocks as b
 from soong_store.importers._model import Entry, ParsedFile, SourceSession
-from soong_store.importers._read import parse_time, read_jsonl, stamp
+from soong_store.importers._read import JsonLines, parse_time, stamp
+from soong_store.importers._spool import ContentSpool
 
 FORMAT = "pi"
 _ENVELOPE = ("type", "id", "parentId", "timestamp")
 _SAID = {"user": "user", "custom": "user", "hookMessage": "user", "system": "system"}
 
 
-def parse(path: Path, data: bytes) -> ParsedFile:
-    """Read one session file."""
-    records, issues = read_jsonl(data)
-    header = records[0][1] if records and records[0][1].get("type") == "session" else {}
+def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = None) -> ParsedFile:
+    """Read one session file.
+
+    ``data`` is the file's bytes, else the file is read a line at a time (twice: the header
+    and links first). With a ``spool``, each entry's content waits there as soon as it is
+    made, and the session holds the tree's shape.
+    """
+    records = JsonLines(path, data)
+    header: dict[str, Any] = {}
+    linked = False
+    index = -1
+    record: dict[str, Any] = {}
+    for _, record in records:  # the header and whether entries link: they decide the parents
+        index += 1
+        if index == 0 and record.get("type") == "session":
+            header = record
+        linked = linked or index > 0 and "id" in record
+    del record
     session = SourceSession(FORMAT, _str(header.get("id")), _str(header.get("cwd")) or None, {})
     session.time, _ = parse_time(header.get("timestamp"))
     session.metadata["pi"] = {k: v for k, v in header.items() if k not in ("type", "id", "cwd")}
-    linked = any("id" in r for _, r in records[1:])
     keys: dict[str, str] = {}  # source id (or tool call id) -> entry key
     by_index: dict[int, str] = {}
     previous: str | None = None
-    compactions: list[tuple[Entry, dict[str, Any]]] = []
+    compactions: list[tuple[Entry, Any, Any]] = []  # with firstKeptEntryId and -Index
     calls = b.ToolCalls()
-    for index, (lineno, record) in enumerate(records):
+    index = -1
+    for lineno, record in records:  # not enumerate(): its tuple would keep the last record
+        index += 1
         if index == 0 and header:
             continue
         key = f"{index}"
@@ -60,16 +76,18 @@ def parse(path: Path, data: bytes) -> ParsedFile:
         session.entries.append(entry)
         previous = key
         if entry.node_type == "compaction":
-            compactions.append((entry, record))
-    for entry, record in compactions:
-        first = record.get("firstKeptEntryId")
-        at = record.get("firstKeptEntryIndex")
+            kept = (record.get("firstKeptEntryId"), record.get("firstKeptEntryIndex"))
+            compactions.append((entry, *kept))
+        if spool is not None:
+            spool.park(entry)
+        del record, entry
+    for entry, first, at in compactions:
         if isinstance(first, str):
             entry.keeps_from = keys.get(first)
         elif isinstance(at, int) and not isinstance(at, bool):
             entry.keeps_from = by_index.get(at)
     session.leaf = previous
-    return ParsedFile(FORMAT, [session], issues)
+    return ParsedFile(FORMAT, [session], records.issues, spool)
 
 
 def _parent(ref: Any, keys: dict[str, str], session_id: str, entry: Entry) -> str | None:

@@ -156,13 +156,15 @@ def _read(lines: Iterable[bytes | str], progress: Progress | None, spool: Spool 
     seen_kind = 0
     lineno = 0
     shared: dict[str, str] = {}
-    for lineno, raw in enumerate(lines, 1):
-        if not raw.strip():
+    for raw in lines:  # not enumerate(): its reused tuple would keep the last line alive
+        lineno += 1
+        if not raw or raw.isspace():  # not strip(): a copy of a long line
             continue
         try:
             item = codec.loads(raw)
         except ValueError as exc:
             raise _refuse(lineno, f"not JSON ({exc})") from None
+        del raw  # the line's text is in ``item`` now
         if not isinstance(item, dict):
             raise _refuse(lineno, "expected a JSON object")
         if bundle is None:

@@ -435,3 +435,39 @@ def test_lines_are_read_one_at_a_time_not_split_into_a_list() -> None:
     assert records == [(20_001, {"a": 1})] and issues == []
     assert peak < 1_000_000, f"{peak:,} bytes to read a 20 MB file of lines"
     assert read_jsonl(b'\xef\xbb\xbf{"a": 1}\n\n{"b": 2}\n')[0] == [(1, {"a": 1}), (3, {"b": 2})]
+
+
+def test_a_long_line_is_parsed_holding_two_copies_of_it() -> None:
+    import tracemalloc
+
+    size = 20 * 2**20
+    data = orjson.dumps({"type": "user", "text": "y" * size, "n": [1, 2.5, None]}) + b"\n"
+    tracemalloc.start()
+    try:
+        records, issues = read_jsonl(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert records == [(1, {"type": "user", "text": "y" * size, "n": [1, 2.5, None]})]
+    assert issues == []
+    assert peak < 2.5 * size, f"{peak:,} bytes at the peak to read a {size:,}-byte line"
+
+
+def test_a_long_line_gets_the_verdict_a_short_one_gets() -> None:
+    pad = " " * 2**22  # JSON's own whitespace: the line is long, its value small
+    lines = [
+        b'{"a": NaN}',
+        b'{"a": 1e400}',
+        b'{"a": 18446744073709551616}',
+        b'{"a": "\\ud800"}',
+        b'{"a": "\\ud83d\\ude00", "b": -9223372036854775808, "c": 0.1}',
+        b'{"a": 1}{"b": 2}',
+        b'["a list"]',
+        b'{"a": "\xff"}',
+        b"[" * 1100 + b"]" * 1100,
+    ]
+    short = read_jsonl(b"\n".join(lines))
+    long = read_jsonl(b"\n".join(line + pad.encode() for line in lines))
+    assert long == short
+    assert long[0][0] == (3, {"a": 18446744073709551616.0})  # as orjson reads it
+    assert [i.line for i in short[1]] == [1, 2, 4, 6, 7, 8, 9]
