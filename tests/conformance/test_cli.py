@@ -450,9 +450,11 @@ def test_no_command_prints_the_password_of_its_url(
         "import": ["import", str(export), "--new-id"],
         "demo": ["demo"],
         "search": ["search", "date"],
+        "serve": ["serve", "--port", "0"],  # runs until stopped: its own check below
     }
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert set(argvs) == set(sub.choices), "a new command: add its success path here"
+    served = argvs.pop("serve")
     for argv in argvs.values():
         for extra in ([], ["--json"]) if argv[0] != "export" else ([],):
             code = main(["--home", str(backend.home), "--url", url, *argv, *extra])
@@ -460,3 +462,15 @@ def test_no_command_prints_the_password_of_its_url(
             assert code == 0, err
             assert SECRET not in out + err, argv
     assert "--url" in out and ":***@" in out  # search's open hint: the password masked
+    child = [sys.executable, "-m", "soong_store", "--home", str(backend.home), "--url", url]
+    server = subprocess.Popen(
+        [*child, *served], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()  # "... viewer of URL: http://127.0.0.1:PORT ..."
+    finally:
+        server.terminate()
+        rest, err = server.communicate(timeout=60)
+    assert "http://127.0.0.1:" in first, first + rest + err
+    assert SECRET not in first + rest + err
