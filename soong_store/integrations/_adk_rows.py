@@ -113,8 +113,8 @@ def apply_delta(
     state, stored_time, last = row
     if stored_time > seen:
         raise Stale(
-            f"ADK session {key} was written at {stored_time!r}, after the copy appended to was"
-            f" read ({seen!r}): read the session again"
+            f"ADK session {key} has been modified in storage since it was loaded (written at"
+            f" {stored_time!r}, the copy appended to was read at {seen!r}): read it again"
         )
     if deltas["app"]:
         _merge(connection, APP_STATES, state_key(app_name), deltas["app"], timestamp)

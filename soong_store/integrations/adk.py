@@ -315,7 +315,9 @@ class SoongSessionService(BaseSessionService):
             self._remember(key, replace(placed, last_node=node_id))
             break
         else:
-            raise StaleSessionError(f"ADK session {key} kept changing: read it again")
+            raise StaleSessionError(
+                f"ADK session {key} kept being modified in storage while appending: read it again"
+            )
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
 
