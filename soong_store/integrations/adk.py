@@ -37,55 +37,26 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
-from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.engine import URL
 
-from soong_store.backends.base import lock_session
 from soong_store.errors import InvalidArgument, InvalidTransition, NotFound
-from soong_store.model import codec
+from soong_store.integrations import _adk_rows as adk_rows
+from soong_store.integrations._adk_rows import APP_STATES, NAMESPACE, SESSION_STATES, USER_STATES
 from soong_store.model.content import ContentBlock, JsonBlock
-from soong_store.model.enums import AgentType, EndReason, Role, RunStatus
+from soong_store.model.enums import Role
 from soong_store.model.frozen import thaw
 from soong_store.model.records import NodeRecord
-from soong_store.schema.models import agents_table, keyed_states_table, runs_table
-from soong_store.schema.models import session_keys_table as keys_table
-from soong_store.sql import session_keys, writes
+from soong_store.sql import session_keys
 from soong_store.store import SessionStore, run_read, run_write, runtime_of
 
 __all__ = ["APP_STATES", "NAMESPACE", "SESSION_STATES", "USER_STATES", "SoongSessionService"]
 
-NAMESPACE = "google-adk"
-"""The session-key namespace of ADK sessions (and the metadata key of what this module writes)."""
-APP_STATES = "google-adk:app"
-USER_STATES = "google-adk:user"
-SESSION_STATES = "google-adk:session"
 _REMEMBERED = 4096
 """How many sessions' last appends a service remembers."""
 _TRIES = 16
 """How often an append starts again when another writer appended meanwhile."""
 _PAGE = 64
 """How many nodes a read filtered by ``after_timestamp`` climbs at first (doubled as needed)."""
-
-
-def _key(*parts: str) -> str:
-    return orjson.dumps(list(parts)).decode()
-
-
-def _prefix(*parts: str) -> str:
-    """What the keys of every session under ``parts`` (an app, or an app and user) start with."""
-    return _key(*parts)[:-1] + ","
-
-
-class _Stale(InvalidArgument):
-    """The session was written after the caller's copy of it was read."""
-
-
-class _Moved(InvalidArgument):
-    """Another writer appended since the newest node was read (not stale: try again)."""
-
-
-class _Gone(NotFound):
-    """The ADK session has no store session (never created, or deleted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +73,6 @@ class _Placed:
     invocation_id: str
     agent_id: str
     run_id: str
-    last_node: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Row:
-    """An ADK session as its key and state rows hold it (no events)."""
-
-    store_id: str
-    user_id: str
-    session_id: str
-    state: dict[str, Any]
-    update_time: float
     last_node: str | None
 
 
@@ -162,7 +121,7 @@ class SoongSessionService(BaseSessionService):
 
     async def store_session_id(self, *, app_name: str, user_id: str, session_id: str) -> str | None:
         """The id of the store session an ADK session is (for the CLI), ``None`` if none."""
-        key = _session_key(app_name, user_id, session_id)
+        key = adk_rows.session_key(app_name, user_id, session_id)
         store = await self._ready()
         return await run_read(store, partial(session_keys.lookup, namespace=NAMESPACE, key=key))
 
@@ -180,11 +139,11 @@ class SoongSessionService(BaseSessionService):
             AlreadyExistsError: the user has a session of that id in the app.
         """
         chosen = (session_id or "").strip() or str(uuid.uuid4())
-        key = _session_key(app_name, user_id, chosen)
+        key = adk_rows.session_key(app_name, user_id, chosen)
         deltas = _session_util.extract_json_safe_state_delta(state or {})
         now = time.time()
         job = partial(
-            _create,
+            adk_rows.create,
             key=key,
             app_name=app_name,
             user_id=user_id,
@@ -221,7 +180,7 @@ class SoongSessionService(BaseSessionService):
         sid = session_id.strip()
         store = await self._ready()
         found = await run_read(
-            store, partial(_read_one, app_name=app_name, user_id=user_id, sid=sid)
+            store, partial(adk_rows.read_one, app_name=app_name, user_id=user_id, sid=sid)
         )
         if found is None:
             return None
@@ -245,7 +204,7 @@ class SoongSessionService(BaseSessionService):
         """The app's sessions (the user's, or every user's), oldest update first, no events."""
         store = await self._ready()
         rows, app_state, user_states = await run_read(
-            store, partial(_read_many, app_name=app_name, user_id=user_id)
+            store, partial(adk_rows.read_many, app_name=app_name, user_id=user_id)
         )
         return ListSessionsResponse(
             sessions=[
@@ -263,20 +222,23 @@ class SoongSessionService(BaseSessionService):
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session: its nodes, events, files and state (none: nothing happens)."""
-        key = _session_key(app_name, user_id, session_id.strip())
+        key = adk_rows.session_key(app_name, user_id, session_id.strip())
         self._forget_place(key)
         store = await self._ready()
         found = await run_read(store, partial(session_keys.lookup, namespace=NAMESPACE, key=key))
         if found is not None:
             with contextlib.suppress(NotFound):  # deleted meanwhile
                 await store.delete_session(found)
-        await run_write(store, partial(_forget, key=key))
+        await run_write(store, partial(adk_rows.forget, key=key))
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state in the app, its keys without the ``user:`` prefix."""
         store = await self._ready()
         return await run_read(
-            store, partial(_state, namespace=USER_STATES, key=_key(app_name, user_id))
+            store,
+            partial(
+                adk_rows.state, namespace=USER_STATES, key=adk_rows.state_key(app_name, user_id)
+            ),
         )
 
     async def append_event(self, session: Session, event: Event) -> Event:
@@ -290,7 +252,7 @@ class SoongSessionService(BaseSessionService):
             return event
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        key = _session_key(session.app_name, session.user_id, session.id)
+        key = adk_rows.session_key(session.app_name, session.user_id, session.id)
         store = await self._ready()
         deltas = _session_util.extract_json_safe_state_delta(event.actions.state_delta or {})
         role, content, metadata = _node_of(event)
@@ -315,7 +277,7 @@ class SoongSessionService(BaseSessionService):
                         metadata=metadata,
                     )
                     step = partial(
-                        _apply_delta,
+                        adk_rows.apply_delta,
                         app_name=session.app_name,
                         user_id=session.user_id,
                         key=key,
@@ -326,7 +288,7 @@ class SoongSessionService(BaseSessionService):
                         node_id=node_id,
                     )
                     tx.add_step(step)
-            except _Moved:
+            except adk_rows.Moved:
                 self._forget_place(key)
                 placed = None
                 continue
@@ -336,11 +298,11 @@ class SoongSessionService(BaseSessionService):
                 self._forget_place(key)
                 placed = None
                 continue
-            except _Stale as exc:
+            except adk_rows.Stale as exc:
                 self._forget_place(key)
                 raise StaleSessionError(str(exc)) from None
             except NotFound as exc:
-                gone = isinstance(exc, _Gone) or (
+                gone = isinstance(exc, adk_rows.Gone) or (
                     placed is not None and exc.context.get("session_id") == placed.session_id
                 )
                 self._forget_place(key)
@@ -353,7 +315,9 @@ class SoongSessionService(BaseSessionService):
             self._remember(key, replace(placed, last_node=node_id))
             break
         else:
-            raise StaleSessionError(f"ADK session {key} kept changing: read it again")
+            raise StaleSessionError(
+                f"ADK session {key} kept being modified in storage while appending: read it again"
+            )
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
 
@@ -366,9 +330,9 @@ class SoongSessionService(BaseSessionService):
         if sid is None:
             sid = await run_read(store, partial(session_keys.lookup, namespace=NAMESPACE, key=key))
             if sid is None:
-                raise _Gone(f"ADK session {key} is not stored")
+                raise adk_rows.Gone(f"ADK session {key} is not stored")
         job = partial(
-            _place, session_id=sid, key=key, names=list(names), invocation_id=invocation_id
+            adk_rows.place, session_id=sid, key=key, names=list(names), invocation_id=invocation_id
         )
         agent_id, run_id, last = await run_write(store, job)
         return _Placed(sid, names, invocation_id, agent_id, run_id, last)
@@ -421,14 +385,6 @@ class SoongSessionService(BaseSessionService):
         return None  # a node another writer appended: not an ADK event
 
 
-def _session_key(app_name: object, user_id: object, session_id: object) -> str:
-    for value, what in ((app_name, "app_name"), (user_id, "user_id"), (session_id, "session id")):
-        if not isinstance(value, str):
-            raise InvalidArgument(f"invalid {what} {value!r}: expected a string")
-    key = _key(str(app_name), str(user_id), str(session_id))
-    return session_keys.check_key(NAMESPACE, key)[1]
-
-
 def _merged(app: dict[str, Any], user: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(own)
     merged.update({State.APP_PREFIX + k: v for k, v in app.items()})
@@ -478,236 +434,3 @@ def _agent_names(event: Event) -> list[str]:
     if event.author in names:
         return names[: names.index(event.author) + 1]
     return [*names, event.author]
-
-
-# -- writer and reader jobs ---------------------------------------------------------------------
-
-
-def _create(
-    connection: Connection,
-    key: str,
-    app_name: str,
-    user_id: str,
-    deltas: dict[str, dict[str, Any]],
-    now: float,
-    cwd: str,
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """Writer job: the session, its key and state rows; ``None`` if the key is taken."""
-    lock_session(connection, f"key:{NAMESPACE}:{key}")
-    if session_keys.lookup(connection, NAMESPACE, key) is not None:
-        return None
-    _, user, sid = orjson.loads(key)
-    metadata = codec.dumps_text({NAMESPACE: {"app_name": app_name, "user_id": user, "id": sid}})
-    record = writes.create_session(
-        connection, cwd=cwd, metadata_json=metadata, root_agent_type=AgentType.MAIN
-    )
-    session_keys.claim(connection, NAMESPACE, key, record.session_id)
-    app_state = _merge(connection, APP_STATES, _key(app_name), deltas["app"], now)
-    user_state = _merge(connection, USER_STATES, _key(app_name, user_id), deltas["user"], now)
-    _put(connection, SESSION_STATES, key, deltas["session"], now)
-    return app_state, user_state
-
-
-def _apply_delta(
-    connection: Connection,
-    app_name: str,
-    user_id: str,
-    key: str,
-    deltas: dict[str, dict[str, Any]],
-    seen: float,
-    timestamp: float,
-    parent: str | None,
-    node_id: str,
-) -> None:
-    """Unit step: refuse a stale writer, then apply the event's delta, its time and node."""
-    row = _state_row(connection, SESSION_STATES, key)
-    if row is None:
-        raise _Gone(f"ADK session {key} is not stored")
-    state, stored_time, last = row
-    if stored_time > seen:
-        raise _Stale(
-            f"ADK session {key} was written at {stored_time!r}, after the copy appended to was"
-            f" read ({seen!r}): read the session again"
-        )
-    if deltas["app"]:
-        _merge(connection, APP_STATES, _key(app_name), deltas["app"], timestamp)
-    if deltas["user"]:
-        _merge(connection, USER_STATES, _key(app_name, user_id), deltas["user"], timestamp)
-    if last != parent:
-        raise _Moved(f"ADK session {key} had an event appended meanwhile")
-    state.update(deltas["session"])
-    _put(connection, SESSION_STATES, key, state, timestamp, node_id=node_id)
-
-
-def _place(
-    connection: Connection, session_id: str, key: str, names: list[str], invocation_id: str
-) -> tuple[str, str, str | None]:
-    """Writer job: the agent and run an event belongs to, made if missing, and the newest node.
-
-    Runs of the session's earlier invocations end (completed) when a new invocation starts.
-    """
-    lock_session(connection, session_id)
-    root = connection.execute(
-        select(agents_table.c.agent_id).where(
-            agents_table.c.session_id == session_id, agents_table.c.parent_agent_id.is_(None)
-        )
-    ).scalar()
-    if root is None:
-        raise _Gone(f"session {session_id!r} has no root agent")
-    agent_id = str(root)
-    for name in names:
-        agent_id = _sub_agent(connection, session_id, agent_id, name)
-    running = connection.execute(
-        select(runs_table.c.run_id, runs_table.c.agent_id, runs_table.c.metadata_json).where(
-            runs_table.c.session_id == session_id,
-            runs_table.c.status == str(RunStatus.RUNNING),
-        )
-    ).all()
-    mine: str | None = None
-    for run_id, run_agent, metadata_json in running:
-        own = (codec.loads(metadata_json) or {}).get(NAMESPACE, {})
-        if own.get("invocation_id") != invocation_id:
-            writes.finish_run(
-                connection, run_id, RunStatus.COMPLETED, EndReason.COMPLETED, None, None, None
-            )
-        elif run_agent == agent_id:
-            mine = run_id
-    if mine is None:
-        metadata = codec.dumps_text({NAMESPACE: {"invocation_id": invocation_id}})
-        mine = writes.start_run(
-            connection, session_id, agent_id, RunStatus.RUNNING, metadata
-        ).run_id
-    row = _state_row(connection, SESSION_STATES, key)
-    if row is None:
-        raise _Gone(f"ADK session {key} is not stored")
-    return agent_id, mine, row[2]
-
-
-def _sub_agent(connection: Connection, session_id: str, parent: str, name: str) -> str:
-    found = connection.execute(
-        select(agents_table.c.agent_id, agents_table.c.metadata_json).where(
-            agents_table.c.session_id == session_id, agents_table.c.parent_agent_id == parent
-        )
-    ).all()
-    for agent_id, metadata_json in found:
-        if (codec.loads(metadata_json) or {}).get(NAMESPACE, {}).get("name") == name:
-            return str(agent_id)
-    metadata = codec.dumps_text({NAMESPACE: {"name": name}, "name": name, "purpose": name})
-    return writes.create_agent(
-        connection, session_id, AgentType.SUB, parent, None, None, metadata
-    ).agent_id
-
-
-def _forget(connection: Connection, key: str) -> None:
-    """Writer job: a deleted session's state row."""
-    connection.execute(
-        delete(keyed_states_table).where(
-            keyed_states_table.c.namespace == SESSION_STATES, keyed_states_table.c["key"] == key
-        )
-    )
-
-
-def _state_row(
-    connection: Connection, namespace: str, key: str
-) -> tuple[dict[str, Any], float, str | None] | None:
-    """A state row: the state, its update time and its newest node."""
-    t = keyed_states_table
-    row = connection.execute(
-        select(t.c.state_json, t.c.update_time, t.c.node_id).where(
-            t.c.namespace == namespace, t.c["key"] == key
-        )
-    ).first()
-    if row is None:
-        return None
-    state: dict[str, Any] = codec.loads(row[0])
-    return state, float(row[1]), row[2]
-
-
-def _state(connection: Connection, namespace: str, key: str) -> dict[str, Any]:
-    row = _state_row(connection, namespace, key)
-    return row[0] if row is not None else {}
-
-
-def _put(
-    connection: Connection,
-    namespace: str,
-    key: str,
-    state: dict[str, Any],
-    at: float,
-    *,
-    node_id: str | None = None,
-) -> None:
-    t = keyed_states_table
-    values = {
-        "state_json": codec.dumps_text(state, what="ADK state"),
-        "update_time": at,
-        "node_id": node_id,
-    }
-    done = connection.execute(
-        update(t).where(t.c.namespace == namespace, t.c["key"] == key).values(values)
-    )
-    if done.rowcount == 0:
-        connection.execute(t.insert(), {"namespace": namespace, "key": key, **values})
-
-
-def _merge(
-    connection: Connection, namespace: str, key: str, delta: dict[str, Any], at: float
-) -> dict[str, Any]:
-    """The shared state after ``delta`` (a key's value replaced); written only if it changes."""
-    lock_session(connection, f"state:{namespace}:{key}")
-    row = _state_row(connection, namespace, key)
-    state = row[0] if row is not None else {}
-    if delta:
-        state.update(delta)
-        _put(connection, namespace, key, state, at)
-    return state
-
-
-def _read_one(
-    connection: Connection, app_name: str, user_id: str, sid: str
-) -> tuple[_Row, dict[str, Any], dict[str, Any]] | None:
-    """Reader job: one session's key and state rows, and the app's and user's state."""
-    key = _session_key(app_name, user_id, sid)
-    store_id = session_keys.lookup(connection, NAMESPACE, key)
-    row = _state_row(connection, SESSION_STATES, key) if store_id is not None else None
-    if store_id is None or row is None:
-        return None
-    app_state = _state(connection, APP_STATES, _key(app_name))
-    user_state = _state(connection, USER_STATES, _key(app_name, user_id))
-    return _Row(store_id, user_id, sid, row[0], row[1], row[2]), app_state, user_state
-
-
-def _read_many(
-    connection: Connection, app_name: str, user_id: str | None
-) -> tuple[list[_Row], dict[str, Any], dict[str, dict[str, Any]]]:
-    """Reader job: the sessions of an app (or of a user in it) from their key and state rows."""
-    t = keyed_states_table
-    prefix = _prefix(app_name) if user_id is None else _prefix(app_name, user_id)
-    found = connection.execute(
-        select(keys_table.c.session_id, t.c["key"], t.c.state_json, t.c.update_time)
-        .join(keys_table, keys_table.c["key"] == t.c["key"])
-        .where(
-            t.c.namespace == SESSION_STATES,
-            keys_table.c.namespace == NAMESPACE,
-            t.c["key"].startswith(prefix, autoescape=True),
-        )
-    ).all()
-    rows: list[_Row] = []
-    for store_id, key, state_json, update_time in found:
-        _, user, sid = orjson.loads(key)
-        rows.append(_Row(store_id, user, sid, codec.loads(state_json), float(update_time), None))
-    rows.sort(key=lambda r: (r.update_time, r.user_id, r.session_id))
-    users: dict[str, dict[str, Any]] = {}
-    user_rows = connection.execute(
-        select(t.c["key"], t.c.state_json).where(
-            t.c.namespace == USER_STATES,
-            t.c["key"].startswith(
-                _prefix(app_name) if user_id is None else _key(app_name, user_id), autoescape=True
-            ),
-        )
-    ).all()
-    for key, state_json in user_rows:
-        parts = orjson.loads(key)
-        if len(parts) == 2 and (user_id is None or parts[1] == user_id):
-            users[parts[1]] = codec.loads(state_json)
-    return rows, _state(connection, APP_STATES, _key(app_name)), users

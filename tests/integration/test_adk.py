@@ -355,6 +355,18 @@ async def test_a_stale_writer_raises_and_writes_nothing(service: SoongSessionSer
     assert len(read.events) == 1 and read.state == {}
 
 
+async def test_a_stale_writers_error_says_so_in_adks_words(service: SoongSessionService) -> None:
+    """ADK's database, MongoDB and Firestore services say "modified in storage"."""
+    one = await service.create_session(app_name=APP, user_id="u", session_id="s")
+    stale = await got(service, "u", "s")
+    await service.append_event(
+        await got(service, "u", "s"), event(timestamp=one.last_update_time + 1)
+    )
+    with pytest.raises(StaleSessionError, match="modified in storage") as raised:
+        await service.append_event(stale, event(timestamp=one.last_update_time + 2))
+    assert '"s"' in str(raised.value)
+
+
 async def test_concurrent_appends_of_equal_copies_keep_every_event_in_order(
     place: dict[str, Any],
 ) -> None:

@@ -20,6 +20,7 @@ from tests.integration.test_adk import (  # noqa: F401  (collected here, with th
     test_a_padded_id_names_the_session_of_the_stripped_one,
     test_a_session_made_again_elsewhere_takes_the_next_append,
     test_a_stale_writer_raises_and_writes_nothing,
+    test_a_stale_writers_error_says_so_in_adks_words,
     test_a_taken_id_raises_already_exists,
     test_a_value_json_cannot_hold_is_stored_as_its_text,
     test_an_event_round_trips_exactly,
