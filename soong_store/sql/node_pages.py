@@ -28,16 +28,10 @@ if TYPE_CHECKING:
 PAGE = 500
 """Rows fetched at a time, and full records read at a time."""
 
-_STUB_COLUMNS = (
-    "node_id",
-    "node_seq",
-    "parent_id",
-    "agent_id",
-    "run_id",
-    "role",
-    "node_type",
-    "token_count",
+_STUB_COLUMNS = tuple(
+    name for name in NODE_COLUMNS if name not in ("content_json", "metadata_json", "created_at")
 )
+"""A node's columns but its content, metadata and time, in :data:`NODE_COLUMNS`' order."""
 
 
 @dataclass(frozen=True, slots=True)
