@@ -34,7 +34,7 @@ from sqlalchemy import Connection, Engine, select
 from soong_store.backends import sqlite_files
 from soong_store.backends.base import dialect_of
 from soong_store.backends.sqlite import make_engine
-from soong_store.backends.sqlite_files import SHARD_FOLDER as SHARD_FOLDER
+from soong_store.backends.sqlite_files import SHARD_FOLDER
 from soong_store.errors import InvalidArgument
 from soong_store.migrate_shards import ahead_error, ancestors, known, write_mark
 from soong_store.model.ids import check_session_id
