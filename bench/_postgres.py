@@ -21,7 +21,7 @@ from _writes import Items
 from peers._common import CONCURRENCY
 
 from soong_store import SessionStore
-from soong_store.sql import reads
+from soong_store.read import session_reads as reads
 from soong_store.store import run_read
 
 TAIL = 20

@@ -33,7 +33,7 @@ from sqlalchemy import create_engine, text
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from soong_store import SessionStore  # noqa: E402
-from soong_store.schema.catalog import session_table_names  # noqa: E402
+from soong_store.schema.session_tables import session_table_names  # noqa: E402
 from tests import postgres_server  # noqa: E402
 
 READER = """

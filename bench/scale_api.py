@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from soong_store import SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 
 SMALL = 100
 CHILD = """

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import soong_store.sql.session_writer as session_writer
+import soong_store.write.session_writer as session_writer
 from soong_store import SessionStore
 
 TOOLS = ["read_file", "grep", "run_tests", "edit_file", "list_dir", "web_search"]
@@ -112,8 +112,8 @@ def median_ms(samples: list[float]) -> float:
 
 
 async def measure_search(home: Path, mix: list[tuple[str, str | None]]) -> dict[str, float]:
-    from soong_store.search.fts5 import match_expression
-    from soong_store.search.query import parse_query
+    from soong_store.backends.sqlite.search import match_expression
+    from soong_store.model.search_query import parse_query
 
     raw = sqlite3.connect(home / "sessions.sqlite")
     store_times, raw_times = [], []
@@ -311,8 +311,8 @@ LAYOUTS = {
 
 
 def measure_layouts(home: Path, docs: int, mix: list[tuple[str, str | None]]) -> dict[str, Any]:
-    from soong_store.search.fts5 import match_expression
-    from soong_store.search.query import parse_query
+    from soong_store.backends.sqlite.search import match_expression
+    from soong_store.model.search_query import parse_query
 
     source = sqlite3.connect(home / "sessions.sqlite")
     rows = source.execute(

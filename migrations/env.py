@@ -1,6 +1,6 @@
 """Alembic environment of soong_store.
 
-Used two ways: by ``soong_store.migrate`` (which passes a live connection, already inside a
+Used two ways: by ``soong_store.migrate.upgrade`` (which passes a live connection, already inside a
 transaction that holds the write lock, through ``config.attributes["connection"]``), and by the
 ``alembic`` command from the repository root (which names the database with ``-x url=...``,
 else ``$SOONG_AGENT_HOME/sessions.sqlite``, else ``~/.soong-agent/sessions.sqlite``).
@@ -20,8 +20,8 @@ from sqlalchemy import Connection
 
 from soong_store.backends import default_url
 from soong_store.backends.base import dialect_of, open_backend
-from soong_store.schema.catalog import is_session_table
-from soong_store.schema.models import metadata
+from soong_store.schema.session_tables import is_session_table
+from soong_store.schema.tables import metadata
 from soong_store.search.index import is_search_table
 
 config = context.config

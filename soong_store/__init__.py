@@ -45,7 +45,7 @@ from soong_store.model.enums import (
 )
 
 if _typing.TYPE_CHECKING:
-    from soong_store.migrate import current_revision, upgrade
+    from soong_store.migrate.upgrade import current_revision, upgrade
     from soong_store.model.content import (
         ArtifactRefBlock,
         ContentBlock,
@@ -64,14 +64,14 @@ if _typing.TYPE_CHECKING:
     from soong_store.model.search import SearchHit
     from soong_store.store import SessionStore
     from soong_store.tasks.wal import Task, TaskDag, TaskStatus
-    from soong_store.uow import UnitOfWork
+    from soong_store.write.unit_of_work import UnitOfWork
 
 __version__ = "0.1.0"
 
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 _LAZY = {
-    "soong_store.migrate": ("current_revision", "upgrade"),
+    "soong_store.migrate.upgrade": ("current_revision", "upgrade"),
     "soong_store.model.content": (
         "ArtifactRefBlock",
         "ContentBlock",
@@ -90,7 +90,7 @@ _LAZY = {
     "soong_store.model.search": ("SearchHit",),
     "soong_store.store": ("SessionStore",),
     "soong_store.tasks.wal": ("Task", "TaskDag", "TaskStatus"),
-    "soong_store.uow": ("UnitOfWork",),
+    "soong_store.write.unit_of_work": ("UnitOfWork",),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 _WITH = {"SessionStore": "soong_store.model.records"}

@@ -40,7 +40,7 @@ def ensure_home(home: Path) -> None:
     """Create the home folder (and its parents) unless it is there; a failure is a StorageError.
 
     A folder that is there is left as it is, writable or not: a home this process may not write
-    is opened for reading (:mod:`soong_store.backends.sqlite`).
+    is opened for reading (:mod:`soong_store.backends.sqlite.backend`).
     """
     if home.is_dir():
         return

@@ -20,7 +20,7 @@ from soong_store import SessionStore
 from soong_store.backends import default_url
 from soong_store.backends.base import open_backend
 from soong_store.backends.link import DriverLink
-from soong_store.backends.sqlite import load_sqlite_module, sqlite_version
+from soong_store.backends.sqlite.backend import load_sqlite_module, sqlite_version
 from tests import postgres_server
 
 REAL_HOME = Path.home()

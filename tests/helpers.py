@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Inspector
 
 from soong_store import SessionStore
-from soong_store.schema.catalog import session_tables
+from soong_store.schema.session_tables import session_tables
 from tests.backends import Backend, kind_of
 
 Target = SessionStore | Backend | str | URL

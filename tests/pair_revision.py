@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Column
 
-from soong_store import migrate as migrate_module
-from soong_store.migrate import head_revision
+from soong_store.backends.prepared import Prepared
+from soong_store.migrate import upgrade as migrate_module
+from soong_store.migrate.upgrade import head_revision
 from soong_store.rules import row as row_rules
-from soong_store.schema import catalog
-from soong_store.schema.catalog import SessionTables
-from soong_store.schema.models import INTEGER
-from soong_store.sql.prepared import Prepared
+from soong_store.schema import session_tables
+from soong_store.schema.session_tables import SessionTables
+from soong_store.schema.tables import INTEGER
 
 REVISION = "ztest_pair_flags"
 SOURCE = """\
@@ -28,7 +28,7 @@ import os
 
 from alembic import op
 
-from soong_store.migrate import add_column, upgrade_pairs
+from soong_store.migrate.upgrade import add_column, upgrade_pairs
 
 revision = "{revision}"
 down_revision = "{down}"
@@ -82,7 +82,7 @@ def use_newest_factory(monkeypatch: pytest.MonkeyPatch) -> None:
     The writer's inserts take every column of a table; the code that ships such a revision
     would give ``flags`` a value, here it is NULL.
     """
-    plain = catalog._build.__wrapped__
+    plain = session_tables._build.__wrapped__
     args = Prepared.args
 
     def with_flags(self: Prepared, params: Any) -> Any:
@@ -95,13 +95,13 @@ def use_newest_factory(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(Prepared, "args", with_flags)
 
-    @lru_cache(maxsize=catalog.CACHE_SIZE)
+    @lru_cache(maxsize=session_tables.CACHE_SIZE)
     def build(session_id: str, schema: str | None) -> SessionTables:
         tables = plain(session_id, schema)
         tables.nodes.append_column(Column("flags", INTEGER))
         return tables
 
-    monkeypatch.setattr(catalog, "_build", build)
+    monkeypatch.setattr(session_tables, "_build", build)
     # check's row rules keep the factory's shape from their first use in the process
     monkeypatch.setattr(
         row_rules, "_template", lru_cache(maxsize=1)(row_rules._template.__wrapped__)

@@ -1,6 +1,6 @@
 """Helpers of the shard tests: small limits, waiting for the writer's moves, where pairs are.
 
-The limits are the store's internal knob (:data:`soong_store.sql.moves.LIMITS`): with a hot
+The limits are the store's internal knob (:data:`soong_store.catalog.moves.LIMITS`): with a hot
 bound of 3 and shards of 4, ten sessions fill the main file, two shards and part of a third.
 """
 
@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
-from soong_store.schema import catalog, pair_files
-from soong_store.sql import moves
+from soong_store.catalog import lookup as catalog
+from soong_store.catalog import moves
+from soong_store.catalog import placement as pair_files
+from soong_store.schema import session_tables
 from soong_store.store import run_read, run_write
 from tests.conftest import connect_raw
 
@@ -101,7 +103,7 @@ def raw_layout(home: Path) -> dict[str, Any]:
 def _pairs(connection: Any) -> set[str]:
     """Sessions with both tables in this file (a lone table counts too: it is a leftover)."""
     names = [r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    return {owner for name in names if (owner := catalog.table_owner(name)) is not None}
+    return {owner for name in names if (owner := session_tables.table_owner(name)) is not None}
 
 
 def assert_each_pair_in_one_file(home: Path) -> None:

@@ -39,7 +39,7 @@ from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from soong_store import SessionStore  # noqa: F401  # imported as the store's side is at its clock
 from soong_store.home import DATABASE_FILE, HEAD_REVISION
 from soong_store.model.row_records import node_records
-from soong_store.sql.climb_sql import climb_statement
+from soong_store.read.climb import climb_statement
 
 _SMALL_ITEMS = 50
 _PRAGMAS = (

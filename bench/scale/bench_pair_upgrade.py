@@ -4,7 +4,7 @@ Run: ``python bench/scale/bench_pair_upgrade.py [--pairs 500] [--shards 3] [--al
 
 Builds ``--shards`` shard files of ``--pairs`` pairs each (the table factory's lean pair, 5 nodes
 and 1 event per session) under the system temp folder, then upgrades each with the code a
-revision runs per shard (``soong_store.migrate_pairs._upgrade_shard`` with
+revision runs per shard (``soong_store.migrate.pairs._upgrade_shard`` with
 ``add_column("nodes", "flags")``: open the shard, read its record, rewrite every nodes table,
 record the revision, commit), timed per shard. ``--alter`` also times plain ``ALTER TABLE ...
 ADD COLUMN`` per table on a fresh copy of the first shard, in one transaction.
@@ -24,9 +24,9 @@ from pathlib import Path
 from sqlalchemy import create_engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from soong_store.backends.sqlite import make_engine
-from soong_store.migrate_pairs import _upgrade_shard, add_column
-from soong_store.schema.catalog import session_tables
+from soong_store.backends.sqlite.backend import make_engine
+from soong_store.migrate.pairs import _upgrade_shard, add_column
+from soong_store.schema.session_tables import session_tables
 
 
 def _ddl(session_id: str) -> list[str]:

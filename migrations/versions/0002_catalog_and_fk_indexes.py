@@ -20,8 +20,9 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from soong_store.catalog.lookup import MAIN, stored_tables
 from soong_store.model.ids import SESSION_ID_RE
-from soong_store.schema.catalog import MAIN, session_table_names, stored_tables
+from soong_store.schema.session_tables import session_table_names
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"

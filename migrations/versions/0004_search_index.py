@@ -17,11 +17,11 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from soong_store.migrate import session_ids
-from soong_store.schema.catalog import session_tables
-from soong_store.search import fts5
+from soong_store.backends.postgresql.search import INDEXED as PG_VECTOR
+from soong_store.backends.sqlite import search as fts5
+from soong_store.migrate.upgrade import session_ids
+from soong_store.schema.session_tables import session_tables
 from soong_store.search.index import search_text_table
-from soong_store.search.pg import INDEXED as PG_VECTOR
 from soong_store.search.text import node_text
 
 revision: str = "0004"

@@ -4,11 +4,11 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-01
 
-SQLite with an FTS5 index only (PostgreSQL's GIN index and a database without FTS5 are left
-as they are). 0004's triggers indexed every row as it was inserted; these note it in
-``search_pending`` instead, and the index takes the noted rows in by batches
-(:mod:`soong_store.search.pending`). Nothing is noted at upgrade: every row is indexed already.
-The downgrade takes the noted rows in, then brings 0004's triggers back.
+SQLite with an FTS5 index only (PostgreSQL's GIN index and a database without FTS5 are left as they
+are). 0004's triggers indexed every row as it was inserted; these note it in ``search_pending``
+instead, and the index takes the noted rows in by batches
+(:mod:`soong_store.backends.sqlite.search_pending`). Nothing is noted at upgrade: every row is
+indexed already. The downgrade takes the noted rows in, then brings 0004's triggers back.
 """
 
 from collections.abc import Sequence
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from soong_store.search import fts5
+from soong_store.backends.sqlite import search as fts5
 
 revision: str = "0005"
 down_revision: str | Sequence[str] | None = "0004"

@@ -4,12 +4,12 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-12-01
 
-SQLite with an FTS5 index only (PostgreSQL's GIN index and a database without FTS5 are left
-as they are). 0005 noted each inserted row in ``search_pending`` by a trigger, a row and a page
-more in every node's commit; now no trigger runs at an insert and the rows of ``search_text``
-above ``search_mark.indexed_upto`` are the ones the index has not taken in
-(:mod:`soong_store.search.pending`). The upgrade takes the noted rows in first, so the mark
-starts at the last row; the downgrade takes the rows above the mark in, then brings 0005's
+SQLite with an FTS5 index only (PostgreSQL's GIN index and a database without FTS5 are left as they
+are). 0005 noted each inserted row in ``search_pending`` by a trigger, a row and a page more in
+every node's commit; now no trigger runs at an insert and the rows of ``search_text`` above
+``search_mark.indexed_upto`` are the ones the index has not taken in
+(:mod:`soong_store.backends.sqlite.search_pending`). The upgrade takes the noted rows in first, so
+the mark starts at the last row; the downgrade takes the rows above the mark in, then brings 0005's
 table and triggers back, with nothing noted.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from soong_store.search import fts5
+from soong_store.backends.sqlite import search as fts5
 
 revision: str = "0006"
 down_revision: str | Sequence[str] | None = "0005"
@@ -55,8 +55,9 @@ _SHAPE_0006 = (
     "FROM search_mark WHERE old.doc_id <= indexed_upto; "
     f"UPDATE search_mark SET indexed_upto = {_LAST_ROW} WHERE indexed_upto > {_LAST_ROW}; END",
 )
-"""This revision's shape, its mark at the last row: its own copy, as 0004's and 0005's are, so
-that a later change to :mod:`soong_store.search.fts5` does not change what this revision does."""
+"""This revision's shape, its mark at the last row: its own copy, as 0004's and 0005's are, so that
+a later change to :mod:`soong_store.backends.sqlite.search` does not change what this revision does.
+"""
 _CATCH_UP_0006 = (
     "INSERT INTO search_fts(rowid, body) SELECT doc_id, body FROM search_text "
     "WHERE doc_id > (SELECT indexed_upto FROM search_mark) ORDER BY doc_id",

@@ -5,9 +5,9 @@ PostgreSQL), so :func:`~soong_store.backends.base.open_backend` finds it by a UR
 PostgreSQL's driver (psycopg 3, the ``postgres`` extra) is imported only when an engine is made.
 """
 
-from soong_store.backends import postgresql as _postgresql
-from soong_store.backends import sqlite as _sqlite
-from soong_store.backends.sqlite import database_url as default_url
+from soong_store.backends.postgresql import backend as _postgresql
+from soong_store.backends.sqlite import backend as _sqlite
+from soong_store.backends.sqlite.backend import database_url as default_url
 
 __all__ = ["default_url"]
 

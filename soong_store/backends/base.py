@@ -44,7 +44,7 @@ from soong_store.backends.values import DataVersion, Integrity
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 
 if TYPE_CHECKING:
-    from soong_store.search.dialect import SearchDialect
+    from soong_store.backends.search import SearchDialect
 
 Role = Literal["write", "read", "admin"]
 Durability = Literal["normal", "full"]
@@ -65,7 +65,7 @@ class Backend(ABC):
     read_connections: ClassVar[int] = 4
     """How many reader threads a store runs, and so the size of its read pool."""
     reads_on_loop: ClassVar[bool] = False
-    """Whether a small read may run on its caller's event loop (:mod:`soong_store.loop_reads`), on
+    """Whether a small read may run on its caller's event loop (:mod:`soong_store.read.on_loop`), on
     an idle connection of the reader threads: only where a read waits for no server and
     :meth:`wait_for_locks` can stop it waiting for a lock."""
     alters_by_rebuild: ClassVar[bool] = False
@@ -80,7 +80,7 @@ class Backend(ABC):
     """Whether such an open may run on its caller's event loop when it waits for nothing: the
     database exists, its first connection (a :meth:`link`) takes no lock another holds, and it
     is at head with nothing to settle. Anything else opens on a reader thread, as without it
-    (:meth:`~soong_store.runtime.StoreRuntime.open`)."""
+    (:meth:`~soong_store.store.runtime.StoreRuntime.open`)."""
     places_pairs: ClassVar[bool] = False
     """Whether idle sessions' pairs move to files of their own (shards); else all stay put."""
 
@@ -292,7 +292,7 @@ class Backend(ABC):
         """What commits on an event loop leave undone, on a connection of the writer's thread.
 
         The writer runs it while writes go on; when it answers true, once more with its own
-        writes held, for what was committed meanwhile (:mod:`soong_store.write_connection`).
+        writes held, for what was committed meanwhile (:mod:`soong_store.write.connection`).
         """
         return False
 

@@ -5,10 +5,10 @@ run their statements on the DB-API connection under SQLAlchemy's, so all they us
 connection is its driver connection, its record's ``info`` and its dialect: :class:`Link`.
 SQLAlchemy's :class:`~sqlalchemy.Connection` is one. :class:`DriverLink` is the other: a driver
 connection a backend made and set up itself, with a dialect made without an engine. A store
-that opens on its caller's loop reads first on one (:mod:`soong_store.runtime`): making the
+that opens on its caller's loop reads first on one (:mod:`soong_store.store.runtime`): making the
 read engine, its pool and the pool's first connection cost a new process about as much as its
 first read (``docs/performance.md``). The engine is made when a read first needs it, and takes
-the link's driver connection over as its first (:mod:`soong_store.readers`).
+the link's driver connection over as its first (:mod:`soong_store.read.readers`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 
+from soong_store.catalog.lookup import tables_of
 from soong_store.cli import LEVELS, render
 from soong_store.cli.common import (
     emit,
@@ -32,12 +33,11 @@ from soong_store.cli.common import (
     width_of,
 )
 from soong_store.errors import InvalidArgument, NotFound
-from soong_store.schema.catalog import tables_of
 from soong_store.store import SessionStore, run_read
 
 if TYPE_CHECKING:
     from soong_store.model.records import NodeRecord
-    from soong_store.sql.node_pages import NodeStub
+    from soong_store.read.node_pages import NodeStub
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
@@ -86,7 +86,7 @@ async def write_tree(
     the whole tree is never held. ``head``: keys the JSON document starts with.
     """
     from soong_store.cli import render_nodes
-    from soong_store.sql.node_pages import PAGE, tree_stubs
+    from soong_store.read.node_pages import PAGE, tree_stubs
 
     session = await store.get_session(sid)
     agents = await store.list_agents(sid)
@@ -114,7 +114,7 @@ async def write_tree(
 
 async def _nodes(store: SessionStore, sid: str, stubs: Sequence[NodeStub]) -> list[NodeRecord]:
     """The records of a page of stubs, in their order (one read)."""
-    from soong_store.sql.node_pages import nodes_by_seq
+    from soong_store.read.node_pages import nodes_by_seq
 
     seqs = [s.node_seq for s in stubs]
     return await run_read(store, partial(nodes_by_seq, session_id=sid, seqs=seqs))
@@ -127,7 +127,7 @@ async def cmd_path(args: argparse.Namespace) -> int:
     time, so a long path is never held whole.
     """
     from soong_store.cli import render_nodes
-    from soong_store.sql.node_pages import PAGE, path_stubs
+    from soong_store.read.node_pages import PAGE, path_stubs
 
     async with open_existing(args) as store:
         sid = await session_arg(store, args.session_id)

@@ -124,8 +124,8 @@ async def session_arg(store: SessionStore, value: str) -> str:
     """
     from functools import partial
 
-    from soong_store.sql import session_keys
     from soong_store.store import run_read
+    from soong_store.write import session_keys
 
     try:
         sid: str | None = check_session_id(value)

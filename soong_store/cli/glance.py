@@ -4,14 +4,14 @@
 SQLAlchemy, about half of the ~290 ms the command took at 1,000 sessions. When the home holds a
 database the store would open as it is (the file exists, at :data:`~soong_store.home.HEAD_REVISION`,
 already in WAL mode), the page is read here by one ``SELECT`` on a driver connection, ordered as
-:func:`soong_store.sql.record_reads.list_sessions` orders it, and built into records by the function
-the store's listing uses. Anything else (no file, another revision or journal mode, a driver
-error, a row the records refuse) answers ``None``: the caller opens the store, which upgrades,
-switches or reports as it always does. The connection is made with ``mode=rw`` (a missing
-file is never created) and ``query_only`` (no statement writes); as any last connection to a
-WAL database does, its close copies back a log that another process left (a store's close
-would). ``mode=ro`` would not, but leaves empty ``-wal`` and ``-shm`` files where there were
-none: it is for a file this user may not write, opened as the store opens it
+:func:`soong_store.read.record_reads.list_sessions` orders it, and built into records by the
+function the store's listing uses. Anything else (no file, another revision or journal mode, a
+driver error, a row the records refuse) answers ``None``: the caller opens the store, which
+upgrades, switches or reports as it always does. The connection is made with ``mode=rw`` (a missing
+file is never created) and ``query_only`` (no statement writes); as any last connection to a WAL
+database does, its close copies back a log that another process left (a store's close would).
+``mode=ro`` would not, but leaves empty ``-wal`` and ``-shm`` files where there were none: it is for
+a file this user may not write, opened as the store opens it
 (:func:`~soong_store.home.read_only_params`).
 """
 

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.cli import PROG
 from soong_store.cli.browse import write_tree
 from soong_store.cli.common import (
@@ -23,7 +23,7 @@ from soong_store.cli.common import (
 from soong_store.cli.redact import masked
 from soong_store.demo import write_demo
 from soong_store.home import ensure_home
-from soong_store.migrate import current_revision, head_revision, upgrade
+from soong_store.migrate.upgrade import current_revision, head_revision, upgrade
 from soong_store.store import backend_of
 
 

@@ -24,7 +24,7 @@ async def export_markdown(store: SessionStore, session_id: str, out: TextIO) -> 
     The path's shape is read as stubs and its nodes a page at a time, each written as read.
     """
     from soong_store.cli.render_nodes import path_view
-    from soong_store.sql import node_pages
+    from soong_store.read import node_pages
 
     session = await store.get_session(session_id)
     path = await run_read(

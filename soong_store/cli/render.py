@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from soong_store.model import codec
+from soong_store.model.global_records import agent_labels
 
 if TYPE_CHECKING:
     from soong_store.model.global_records import (
@@ -36,20 +37,6 @@ def _when(record: Any) -> str:
 def _unknown(value: object) -> str:
     """``value`` as text, ``-`` where it is not known (``None``)."""
     return "-" if value is None else str(value)
-
-
-def agent_labels(agents: Sequence[AgentRecord], root_agent_id: str) -> dict[str, str]:
-    """Short names for a session's agents: the root's type, then ``sub1``, ``fork1`` ..."""
-    labels: dict[str, str] = {}
-    counts: dict[str, int] = {}
-    for agent in agents:
-        kind = str(agent.agent_type)
-        if agent.agent_id == root_agent_id:
-            labels[agent.agent_id] = kind
-        else:
-            counts[kind] = counts.get(kind, 0) + 1
-            labels[agent.agent_id] = f"{kind}{counts[kind]}"
-    return labels
 
 
 def sessions_document(

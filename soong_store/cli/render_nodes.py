@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from soong_store.cli.render import agent_labels, clip
+from soong_store.cli.render import clip
 from soong_store.errors import NotFound
 from soong_store.model import codec
 from soong_store.model.content import (
@@ -28,8 +28,9 @@ from soong_store.model.content import (
     ToolResultBlock,
     fold,
 )
+from soong_store.model.global_records import agent_labels
 from soong_store.model.records import AgentRecord, NodeRecord, SessionRecord
-from soong_store.sql.node_pages import NodeStub, is_compaction
+from soong_store.read.node_pages import NodeStub, is_compaction
 
 
 def _fancy() -> bool:

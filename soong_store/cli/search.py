@@ -14,8 +14,8 @@ from typing import Any
 
 from soong_store.cli.common import open_existing, session_arg
 from soong_store.cli.redact import masked
-from soong_store.cli.render import agent_labels
 from soong_store.model import codec
+from soong_store.model.global_records import agent_labels
 from soong_store.model.search import SearchHit
 from soong_store.store import SessionStore
 

@@ -1,7 +1,7 @@
 """The spill: JSON blocks over a size or token threshold become artifacts of their node.
 
 A :class:`~soong_store.model.content.JsonBlock` whose data is over the byte or token threshold
-(:class:`~soong_store.files.artifacts.SpillPolicy`) becomes an artifact in the node's own unit
+(:class:`~soong_store.files.artifact_op.SpillPolicy`) becomes an artifact in the node's own unit
 of work; the stored block keeps a short summary of the data's shape and the reference, so the
 context never carries the large JSON again.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from soong_store.files.artifacts import ArtifactOp, SpillPolicy, drop_files
-from soong_store.files.store import StartFile
+from soong_store.files.artifact_op import ArtifactOp, SpillPolicy, drop_files
+from soong_store.files.folder import StartFile
 from soong_store.model import codec
 from soong_store.model.content import ContentBlock, JsonBlock, Place
 from soong_store.model.content_json import encode_content

@@ -8,7 +8,7 @@ sessions written, their counts, the lines skipped or recovered, the conversation
 the store). A malformed line is skipped and counted, never fatal to the rest of the file.
 
 A conversation whose source session id (with its format) names a session already (a session key,
-:mod:`soong_store.sql.session_keys`, claimed in the transaction that writes the session) is not
+:mod:`soong_store.write.session_keys`, claimed in the transaction that writes the session) is not
 imported again; the report names the session that holds it.
 """
 
@@ -33,9 +33,9 @@ from soong_store.importers._read import file_lines
 from soong_store.importers._rows import build
 from soong_store.importers._spool import ContentSpool
 from soong_store.model.records import SessionRecord
-from soong_store.sql import session_keys
 from soong_store.store import SessionStore, run_read
 from soong_store.transfer import import_session
+from soong_store.write import session_keys
 
 __all__ = [
     "FORMATS",

@@ -19,7 +19,6 @@ from itertools import chain
 from typing import Any
 
 from soong_store.errors import InvalidContent
-from soong_store.files.artifacts import extension
 from soong_store.importers._model import (
     MAIN,
     Artifact,
@@ -34,6 +33,7 @@ from soong_store.model import codec
 from soong_store.model.content import validate_content
 from soong_store.model.content_json import encode_content
 from soong_store.model.ids import new_id, new_session_id
+from soong_store.rules.artifacts import extension
 from soong_store.transfer.format import FORMAT, FORMAT_VERSION
 
 

@@ -18,9 +18,10 @@ from soong_store.backends.base import lock_session
 from soong_store.errors import InvalidArgument, NotFound
 from soong_store.model import codec
 from soong_store.model.enums import AgentType, EndReason, RunStatus
-from soong_store.schema.models import agents_table, keyed_states_table, runs_table
-from soong_store.schema.models import session_keys_table as keys_table
-from soong_store.sql import session_keys, writes
+from soong_store.schema.tables import agents_table, keyed_states_table, runs_table
+from soong_store.schema.tables import session_keys_table as keys_table
+from soong_store.write import lifecycle as writes
+from soong_store.write import session_keys
 
 NAMESPACE = "google-adk"
 """The session-key namespace of ADK sessions (and the metadata key of what this module writes)."""

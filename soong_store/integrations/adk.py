@@ -46,8 +46,8 @@ from soong_store.model.content import ContentBlock, JsonBlock
 from soong_store.model.enums import Role
 from soong_store.model.frozen import thaw
 from soong_store.model.records import NodeRecord
-from soong_store.sql import session_keys
 from soong_store.store import SessionStore, run_read, run_write, runtime_of
+from soong_store.write import session_keys
 
 __all__ = ["APP_STATES", "NAMESPACE", "SESSION_STATES", "USER_STATES", "SoongSessionService"]
 

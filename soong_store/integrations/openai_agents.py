@@ -35,8 +35,10 @@ from soong_store.integrations._agents_items import spilled_refs, to_item, to_nod
 from soong_store.model import codec
 from soong_store.model.enums import AgentType
 from soong_store.model.records import NodeRecord
-from soong_store.sql import record_reads, session_keys, writes
+from soong_store.read import record_reads
 from soong_store.store import SessionStore, run_read, run_write, runtime_of
+from soong_store.write import lifecycle as writes
+from soong_store.write import session_keys
 
 __all__ = ["NAMESPACE", "SoongSession"]
 

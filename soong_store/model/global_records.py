@@ -8,7 +8,7 @@ as every read builds its records (:func:`~soong_store.model.trusted.built`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -185,3 +185,17 @@ def written_artifact_record(row: Mapping[Any, Any], metadata: Any) -> ArtifactRe
             "created_at": ts(row["created_at"]),
         },
     )
+
+
+def agent_labels(agents: Sequence[AgentRecord], root_agent_id: str) -> dict[str, str]:
+    """Short names for a session's agents: the root's type, then ``sub1``, ``fork1`` ..."""
+    labels: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for agent in agents:
+        kind = str(agent.agent_type)
+        if agent.agent_id == root_agent_id:
+            labels[agent.agent_id] = kind
+        else:
+            counts[kind] = counts.get(kind, 0) + 1
+            labels[agent.agent_id] = f"{kind}{counts[kind]}"
+    return labels

@@ -18,7 +18,6 @@ from typing import Any
 from sqlalchemy import Integer, Table
 
 from soong_store.errors import SoongStoreError
-from soong_store.files.artifacts import check_filename, check_mime_type, check_short_text
 from soong_store.model import codec
 from soong_store.model.content_json import decode_stored_content
 from soong_store.model.enums import (
@@ -33,8 +32,9 @@ from soong_store.model.enums import (
     SessionStatus,
 )
 from soong_store.model.ids import check_id, check_session_id
-from soong_store.schema.catalog import session_tables
-from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
+from soong_store.rules.artifacts import check_filename, check_mime_type, check_short_text
+from soong_store.schema.session_tables import session_tables
+from soong_store.schema.tables import agents_table, artifacts_table, runs_table, sessions_table
 
 KINDS = ("session", "agent", "run", "node", "event", "artifact")
 """The kinds of row of one session, in the order an export holds them."""

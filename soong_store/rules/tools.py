@@ -5,7 +5,7 @@ or by a node above it on its path; a ``user`` node holds no ``tool_call`` (calls
 A live append is refused when it breaks either (``InvalidContent``); history recorded elsewhere
 (an import, an SDK's own items) keeps what its source wrote, and ``check`` lists it as notes,
 not as damage. Pure functions of blocks, of stored content text and of the calls met going up a
-path; the writer (:mod:`soong_store.sql.session_writer`) gathers those, nearest first, and stops
+path; the writer (:mod:`soong_store.write.session_writer`) gathers those, nearest first, and stops
 as soon as every result has its call.
 """
 

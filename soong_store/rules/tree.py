@@ -2,8 +2,8 @@
 
 What a write decides — which parent a node gets, whether it may open a branch, whether a run
 takes nodes or a status may change, which agents may be created, whether another main run may
-start — is decided here, without I/O, the way :mod:`soong_store.tasks.model` is apart from the
-task WAL. The writer (:mod:`soong_store.sql.session_writer`, :mod:`soong_store.sql.writes`)
+start — is decided here, without I/O, the way :mod:`soong_store.tasks.task` is apart from the
+task WAL. The writer (:mod:`soong_store.write.session_writer`, :mod:`soong_store.write.lifecycle`)
 gathers the values and calls these; :mod:`soong_store.rules.session` applies the branch rule to
 stored rows with the same function. A fact that costs a query (a node's children, an agent's
 latest node, the running main run) is passed as a callable, asked only when the rule needs it.

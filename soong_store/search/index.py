@@ -11,7 +11,7 @@ the transaction that deletes it (:func:`unindex_session`). A node without text g
 Its table is the backend's, not Alembic's models': revision 0004 creates it with what the
 backend adds over it (SQLite: an FTS5 index reading it as external content, kept by triggers),
 so autogenerate skips every table named ``search_*`` (:func:`is_search_table`). How a query runs
-is the backend's (:class:`~soong_store.search.dialect.SearchDialect`, from
+is the backend's (:class:`~soong_store.backends.search.SearchDialect`, from
 ``Backend.search_dialect()``).
 """
 
@@ -34,8 +34,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 
 from soong_store.backends.base import dialect_of
+from soong_store.backends.prepared import Prepared, Runner
 from soong_store.search.text import node_text
-from soong_store.sql.prepared import Prepared, Runner
 
 SEARCH_PREFIX = "search_"
 
@@ -84,10 +84,10 @@ def search_row(session_id: str, row: dict[str, Any]) -> dict[str, Any] | None:
 def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert the :func:`search_row` rows of a transaction's nodes, in that transaction.
 
-    One statement per :data:`_CHUNK` rows rather than one per node. On SQLite the rows wait
-    above FTS5's mark and are taken into its index by batches
-    (:mod:`~soong_store.search.pending`), so that a lone node's commit does not write a
-    segment of FTS5's index of its own.
+    One statement per :data:`_CHUNK` rows rather than one per node. On SQLite the rows wait above
+    FTS5's mark and are taken into its index by batches
+    (:mod:`~soong_store.backends.sqlite.search_pending`), so that a lone node's commit does not
+    write a segment of FTS5's index of its own.
     """
     for start in range(0, len(rows), _CHUNK):
         chunk = rows[start : start + _CHUNK]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from soong_store.backends.base import dialect_of
+from soong_store.backends.search import Filters
 from soong_store.errors import SoongStoreError
 from soong_store.model.search import SearchHit
-from soong_store.search.dialect import Filters
-from soong_store.search.query import SearchQuery
+from soong_store.model.search_query import SearchQuery
 
 
 class IndexBehind(SoongStoreError):

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from soong_store import calls
-from soong_store.loop_reads import small
 from soong_store.model.enums import AgentType, EventLevel, NodeType, Role
 from soong_store.model.ids import check_id, check_optional_id, check_session_id
-from soong_store.ops import check_bound
-from soong_store.sql import reads
+from soong_store.read import session_reads as reads
+from soong_store.read.on_loop import small
+from soong_store.store import calls
 from soong_store.store.core import StoreCore
+from soong_store.write.ops import check_bound
 
 if TYPE_CHECKING:
     from soong_store.model.global_records import SessionRecord
@@ -87,7 +87,7 @@ class ConversationCalls(StoreCore):
         user message once the root agent has nodes (how a user edits the first message, or an
         SDK clears a session while keeping its history).
         """
-        from soong_store.sql import writes
+        from soong_store.write import lifecycle as writes
 
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")

@@ -23,30 +23,30 @@ from typing import TYPE_CHECKING, Self, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 
-from soong_store import calls
 from soong_store.backends import default_url
 from soong_store.backends.base import Backend, Durability, open_backend
 from soong_store.backends.link import Link
 from soong_store.backends.retry import DEFAULT_DEADLINE_S, RetryPolicy
 from soong_store.errors import InvalidArgument, StoreClosed
-from soong_store.files.artifacts import (
+from soong_store.files.artifact_op import (
     MAX_ARTIFACT_BYTES,
     SPILL_BYTES,
     SPILL_TOKENS,
     SpillPolicy,
 )
-from soong_store.files.store import ArtifactFiles
+from soong_store.files.folder import ArtifactFiles
 from soong_store.home import default_home
-from soong_store.loop_reads import SMALL_ROWS
 from soong_store.model.ids import check_session_id
-from soong_store.ops import check_bound
-from soong_store.runtime import StoreRuntime
-from soong_store.sql.cache import PathCache
+from soong_store.read.on_loop import SMALL_ROWS
+from soong_store.read.path_cache import PathCache
+from soong_store.store import calls
+from soong_store.store.runtime import StoreRuntime
+from soong_store.write.ops import check_bound
 
 if TYPE_CHECKING:  # imported by the first unit of work and the first task DAG
     from soong_store.tasks.registry import TaskDags
-    from soong_store.uow import UnitOfWork
-    from soong_store.writer import Prerequisite
+    from soong_store.write.unit_of_work import UnitOfWork
+    from soong_store.write.writer import Prerequisite
 
 T = TypeVar("T")
 
@@ -154,7 +154,8 @@ class StoreCore:
     ) -> Awaitable[T]:
         """``on_loop``: the same read, small or bounded, to try on the caller's loop first.
 
-        ``on_link``: the same, for a read that runs on a link too (:mod:`soong_store.runtime`).
+        ``on_link``: the same, for a read that runs on a link too
+        (:mod:`soong_store.store.runtime`).
         """
         return self._runtime.read(query, on_loop, on_link=on_link)
 
@@ -162,7 +163,7 @@ class StoreCore:
         """``query`` (it takes a ``budget``) on the loop within the small reads' budget.
 
         It runs on the caller's loop while it reads at most
-        :data:`~soong_store.loop_reads.SMALL_ROWS` rows, else on a reader thread.
+        :data:`~soong_store.read.on_loop.SMALL_ROWS` rows, else on a reader thread.
         """
         return self._runtime.read(query, partial(query, budget=SMALL_ROWS))
 
@@ -197,7 +198,7 @@ class StoreCore:
 
     def _unit(self, session_id: str) -> UnitOfWork:
         """A new unit of work on the session (what :meth:`transaction` hands out)."""
-        from soong_store.uow import UnitOfWork
+        from soong_store.write.unit_of_work import UnitOfWork
 
         sid = check_session_id(session_id)
         self._runtime.check_process()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from soong_store import calls
+from soong_store.store import calls
 from soong_store.store.artifacts import ArtifactCalls
 from soong_store.store.conversation import ConversationCalls
 from soong_store.store.sessions import SessionCalls

@@ -6,8 +6,6 @@ import os
 from functools import partial
 from typing import Any
 
-from soong_store import calls
-from soong_store.loop_reads import small
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -17,7 +15,9 @@ from soong_store.model.enums import (
 )
 from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
 from soong_store.model.ids import check_id, check_session_id
-from soong_store.sql import record_reads
+from soong_store.read import record_reads
+from soong_store.read.on_loop import small
+from soong_store.store import calls
 from soong_store.store.core import StoreCore
 
 
@@ -62,7 +62,7 @@ class SessionCalls(StoreCore):
 
     async def archive_session(self, session_id: str) -> SessionRecord:
         """Make a session read-only (it can still be read, exported, forked and deleted)."""
-        from soong_store.sql import writes
+        from soong_store.write import lifecycle as writes
 
         sid = check_session_id(session_id)
         return await self._write(partial(writes.archive_session, session_id=sid))

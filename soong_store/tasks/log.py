@@ -31,7 +31,7 @@ from soong_store.tasks.files import (
     sync_data,
     write_all,
 )
-from soong_store.tasks.model import FORMAT_VERSION, Task, WalState, encode_record, parse_log, plan
+from soong_store.tasks.task import FORMAT_VERSION, Task, WalState, encode_record, parse_log, plan
 from soong_store.tasks.threads import Job, Worker, flock, funlock
 
 logger = logging.getLogger("soong_store.tasks.wal")

@@ -1,7 +1,7 @@
 """Task write-ahead log: one JSONL file per named task, replayed into an in-memory DAG.
 
 The file's name is described in :mod:`soong_store.tasks.files`, its records and operations in
-:mod:`soong_store.tasks.model`.
+:mod:`soong_store.tasks.task`.
 
 Guarantees: every operation is validated against the DAG before anything is written; an append
 is written, fsynced (the directory too when the file is created) and only then applied in
@@ -42,7 +42,7 @@ from soong_store.tasks.files import (
     task_wal_path,
 )
 from soong_store.tasks.log import Step, commit, follow, load, offload_step, run_step
-from soong_store.tasks.model import (
+from soong_store.tasks.task import (
     Task,
     TaskStatus,
     WalState,

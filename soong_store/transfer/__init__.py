@@ -36,19 +36,18 @@ from typing import Any, TextIO
 from sqlalchemy import Connection, Select, func, select
 
 from soong_store.backends.base import lock_files, lock_session
+from soong_store.catalog.lookup import create_pair, tables_of
 from soong_store.errors import InvalidArgument, StorageError
-from soong_store.files.store import ArtifactFiles
+from soong_store.files.folder import ArtifactFiles
 from soong_store.model import codec
 from soong_store.model.content import map_artifact_refs
 from soong_store.model.content_json import content_to_json, decode_stored_content
+from soong_store.model.first_event import created_event_row
 from soong_store.model.ids import check_session_id, new_id, new_session_id, utc_now
+from soong_store.read import record_reads
 from soong_store.rules.row import KINDS
-from soong_store.schema.catalog import create_pair, session_tables, tables_of
-from soong_store.schema.models import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.sql import record_reads, session_keys
-from soong_store.sql.file_jobs import named_paths, remove_unreferenced
-from soong_store.sql.first_event import created_event_row
-from soong_store.sql.session_writer import SessionWriter
+from soong_store.schema.session_tables import session_tables
+from soong_store.schema.tables import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.store import SessionStore, artifact_files, run_read, run_write
 from soong_store.transfer.format import (
     FORMAT,
@@ -59,6 +58,9 @@ from soong_store.transfer.format import (
     read_export,
     spool_export,
 )
+from soong_store.write import session_keys
+from soong_store.write.file_jobs import named_paths, remove_unreferenced
+from soong_store.write.session_writer import SessionWriter
 
 __all__ = [
     "FORMAT",

@@ -6,7 +6,7 @@ import asyncio
 import base64
 from typing import TYPE_CHECKING, Any
 
-from soong_store.cli.render import agent_labels
+from soong_store.model.global_records import agent_labels
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

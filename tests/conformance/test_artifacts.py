@@ -27,7 +27,7 @@ from soong_store import (
     StoreClosed,
     ToolResultBlock,
 )
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.files.spill import estimate_tokens
 from soong_store.store import runtime_of
 from tests.backends import Backend

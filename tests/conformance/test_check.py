@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.demo import write_demo
 from tests.backends import Backend
 from tests.helpers import events_table, execute, nodes_table, side_door

@@ -21,7 +21,7 @@ from sqlalchemy import make_url
 
 from soong_store import __version__
 from soong_store.cli import build_parser, main
-from soong_store.migrate import head_revision
+from soong_store.migrate.upgrade import head_revision
 from tests.backends import Backend, Kind
 from tests.conftest import text
 from tests.helpers import execute

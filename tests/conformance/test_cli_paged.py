@@ -21,7 +21,7 @@ from soong_store import SessionStore
 from soong_store.cli import main, render_nodes
 from soong_store.cli.render import ListDocument
 from soong_store.model import codec
-from soong_store.sql import node_pages
+from soong_store.read import node_pages
 from soong_store.transfer import export_session, import_session
 from tests.backends import Backend
 

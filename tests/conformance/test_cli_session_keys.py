@@ -16,8 +16,8 @@ import pytest
 from soong_store.cli import main
 from soong_store.importers import import_report
 from soong_store.integrations.openai_agents import SoongSession
-from soong_store.sql import session_keys
 from soong_store.store import run_write
+from soong_store.write import session_keys
 from tests.backends import Backend
 from tests.conformance.test_importers_corpus import CORPUS
 

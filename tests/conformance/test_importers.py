@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from soong_store import InvalidArgument, NodeRecord, SessionStore, importers
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.cli import IMPORT_FORMATS
 from soong_store.importers import FORMATS, import_file, import_report
 from soong_store.transfer import export_session

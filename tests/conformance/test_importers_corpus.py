@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from soong_store import SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.importers import import_report
 from soong_store.transfer import export_session, import_session
 

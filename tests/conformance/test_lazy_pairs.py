@@ -7,7 +7,7 @@ import io
 import pytest
 
 from soong_store import NotFound, SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.model.ids import new_id
 from soong_store.transfer import export_session, import_session
 from tests.backends import Backend

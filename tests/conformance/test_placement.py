@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from soong_store.schema import catalog
+from soong_store.catalog import lookup as catalog
 from tests.backends import Backend
 from tests.conftest import text
 from tests.shard_support import limited, placements, settle

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from soong_store import BranchError, SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 
 TEXT = [{"type": "text", "text": "t"}]
 RECORDED = {"imported_from": {"format": "openai-agents"}}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from soong_store import SessionStore
 from soong_store.importers import import_report
-from soong_store.sql import session_keys
 from soong_store.store import run_read
+from soong_store.write import session_keys
 from tests.conformance.test_importers_corpus import CORPUS
 
 PI_SMALL = CORPUS / "pi/agent-sessions__pi-small.jsonl"

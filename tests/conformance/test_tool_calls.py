@@ -11,7 +11,7 @@ from soong_store import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from tests.conftest import text
 
 pytestmark = pytest.mark.asyncio

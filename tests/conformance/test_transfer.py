@@ -16,11 +16,11 @@ import orjson
 import pytest
 
 from soong_store import InvalidArgument, TextBlock
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.cli.markdown import export_markdown
 from soong_store.demo import write_demo
-from soong_store.sql.session_writer import SessionWriter
 from soong_store.transfer import export_session, import_session
+from soong_store.write.session_writer import SessionWriter
 from tests.backends import Backend
 from tests.helpers import events_table, nodes_table, snapshot
 from tests.helpers import rows as table_rows

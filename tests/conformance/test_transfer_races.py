@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from soong_store import StorageError
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.demo import write_demo
 from soong_store.transfer import export_session
 from tests.backends import Backend

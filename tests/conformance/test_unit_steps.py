@@ -7,7 +7,7 @@ from sqlalchemy import Connection, delete, select
 
 from soong_store import SessionStore
 from soong_store.errors import InvalidArgument
-from soong_store.schema.models import keyed_states_table as states
+from soong_store.schema.tables import keyed_states_table as states
 from soong_store.store import run_read
 
 

@@ -32,14 +32,14 @@ PREFIX = "docker matrix:"
 
 PROBE = """
 import sqlite3
-from soong_store.backends.sqlite import MIN_SQLITE_VERSION
+from soong_store.backends.sqlite.backend import MIN_SQLITE_VERSION
 print(sqlite3.sqlite_version, "ok" if sqlite3.sqlite_version_info >= MIN_SQLITE_VERSION else "old")
 """
 
 REFUSAL = """
 import asyncio, sys, tempfile
 from soong_store import SessionStore, SoongStoreError
-from soong_store.backends.sqlite import MIN_SQLITE_VERSION
+from soong_store.backends.sqlite.backend import MIN_SQLITE_VERSION
 need = ".".join(map(str, MIN_SQLITE_VERSION))
 try:
     asyncio.run(SessionStore(home=tempfile.mkdtemp()).open())

@@ -21,7 +21,7 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
 from soong_store import JsonBlock, SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.integrations.adk import SoongSessionService
 
 APP = "app"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from soong_store import StorageError
+from soong_store.files.folder import ArtifactFiles
 from soong_store.files.spill import summarize_json
-from soong_store.files.store import ArtifactFiles
 
 pytestmark = pytest.mark.asyncio
 

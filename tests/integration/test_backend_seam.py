@@ -12,7 +12,7 @@ from sqlalchemy import Connection
 
 from soong_store import SessionStore
 from soong_store.backends.base import open_backend
-from soong_store.backends.sqlite import SQLiteBackend
+from soong_store.backends.sqlite.backend import SQLiteBackend
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.search.index import is_search_table
 from soong_store.transfer import export_session, import_session
@@ -22,7 +22,7 @@ from tests.conftest import connect_raw, db_path, snapshot, text
 async def test_a_write_held_off_past_the_store_s_lock_wait_fails_cleanly(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("soong_store.backends.sqlite.BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr("soong_store.backends.sqlite.backend.BUSY_TIMEOUT_MS", 50)
     async with SessionStore(home=home, lock_wait=0.5) as store:
         sid = (await store.create_session(cwd=".")).session_id
         holder = connect_raw(db_path(home), isolation_level=None)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from soong_store import check, transfer
+from soong_store import transfer
+from soong_store.check import run as check
 from soong_store.cli import build_parser, main
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from soong_store.errors import StorageError, StoreClosed
-from soong_store.files.pool import FilePool, FileWrite
-from soong_store.files.store import ArtifactFiles
+from soong_store.files.folder import ArtifactFiles
+from soong_store.write.file_pool import FilePool, FileWrite
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, ToolCallBlock, ToolResultBlock
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.integrations.openai_agents import SoongSession
 
 CALL = {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": '{"q":"x"}'}

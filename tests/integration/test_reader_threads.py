@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Connection, Engine, event, text
 
 from soong_store import SessionStore, StorageError, StoreClosed
-from soong_store.readers import ReaderThreads
+from soong_store.read.readers import ReaderThreads
 from soong_store.store import run_read, runtime_of
 from tests.conftest import text as text_blocks
 

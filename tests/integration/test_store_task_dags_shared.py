@@ -231,7 +231,7 @@ IN_A_CHILD = textwrap.dedent(
     """
     import asyncio, json, sys
     from soong_store import SessionStore, SoongStoreError
-    from soong_store.check import check_store
+    from soong_store.check.run import check_store
     
     async def main() -> None:
         async with SessionStore(home=sys.argv[1]) as store:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from tests import postgres_server
 from tests.conftest import text
 from tests.helpers import nodes_table, side_door

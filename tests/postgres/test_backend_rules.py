@@ -9,7 +9,7 @@ from sqlalchemy.exc import DBAPIError
 
 from soong_store import StorageError
 from soong_store.backends.base import open_backend, translate
-from soong_store.backends.postgresql import PostgreSQLBackend
+from soong_store.backends.postgresql.backend import PostgreSQLBackend
 from soong_store.backends.translation import ErrorKind
 
 

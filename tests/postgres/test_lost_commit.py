@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from soong_store import SessionStore
-from soong_store.backends.postgresql import PostgreSQLBackend
+from soong_store.backends.postgresql.backend import PostgreSQLBackend
 from soong_store.store import runtime_of
 from tests.conftest import text
 

@@ -17,7 +17,7 @@ from sqlalchemy import Engine, create_engine, event
 
 from soong_store import SessionStore, upgrade
 from soong_store.backends.base import Role
-from soong_store.backends.postgresql import PostgreSQLBackend
+from soong_store.backends.postgresql.backend import PostgreSQLBackend
 from tests.conftest import text
 
 pytestmark = pytest.mark.postgresql

@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 
 import soong_store
 from soong_store import SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from tests.conftest import text as text_block
 from tests.pair_revision import install_revision, use_newest_factory
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.store import run_write, runtime_of
-from soong_store.write_connection import WriteConnection
+from soong_store.write.connection import WriteConnection
 from tests.conftest import text
 from tests.helpers import side_door
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.store import runtime_of
 from soong_store.tasks.wal import TaskDag
 from tests.conftest import text

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from tests.reliability.conftest import Child, assert_dense, integrity, raw
 
 pytestmark = pytest.mark.reliability

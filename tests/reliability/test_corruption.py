@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError, TaskDagUnavailable
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.store import run_read, runtime_of
-from soong_store.tasks.model import encode_record
+from soong_store.tasks.task import encode_record
 from tests.conftest import db_path, text
 from tests.reliability.conftest import Child, assert_dense, integrity, raw
 

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore, StorageError
-from soong_store.check import check_store
-from soong_store.schema import catalog
+from soong_store.catalog import lookup as catalog
+from soong_store.check.run import check_store
 from soong_store.store import run_write, runtime_of
 from soong_store.tasks.wal import TaskDag
 from tests.conftest import snapshot, text

@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from soong_store import InvalidArgument, SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.transfer import export_session, import_session
 from tests.conftest import text
 from tests.reliability.conftest import Child, artifact_files, integrity, pair_rows, rows

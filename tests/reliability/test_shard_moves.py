@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from tests.reliability.conftest import Child, assert_dense, integrity
 from tests.shard_support import (
     assert_each_pair_in_one_file,

@@ -18,8 +18,8 @@ import pytest
 
 import soong_store
 from soong_store import SchemaVersionError, SessionStore
-from soong_store.check import check_store
-from soong_store.migrate import current_revision
+from soong_store.check.run import check_store
+from soong_store.migrate.upgrade import current_revision
 from tests.conftest import text
 from tests.pair_revision import install_revision, use_newest_factory
 from tests.reliability.conftest import Child, integrity

@@ -13,8 +13,8 @@ from alembic import command
 
 import soong_store
 from soong_store import SessionStore
-from soong_store.backends.sqlite import make_engine
-from soong_store.migrate import alembic_config
+from soong_store.backends.sqlite.backend import make_engine
+from soong_store.migrate.upgrade import alembic_config
 from tests.conftest import connect_raw, db_path, text
 
 pytestmark = pytest.mark.sqlite

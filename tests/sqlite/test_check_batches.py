@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
-from soong_store import check as check_module
-from soong_store.check import Problem, check_store
-from soong_store.schema import catalog
+from soong_store.catalog import lookup as catalog
+from soong_store.check import run as check_module
+from soong_store.check.run import Problem, check_store
+from soong_store.schema import session_tables
 from soong_store.store import runtime_of
 from tests.conftest import connect_raw, text
 from tests.shard_support import limited, settle
@@ -71,7 +72,7 @@ def damage(home: Path, sids: list[str]) -> None:
     """A missing event in one session, a search row of a node that is gone in another."""
     con = connect_raw(home / "sessions.sqlite")
     with con:
-        con.execute(f"DELETE FROM {catalog.events_table_name(sids[1])} WHERE seq = 2")
+        con.execute(f"DELETE FROM {session_tables.events_table_name(sids[1])} WHERE seq = 2")
         first = "SELECT min(doc_id) FROM search_text WHERE session_id = ?"
         con.execute(
             f"UPDATE search_text SET node_id = 'node_gone' WHERE doc_id = ({first})", sids[4:5]

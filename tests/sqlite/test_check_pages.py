@@ -21,7 +21,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.demo import write_demo
-from soong_store.schema.catalog import session_tables
+from soong_store.schema.session_tables import session_tables
 from tests.conftest import connect_raw, db_path
 
 pytestmark = pytest.mark.sqlite

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from soong_store.cli import main
-from soong_store.migrate import head_revision
+from soong_store.migrate.upgrade import head_revision
 from tests.conformance.test_cli import InProcess, as_json, many, ok, one_error_line
 from tests.conftest import connect_raw, db_path
 

@@ -19,9 +19,9 @@ import pytest
 import soong_store
 from soong_store import SessionStore, StoreClosed
 from soong_store.cli import main
-from soong_store.migrate import HEAD_REVISION, current_revision
+from soong_store.migrate.upgrade import HEAD_REVISION, current_revision
 from soong_store.store import runtime_of
-from soong_store.writer import Writer
+from soong_store.write.writer import Writer
 from tests.conftest import db_path, text
 
 PROBE = """
@@ -35,11 +35,11 @@ print("exit", code, "loaded:", *loaded)
 WRITE_SIDE = (
     "sqlalchemy.orm",
     "soong_store.importers",
-    "soong_store.writer",
-    "soong_store.uow",
-    "soong_store.sql.writes",
-    "soong_store.sql.session_writer",
-    "soong_store.sql.fork",
+    "soong_store.write.writer",
+    "soong_store.write.unit_of_work",
+    "soong_store.write.lifecycle",
+    "soong_store.write.session_writer",
+    "soong_store.write.fork",
     "soong_store.search.run",
     "soong_store.model.search",
     "soong_store.tasks.wal",
@@ -143,7 +143,7 @@ def test_a_command_that_shows_nodes_in_a_new_process_loads_the_content(
 def test_a_write_command_in_a_new_process_loads_the_write_side_it_uses(home: Path) -> None:
     sid = asyncio.run(made(home, 1))[0]
     loaded = loaded_by(home, WRITE_SIDE, "switch", sid, "--none")
-    assert "soong_store.writer" in loaded and "soong_store.sql.writes" in loaded
+    assert "soong_store.write.writer" in loaded and "soong_store.write.lifecycle" in loaded
     assert "sqlalchemy.orm" not in loaded
 
 

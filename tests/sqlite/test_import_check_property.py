@@ -29,13 +29,13 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
 
 from soong_store import InvalidArgument, NotFound, SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.demo import write_demo
 from soong_store.errors import StorageError
-from soong_store.files.store import split_path
+from soong_store.files.folder import split_path
 from soong_store.rules.row import columns
-from soong_store.schema.catalog import session_tables
-from soong_store.schema.models import (
+from soong_store.schema.session_tables import session_tables
+from soong_store.schema.tables import (
     agents_table,
     artifacts_table,
     runs_table,

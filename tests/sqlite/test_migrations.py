@@ -25,8 +25,8 @@ from alembic.runtime.migration import MigrationContext
 
 import soong_store
 from soong_store import InvalidIdentifier, SchemaVersionError, SessionStore
-from soong_store.backends.sqlite import make_engine
-from soong_store.migrate import (
+from soong_store.backends.sqlite.backend import make_engine
+from soong_store.migrate.upgrade import (
     HEAD_REVISION,
     alembic_config,
     current_revision,
@@ -35,8 +35,8 @@ from soong_store.migrate import (
     session_ids,
     session_table_names,
 )
-from soong_store.schema.catalog import is_session_table
-from soong_store.schema.models import metadata
+from soong_store.schema.session_tables import is_session_table
+from soong_store.schema.tables import metadata
 from soong_store.search.index import is_search_table
 from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
 
@@ -50,7 +50,7 @@ THROWAWAY_REVISION = """\
 import sqlalchemy as sa
 from alembic import op
 
-from soong_store.migrate import session_table_names
+from soong_store.migrate.upgrade import session_table_names
 
 revision = "ztest_flags"
 down_revision = "{down}"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
-from soong_store.check import check_store
+from soong_store.check.run import check_store
 from soong_store.transfer import export_session, import_session
 from tests.conftest import connect_raw, db_path, text
 

@@ -14,7 +14,7 @@ from sqlalchemy import event
 from sqlalchemy.pool import QueuePool
 
 from soong_store import SessionStore
-from soong_store.migrate import current_revision, head_revision, upgrade
+from soong_store.migrate.upgrade import current_revision, head_revision, upgrade
 from soong_store.store import runtime_of
 from tests.conftest import connect_raw, db_path, text
 

@@ -24,9 +24,9 @@ from sqlalchemy import Connection, Engine, event
 
 from soong_store import SchemaVersionError, SessionStore, upgrade
 from soong_store.backends.base import Role
-from soong_store.backends.sqlite import SQLiteBackend
+from soong_store.backends.sqlite.backend import SQLiteBackend
 from soong_store.home import SQLITE_MODULE_ENV
-from soong_store.migrate import HEAD_REVISION
+from soong_store.migrate.upgrade import HEAD_REVISION
 from soong_store.store import runtime_of
 from tests.conftest import RAW_SQLITE, LoopTicker, connect_raw, db_path, idle_link, text
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
-from soong_store.migrate import current_revision, head_revision, upgrade
+from soong_store.migrate.upgrade import current_revision, head_revision, upgrade
 from tests.conftest import connect_raw, db_path, text
 
 pytestmark = pytest.mark.sqlite

@@ -13,8 +13,8 @@ from sqlalchemy import Engine, create_engine, select
 from sqlalchemy.dialects import sqlite
 
 from soong_store import InvalidIdentifier
-from soong_store.schema.catalog import session_tables
-from soong_store.sql import pair_text
+from soong_store.catalog import pair_text
+from soong_store.schema.session_tables import session_tables
 
 pytestmark = pytest.mark.sqlite
 

@@ -1,7 +1,7 @@
 """A revision that changes every session's tables reaches the pairs in the main file and shards.
 
-A test-only revision (written to a folder of the test's own, beside ``migrations/versions``)
-adds a ``flags`` column to every ``nodes_`` table with :func:`soong_store.migrate.upgrade_pairs`.
+A test-only revision (written to a folder of the test's own, beside ``migrations/versions``) adds a
+``flags`` column to every ``nodes_`` table with :func:`soong_store.migrate.upgrade.upgrade_pairs`.
 With the hot bound at 3 and shards of 4 (:mod:`tests.shard_support`), ten sessions put pairs in
 ``sessions.sqlite`` and in three shards. These tests read the files behind the store's back.
 """
@@ -19,13 +19,13 @@ import pytest
 
 import soong_store
 from soong_store import InvalidArgument, SchemaVersionError, SessionStore, StorageError, cli
-from soong_store.backends.sqlite import make_engine
-from soong_store.backends.sqlite_alter import rewrite_add_column
-from soong_store.check import check_store
-from soong_store.migrate import add_column, current_revision
-from soong_store.migrate_pairs import stored_session_ids
-from soong_store.schema import catalog
-from soong_store.sql import moves
+from soong_store.backends.sqlite.alter import rewrite_add_column
+from soong_store.backends.sqlite.backend import make_engine
+from soong_store.catalog import moves
+from soong_store.check.run import check_store
+from soong_store.migrate.pairs import stored_session_ids
+from soong_store.migrate.upgrade import add_column, current_revision
+from soong_store.schema import session_tables
 from tests.conftest import connect_raw, text
 from tests.pair_revision import install_revision, use_newest_factory
 from tests.shard_support import assert_each_pair_in_one_file, limited, raw_layout, settle
@@ -173,7 +173,7 @@ def make_pairs(path: Path, sessions: int) -> list[str]:
     try:
         with engine.connect() as connection, connection.begin():
             for sid in sids:
-                tables = catalog.session_tables(sid)
+                tables = session_tables.session_tables(sid)
                 tables.create(connection)
                 connection.execute(
                     tables.nodes.insert(),
@@ -312,7 +312,7 @@ async def test_a_move_never_fills_a_shard_of_another_shape(
             con.execute("UPDATE shard_revision SET revision = 'ztest_newer'")
         con.close()
         held = set(raw_layout(home)["copies"][f"shards/{filling.name}"])
-        caplog.set_level(logging.WARNING, logger="soong_store.writer")
+        caplog.set_level(logging.WARNING, logger="soong_store.write.writer")
         async with SessionStore(home=home) as store:
             sids += await fill(store, 3)  # the hot bound passed: the writer moves a batch
             deadline = time.monotonic() + 30

@@ -23,9 +23,10 @@ from soong_store import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from soong_store.backends.sqlite import SQLiteBackend
-from soong_store.loop_reads import SMALL_ROWS
-from soong_store.sql import cache, reads
+from soong_store.backends.sqlite.backend import SQLiteBackend
+from soong_store.read import path_cache as cache
+from soong_store.read import session_reads as reads
+from soong_store.read.on_loop import SMALL_ROWS
 from tests.conftest import text
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from soong_store import JsonBlock, SessionStore, TextBlock
-from soong_store.files.artifacts import SpillPolicy
-from soong_store.loop_reads import SMALL_ROWS
+from soong_store.files.artifact_op import SpillPolicy
 from soong_store.model.records import ContextView, NodeRecord
-from soong_store.ops import Op
-from soong_store.sql import reads
-from soong_store.sql.cache import PathCache
+from soong_store.read import session_reads as reads
+from soong_store.read.on_loop import SMALL_ROWS
+from soong_store.read.path_cache import PathCache
 from soong_store.store import run_read, run_write, runtime_of
-from soong_store.uow import Committed, UnitOfWork, apply_ops
+from soong_store.write.ops import Op
+from soong_store.write.unit_of_work import Committed, UnitOfWork, apply_ops
 from tests.conftest import text
 from tests.sqlite.test_path_cache import Climbs, other_process, session_of
 

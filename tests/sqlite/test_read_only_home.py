@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
+from soong_store.catalog import lookup as catalog
 from soong_store.errors import StorageError
 from soong_store.home import HEAD_REVISION, SQLITE_MODULE_ENV
-from soong_store.schema import catalog
 from tests.conftest import db_path, text
 from tests.shard_support import limited, settle
 

@@ -26,8 +26,8 @@ from soong_store import (
     SessionStatus,
     SessionStore,
 )
-from soong_store.backends.sqlite import make_engine
-from soong_store.schema import catalog as factory
+from soong_store.backends.sqlite.backend import make_engine
+from soong_store.schema import session_tables as factory
 from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
 
 pytestmark = pytest.mark.sqlite

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soong_store.search import fts5
-from soong_store.search.query import fts5_string, parse_query
+from soong_store.backends.sqlite import search as fts5
+from soong_store.model.search_query import fts5_string, parse_query
 from tests.conftest import connect_raw
 
 PIECES = ['"', "'", "NEAR", "near", "(", ")", "*", "-", "+", "^", ":", "{", "}", ",", "AND",

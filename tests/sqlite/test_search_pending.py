@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
-from soong_store.check import check_store
-from soong_store.search.pending import CATCH_UP_AT
+from soong_store.backends.sqlite.search_pending import CATCH_UP_AT
+from soong_store.check.run import check_store
 from tests.conftest import connect_raw, db_path, text
 from tests.sqlite.test_search_sqlite import downgrade_to
 

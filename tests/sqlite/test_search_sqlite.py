@@ -11,9 +11,9 @@ import pytest
 from alembic import command
 
 from soong_store import SessionStore, StorageError
-from soong_store.backends.sqlite import make_engine
-from soong_store.check import check_store
-from soong_store.migrate import alembic_config, current_revision, head_revision
+from soong_store.backends.sqlite.backend import make_engine
+from soong_store.check.run import check_store
+from soong_store.migrate.upgrade import alembic_config, current_revision, head_revision
 from tests.conftest import connect_raw, db_path, text
 
 pytestmark = pytest.mark.asyncio

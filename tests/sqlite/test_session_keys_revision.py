@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
+from soong_store.backends.sqlite.search import DROP
 from soong_store.importers import import_report
-from soong_store.search.fts5 import DROP
 from tests.conformance.test_importers_corpus import CORPUS
 from tests.conftest import connect_raw, db_path
 

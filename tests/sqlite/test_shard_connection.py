@@ -18,9 +18,9 @@ import pytest
 from sqlalchemy import Engine
 
 from soong_store import SessionStore
-from soong_store.backends.sqlite import SQLiteBackend
-from soong_store.schema import catalog
-from soong_store.sql import moves
+from soong_store.backends.sqlite.backend import SQLiteBackend
+from soong_store.catalog import lookup as catalog
+from soong_store.catalog import moves
 from tests.conftest import text
 from tests.shard_support import assert_each_pair_in_one_file, limited, settle
 

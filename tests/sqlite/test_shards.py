@@ -21,10 +21,12 @@ import pytest
 from sqlalchemy import create_engine
 
 from soong_store import NotFound, SessionStore, StorageError
-from soong_store.backends import sqlite_files
-from soong_store.check import check_store
-from soong_store.schema import catalog, pair_files
-from soong_store.sql import moves
+from soong_store.backends.sqlite import files as sqlite_files
+from soong_store.catalog import lookup as catalog
+from soong_store.catalog import moves
+from soong_store.catalog import placement as pair_files
+from soong_store.check.run import check_store
+from soong_store.schema import session_tables
 from soong_store.transfer import export_session, import_session
 from tests.conftest import connect_raw, text
 from tests.shard_support import (
@@ -204,7 +206,8 @@ async def test_a_journal_row_left_by_a_crash_is_settled_at_start(
     main.close()
     raw = connect_raw(home / shard)
     with raw:
-        raw.execute(f"CREATE TABLE {catalog.nodes_table_name(hot)} (node_id TEXT PRIMARY KEY)")
+        name = session_tables.nodes_table_name(hot)
+        raw.execute(f"CREATE TABLE {name} (node_id TEXT PRIMARY KEY)")
         raw.execute("INSERT INTO shard_pairs VALUES (?, ?)", (hot, placed[hot][1] + 1))
     raw.close()
     async with SessionStore(home=home) as store:
@@ -389,8 +392,8 @@ async def test_check_on_a_live_store_passes_over_a_shard_reclaimed_meanwhile(
 ) -> None:
     """The catalog check read named a shard the writer emptied and removed before check came
     to it: its sessions are checked where they are now, and no shard is reported unreadable."""
-    from soong_store import check as check_module
-    from soong_store.check_reads import database_facts
+    from soong_store.check import run as check_module
+    from soong_store.check.reads import database_facts
     from soong_store.store import run_read
 
     async with SessionStore(home=home) as store:
@@ -457,7 +460,7 @@ async def test_a_link_at_the_next_shard_name_is_never_followed(
     ]
     for name in planted:  # dangling: SQLite would create the file at the target
         (home / name).symlink_to(elsewhere / name.split("/")[1])
-    caplog.set_level(logging.WARNING, logger="soong_store.writer")
+    caplog.set_level(logging.WARNING, logger="soong_store.write.writer")
     async with SessionStore(home=home) as store:
         sids += await fill(store, 6)  # the writer wants a new shard
         deadline = time.monotonic() + 30
@@ -570,7 +573,7 @@ async def test_a_move_never_fills_another_homes_shard(
         filling = home / "shards/0001.sqlite"  # four pairs of five: the next batch goes there
         filling.write_bytes((tmp_path / "other/shards/0001.sqlite").read_bytes())
         before = raw_layout(home)["copies"]["shards/0001.sqlite"]
-        caplog.set_level(logging.WARNING, logger="soong_store.writer")
+        caplog.set_level(logging.WARNING, logger="soong_store.write.writer")
         async with SessionStore(home=home) as store:
             sids = await fill(store, 3)
             deadline = time.monotonic() + 30

@@ -20,7 +20,7 @@ import pytest
 
 import soong_store
 from soong_store import InvalidArgument, SessionStore, SoongStoreError, StorageError
-from soong_store.backends.sqlite import MIN_SQLITE_VERSION, load_sqlite_module
+from soong_store.backends.sqlite.backend import MIN_SQLITE_VERSION, load_sqlite_module
 from soong_store.home import SQLITE_MODULE_ENV
 from soong_store.store import runtime_of
 from tests.conftest import db_path, text

@@ -15,7 +15,7 @@ import pytest
 
 from soong_store import SessionStore, StorageError
 from soong_store.model.records import NodeRecord
-from soong_store.sql import reads
+from soong_store.read import session_reads as reads
 from soong_store.store import run_read
 from tests.conftest import connect_raw, db_path, text
 from tests.unit.test_row_records import (

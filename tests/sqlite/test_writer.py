@@ -17,10 +17,10 @@ from sqlalchemy import Connection, text
 
 from soong_store import StoreClosed
 from soong_store.backends.retry import RetryPolicy
-from soong_store.backends.sqlite import make_engine
+from soong_store.backends.sqlite.backend import make_engine
 from soong_store.errors import InvalidArgument, StorageError
-from soong_store.migrate import upgrade
-from soong_store.writer import Writer
+from soong_store.migrate.upgrade import upgrade
+from soong_store.write.writer import Writer
 from tests.conftest import connect_raw
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]
@@ -28,7 +28,9 @@ pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]
 
 @pytest.fixture
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("soong_store.backends.sqlite.BUSY_TIMEOUT_MS", 50)  # a lock is seen at once
+    monkeypatch.setattr(
+        "soong_store.backends.sqlite.backend.BUSY_TIMEOUT_MS", 50
+    )  # a lock is seen at once
     url = f"sqlite:///{tmp_path / 'w.sqlite'}"
     upgrade(url)
     engine = make_engine(url, "write")

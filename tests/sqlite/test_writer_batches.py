@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, text
 
-from soong_store.backends.sqlite import make_engine
+from soong_store.backends.sqlite.backend import make_engine
 from soong_store.errors import InvalidArgument
-from soong_store.migrate import upgrade
-from soong_store.writer import Writer
+from soong_store.migrate.upgrade import upgrade
+from soong_store.write.writer import Writer
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]
 
@@ -186,7 +186,7 @@ async def test_one_batch_from_two_event_loops_answers_each_in_its_own(engine: An
 async def test_the_jobs_of_one_turn_reach_the_thread_as_one_batch(
     engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import soong_store.writer as writer_module
+    import soong_store.write.writer as writer_module
 
     sizes: list[int] = []
     run = writer_module.run_to_outcome

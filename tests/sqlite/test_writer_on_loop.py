@@ -18,14 +18,14 @@ import pytest
 from sqlalchemy import Connection, Engine, event, text
 
 from soong_store import SessionStore
-from soong_store import writer as writer_module
-from soong_store.backends import sqlite_wal
-from soong_store.backends.sqlite import SQLiteBackend, make_engine
+from soong_store.backends.sqlite import wal as sqlite_wal
+from soong_store.backends.sqlite.backend import SQLiteBackend, make_engine
 from soong_store.errors import InvalidArgument
-from soong_store.migrate import upgrade
+from soong_store.migrate.upgrade import upgrade
 from soong_store.store import runtime_of
-from soong_store.write_connection import WriteConnection
-from soong_store.writer import Writer
+from soong_store.write import writer as writer_module
+from soong_store.write.connection import WriteConnection
+from soong_store.write.writer import Writer
 from tests.conftest import LoopTicker, connect_raw
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]

@@ -1,7 +1,7 @@
 """On SQLite the writer's first statements are SQL text: each reads and writes what Core's does.
 
 The text is what a new process's first write runs instead of compiling Core (see
-``soong_store/sql/statements.py``); these run both on a store's own file and compare.
+``soong_store/write/statements.py``); these run both on a store's own file and compare.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from sqlalchemy import Connection, Engine, create_engine, select
 from sqlalchemy.dialects import sqlite
 
 from soong_store import SessionStore
-from soong_store.schema import catalog
-from soong_store.schema.catalog import session_tables
-from soong_store.schema.models import sessions_table
-from soong_store.sql import statements
-from soong_store.sql.prepared import Prepared, Runner
-from soong_store.sql.session_open import _pair_lookup
-from soong_store.sql.statements import ACTIVE_HAS_CHILD, MAX_NODE_SEQ, MAX_SEQ
+from soong_store.backends.prepared import Prepared, Runner
+from soong_store.catalog import lookup as catalog
+from soong_store.schema.session_tables import session_tables
+from soong_store.schema.tables import sessions_table
+from soong_store.write import statements
+from soong_store.write.session_open import _pair_lookup
+from soong_store.write.statements import ACTIVE_HAS_CHILD, MAX_NODE_SEQ, MAX_SEQ
 from tests.conftest import db_path, text
 
 

@@ -16,10 +16,11 @@ from soong_store.backends.base import (
     translate,
     translated,
 )
-from soong_store.backends.sqlite import SQLiteBackend
+from soong_store.backends.sqlite.backend import SQLiteBackend
 from soong_store.backends.translation import ErrorKind
+from soong_store.catalog.lookup import StoredTables
 from soong_store.errors import InvalidArgument, NotFound, StorageError
-from soong_store.schema.catalog import StoredTables, table_owner
+from soong_store.schema.session_tables import table_owner
 
 
 def driver_error(message: str, cls: type[Exception] = sqlite3.OperationalError) -> DBAPIError:

@@ -17,8 +17,8 @@ from sqlalchemy.schema import CreateTable
 from soong_store.errors import InvalidIdentifier
 from soong_store.model.enums import NodeType
 from soong_store.model.row_records import NODE_COLUMNS
-from soong_store.schema.catalog import rendered_nodes_name, session_tables
-from soong_store.sql.climb_sql import climb_statement
+from soong_store.read.climb import climb_statement
+from soong_store.schema.session_tables import rendered_nodes_name, session_tables
 
 SESSION_IDS = ["sess_20261201_000000_abcd", "Mixed_Case_Session_1", "a"]
 CHAIN = ["n0", "n1", "n2", "n3", "n4"]

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from soong_store.errors import InvalidContent
 from soong_store.files import spill as spill_module
-from soong_store.files.artifacts import ArtifactOp, SpillPolicy
+from soong_store.files.artifact_op import ArtifactOp, SpillPolicy
 from soong_store.model import codec, content_json
 from soong_store.model.content import (
     CONTENT,

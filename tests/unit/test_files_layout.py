@@ -1,15 +1,15 @@
-"""The artifact operations and the file pool meet only in files/store.py's ``PendingFile``."""
+"""The artifact operation and the file pool meet only in files/folder.py's ``PendingFile``."""
 
 import ast
 from pathlib import Path
 
-import soong_store.files
+import soong_store
 
-FOLDER = Path(soong_store.files.__file__).parent
+PACKAGE = Path(soong_store.__file__).parent
 
 
-def imported(module: str) -> set[str]:
-    tree = ast.parse((FOLDER / f"{module}.py").read_text())
+def imported(path: str) -> set[str]:
+    tree = ast.parse((PACKAGE / path).read_text())
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module is not None:
@@ -20,6 +20,7 @@ def imported(module: str) -> set[str]:
 
 
 def test_artifacts_and_the_file_pool_do_not_import_each_other():
-    assert "soong_store.files.pool" not in imported("artifacts")
-    assert "soong_store.files.artifacts" not in imported("pool")
-    assert "soong_store.files.store" in imported("artifacts") & imported("pool")
+    operation, pool = imported("files/artifact_op.py"), imported("write/file_pool.py")
+    assert "soong_store.write.file_pool" not in operation
+    assert "soong_store.files.artifact_op" not in pool
+    assert "soong_store.files.folder" in operation & pool

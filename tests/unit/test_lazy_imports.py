@@ -70,9 +70,9 @@ async def main(home, session_id):
     async with SessionStore(home=home) as store:
         content = [{"type": "text", "text": "find the fox"}]
         await store.append_node(session_id, "user", "message", content)
-        print("after a write:", "soong_store.search.query" in sys.modules)
+        print("after a write:", "soong_store.model.search_query" in sys.modules)
         hits = await store.search("fox")
-        print("after a search:", "soong_store.search.query" in sys.modules, len(hits))
+        print("after a search:", "soong_store.model.search_query" in sys.modules, len(hits))
 
 asyncio.run(main(*sys.argv[1:]))
 """

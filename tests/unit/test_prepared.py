@@ -21,8 +21,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.sql.elements import ClauseElement
 
-from soong_store.backends.sqlite import make_engine
-from soong_store.sql.prepared import Prepared, Runner, takes_names
+from soong_store.backends.prepared import Prepared, Runner, takes_names
+from soong_store.backends.sqlite.backend import make_engine
 
 metadata = MetaData()
 items = Table(

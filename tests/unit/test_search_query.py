@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from soong_store.search.fts5 import match_expression
-from soong_store.search.query import MAX_PHRASE_CHARS, MAX_PHRASES, fts5_string, parse_query
+from soong_store.backends.sqlite.search import match_expression
+from soong_store.model.search_query import MAX_PHRASE_CHARS, MAX_PHRASES, fts5_string, parse_query
 from soong_store.search.text import node_text
 
 

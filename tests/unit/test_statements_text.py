@@ -11,9 +11,9 @@ from sqlalchemy import Dialect
 from sqlalchemy.dialects import postgresql, sqlite
 
 from soong_store import InvalidIdentifier
-from soong_store.sql import statements
-from soong_store.sql.pair_text import PLAIN_LENGTH, TEMPLATE
-from soong_store.sql.prepared import Prepared
+from soong_store.backends.prepared import Prepared
+from soong_store.catalog.pair_text import PLAIN_LENGTH, TEMPLATE
+from soong_store.write import statements
 
 DIALECTS = {"sqlite": sqlite.dialect(), "postgresql": postgresql.psycopg.dialect()}
 

@@ -8,7 +8,7 @@ import pytest
 
 from soong_store.cli import render_nodes
 from soong_store.cli.render_nodes import Tree, tree_walk
-from soong_store.sql.node_pages import NodeStub
+from soong_store.read.node_pages import NodeStub
 
 
 @pytest.fixture(autouse=True)

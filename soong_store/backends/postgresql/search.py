@@ -1,0 +1,82 @@
+"""The PostgreSQL side of search: ``tsvector`` matching over ``search_text`` with a GIN index.
+
+Revision ``0004`` indexes ``to_tsvector('simple', body)`` with GIN; the query below repeats that
+expression so the planner uses the index. Every phrase becomes ``phraseto_tsquery`` (a function
+of plain text: nothing typed is read as an operator) and all are AND-ed; with several phrases,
+the rank of the words side by side in the order typed is added, so such nodes come first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sqlalchemy import Connection, text
+
+from soong_store.backends.search import Filters
+from soong_store.model.search_query import SearchQuery
+
+INDEXED: Final = "to_tsvector('simple', body)"
+"""The expression revision 0004's GIN index is on."""
+VECTOR: Final = "to_tsvector('simple', t.body)"
+"""The same expression in the queries below, so that the planner uses the index."""
+_HEADLINE = "StartSel=[, StopSel=], MaxWords=24, MinWords=8, ShortWord=1, HighlightAll=false"
+
+
+class PostgresSearch:
+    """Search on PostgreSQL (:class:`~soong_store.backends.search.SearchDialect`)."""
+
+    def check_ready(self, connection: Connection) -> None:
+        """Nothing to check: full-text search is built into every PostgreSQL."""
+
+    def hits(
+        self,
+        connection: Connection,
+        query: SearchQuery,
+        filters: Filters,
+        limit: int,
+        offset: int,
+    ) -> list[dict[str, Any]]:
+        """The page of matches, best first, the newer node first on ties, with snippets."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        parts = []
+        for index, phrase in enumerate(query.phrases):
+            params[f"p{index}"] = phrase
+            parts.append(f"phraseto_tsquery('simple', :p{index})")
+        match = " && ".join(parts)
+        rank = f"ts_rank({VECTOR}, {match})"
+        together = query.words_in_order
+        if together is not None:
+            params["together"] = together
+            rank += f" + ts_rank({VECTOR}, phraseto_tsquery('simple', :together))"
+        where = filters.clause(params)
+        sql = f"""
+        WITH page AS (
+            SELECT t.doc_id, t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type,
+                   t.role, t.node_type, t.created_at, t.body, {rank} AS rank
+            FROM search_text AS t JOIN agents AS a ON a.agent_id = t.agent_id
+            WHERE {VECTOR} @@ ({match}){where}
+            ORDER BY rank DESC, t.created_at DESC, t.doc_id DESC
+            LIMIT :limit OFFSET :offset
+        )
+        SELECT session_id, node_id, node_seq, agent_id, agent_type, role, node_type, created_at,
+               rank, ts_headline('simple', body, {match}, '{_HEADLINE}') AS snippet
+        FROM page ORDER BY rank DESC, created_at DESC, doc_id DESC
+        """
+        return [dict(row) for row in connection.execute(text(sql), params).mappings()]
+
+    def index_problems(self, connection: Connection) -> list[str]:
+        """Nothing beyond ``search_text`` itself: the GIN index is the server's to keep."""
+        return []
+
+    def noted(self, connection: Connection, count: int) -> None:
+        """Nothing to do: the server keeps the GIN index in the rows' own transaction."""
+
+    def behind(self, connection: Connection) -> bool:
+        """Never: no row waits to enter the GIN index."""
+        return False
+
+    def catch_up(self, connection: Connection) -> None:
+        """Nothing to take in."""
+
+
+POSTGRES: Final = PostgresSearch()

@@ -1,0 +1,83 @@
+"""What a search is narrowed to, and how a database answers one: the seam search runs through.
+
+:class:`SearchDialect` is what ``Backend.search_dialect()`` returns (SQLite's FTS5 side in
+:mod:`~soong_store.backends.sqlite.search`, PostgreSQL's in
+:mod:`~soong_store.backends.postgresql.search`); it lives apart from the index's table
+(:mod:`~soong_store.search.index`) so that the backends can name it without importing what imports
+them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy import Connection
+
+if TYPE_CHECKING:  # in annotations only: the query parser is loaded by a search
+    from soong_store.model.search_query import SearchQuery
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What a search is narrowed to (``None``: anything)."""
+
+    session_id: str | None = None
+    role: str | None = None
+    node_type: str | None = None
+    agent_type: str | None = None
+
+    def clause(self, params: dict[str, Any]) -> str:
+        """`` AND column = :name`` for each filter given (``t``: search_text, ``a``: agents).
+
+        The values go into ``params``, so a dialect's query only appends the clause.
+        """
+        where = ""
+        for name, column in _FILTER_COLUMNS:
+            value = getattr(self, name)
+            if value is not None:
+                where += f" AND {column} = :{name}"
+                params[name] = str(value)
+        return where
+
+
+_FILTER_COLUMNS = (
+    ("session_id", "t.session_id"),
+    ("role", "t.role"),
+    ("node_type", "t.node_type"),
+    ("agent_type", "a.agent_type"),
+)
+
+
+class SearchDialect(Protocol):
+    """How one database answers a search over ``search_text`` (``Backend.search_dialect()``)."""
+
+    def check_ready(self, connection: Connection) -> None:
+        """Raise ``StorageError`` saying why this database cannot search, if it cannot."""
+
+    def hits(
+        self,
+        connection: Connection,
+        query: SearchQuery,
+        filters: Filters,
+        limit: int,
+        offset: int,
+    ) -> list[dict[str, Any]]:
+        """Matching rows best first, the newer ``created_at`` first on ties, with snippet and rank.
+
+        A row holds the columns of ``search_text`` but ``doc_id`` and ``body``, the agent's
+        ``agent_type``, a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank``
+        (higher is better). ``query`` is never empty.
+        """
+
+    def index_problems(self, connection: Connection) -> list[str]:
+        """The index's own check against ``search_text``: one line per problem."""
+
+    def noted(self, connection: Connection, count: int) -> None:
+        """``count`` rows were just inserted into ``search_text`` in this transaction."""
+
+    def behind(self, connection: Connection) -> bool:
+        """Whether rows of ``search_text`` wait to enter the index (a search must not run yet)."""
+
+    def catch_up(self, connection: Connection) -> None:
+        """Take every row still waiting into the index, in the caller's transaction."""

@@ -1,0 +1,1 @@
+"""The integrity check: the database, every session's rows, search, artifact files, task WALs."""

@@ -1,0 +1,1 @@
+"""Schema migrations: the open-time upgrade (Alembic), and per-session changes in every file."""

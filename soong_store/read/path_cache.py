@@ -1,0 +1,357 @@
+"""The path cache: the paths a store read lately, kept so that the next read costs only what is new.
+
+The runtime reads a session's context before every model call, and between two calls the path
+grows by a node or two. Nodes are never changed once written, so a node read once stays right
+for as long as its table exists; what can change is the session row (its active node) and,
+when a session is deleted and made again with the same ids, the tables themselves. Every read
+therefore starts by asking the backend where its snapshot stands
+(:meth:`~soong_store.backends.base.Backend.data_version`):
+
+- the same version as when the entry's session row was read, on the same connection: nothing
+  was committed since, by any process, and the read runs no other statement;
+- another ``data`` version: the session row is read again and only the nodes the cache does
+  not hold are read, climbing from the leaf in small bounded steps until the walk reaches a
+  node it holds (a leaf of a path it holds ends the walk: that path plus the new nodes);
+- another ``schema`` version (tables created or dropped): the entry is dropped.
+
+A backend that cannot say (``None``) gets no cache: every read goes to the database.
+
+A committed write may hand its nodes in (:meth:`PathCache.written`): the next read then still
+reads the session row (the version moved), but finds the new nodes held and climbs for none.
+
+Records handed out by the cache are shared between reads, so everything in them is read-only:
+a node enters the cache as :func:`~soong_store.model.records.frozen_node` makes it (its content
+list, the lists and dicts inside its blocks and its metadata copied into read-only ones, once),
+and a context's ``nodes`` is a read-only list, the held path itself when the context is all of
+it. A caller's change raises ``TypeError`` instead of reaching the next read. Entries are
+bounded: a few sessions, a few paths each, and a cap on the nodes held in all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
+
+from soong_store.backends.base import dialect_of
+from soong_store.backends.link import Link, engine_connection
+from soong_store.backends.values import DataVersion, ReadOnAThread
+from soong_store.errors import NotFound
+from soong_store.model.enums import NodeType
+from soong_store.model.frozen import FrozenList
+from soong_store.read import record_reads
+from soong_store.read import session_reads as reads
+
+if TYPE_CHECKING:  # a store makes its cache before any node, or content, is loaded
+    from soong_store.model.records import ContextView, NodeRecord
+
+SESSIONS = 64
+"""Sessions with an entry; the least recently read goes first."""
+CHAINS = 4
+"""Paths kept per session (by their leaf)."""
+NODES = 200_000
+"""Nodes kept in all; past that the least recently read sessions are dropped (the one being read
+starts again when it alone holds more)."""
+FIRST_STEP = 8
+"""Nodes climbed by the first read of a walk that already holds nodes (doubled each time)."""
+
+
+@dataclass(slots=True)
+class _Chain:
+    """A path ending at the leaf it is kept under, root-most first."""
+
+    records: FrozenList[NodeRecord]
+    """Never changed once made: a longer path is a new chain, so a context may share it."""
+    tokens: list[int]
+    """``tokens[i]`` is the token total of ``records[:i]``."""
+    complete: bool
+    """Whether ``records[0]`` is a root (else it is a compaction node)."""
+    cut: int
+    """The index of the last compaction node in ``records``; -1 for none."""
+
+    @classmethod
+    def of(cls, records: list[NodeRecord]) -> _Chain:
+        tokens = [0, *accumulate(node.token_count or 0 for node in records)]
+        complete = records[0].parent_id is None
+        return cls(FrozenList(records), tokens, complete, _last_compaction(records))
+
+    def extended(self, new: list[NodeRecord]) -> _Chain:
+        """This path with ``new`` (root-most first) below its leaf."""
+        tokens = (
+            self.tokens
+            + list(accumulate((node.token_count or 0 for node in new), initial=self.tokens[-1]))[1:]
+        )
+        cut = _last_compaction(new)
+        cut = len(self.records) + cut if cut >= 0 else self.cut
+        return _Chain(FrozenList(self.records + new), tokens, self.complete, cut)
+
+    def tail(self, limit: int | None, cut: bool) -> tuple[list[NodeRecord], int]:
+        """The nodes a read returns (from the last compaction with ``cut``) and their tokens.
+
+        All of the path is the held list itself (read-only); a part of it is a new list.
+        """
+        end = len(self.records)
+        start = self.cut if cut and self.cut >= 0 else 0
+        if limit is not None:
+            start = max(start, end - limit)
+        records = self.records if start == 0 else self.records[start:end]
+        return records, self.tokens[end] - self.tokens[start]
+
+
+def _last_compaction(records: list[NodeRecord]) -> int:
+    for index in range(len(records) - 1, -1, -1):
+        if records[index].node_type is NodeType.COMPACTION:
+            return index
+    return -1
+
+
+@dataclass(slots=True)
+class _Entry:
+    """What the cache holds of one session."""
+
+    schema: int
+    seen: tuple[int, int] | None = None
+    """``(source, data)`` of the snapshot ``active`` was read in."""
+    active: str | None = None
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    chains: OrderedDict[str, _Chain] = field(default_factory=OrderedDict)
+
+
+class PathCache:
+    """The paths and nodes of recently read sessions, shared by a store's reader threads."""
+
+    def __init__(self, sessions: int = SESSIONS) -> None:
+        self._sessions = sessions
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def active_path(
+        self,
+        connection: Link,
+        session_id: str,
+        node_id: str | None,
+        limit: int | None,
+        budget: int | None = None,
+    ) -> list[NodeRecord]:
+        """:func:`~soong_store.read.session_reads.active_path`, from the cache where it is current.
+
+        ``budget``: at most that many nodes read from the database, else :class:`ReadOnAThread`.
+        """
+        version = _version(connection, budget)
+        if version is None:
+            return reads.active_path(_engines(connection), session_id, node_id, limit)
+        nodes = self._read(connection, version, session_id, node_id, limit, False, budget)[0]
+        return list(nodes) if type(nodes) is FrozenList else nodes
+
+    def context(
+        self,
+        connection: Link,
+        session_id: str,
+        node_id: str | None,
+        limit: int | None,
+        budget: int | None = None,
+    ) -> ContextView:
+        """:func:`~soong_store.read.session_reads.context`, from the cache where it is current.
+
+        ``budget``: as for :meth:`active_path`.
+        """
+        from soong_store.model.records import context_view
+
+        version = _version(connection, budget)
+        if version is None:
+            return reads.context(_engines(connection), session_id, node_id, limit)
+        nodes, tokens = self._read(connection, version, session_id, node_id, limit, True, budget)
+        return context_view(nodes, tokens)
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is held of one session."""
+        with self._lock:
+            self._entries.pop(session_id, None)
+
+    def written(self, session_id: str, nodes: Sequence[NodeRecord]) -> None:
+        """Take the nodes a unit of work has committed, so that reading them needs no climb.
+
+        Only a session with an entry is touched; each node is held as a read-only copy
+        (:func:`~soong_store.model.records.frozen_node`), so no value its writer still holds is
+        shared, and a path held up to a node's parent gains the node. The session row is still
+        read by the next read (another process may have moved the active node since), but the
+        walk from there finds the new nodes held.
+        """
+        from soong_store.model.records import frozen_node
+
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None:
+                return
+            chains = entry.chains
+            for node in nodes:
+                held = frozen_node(node)
+                entry.nodes[node.node_id] = held
+                if node.parent_id is None:
+                    chain: _Chain | None = _Chain.of([held])
+                else:
+                    below = chains.get(node.parent_id)
+                    chain = None if below is None else below.extended([held])
+                if chain is not None:
+                    chains[node.node_id] = chain
+                    chains.move_to_end(node.node_id)
+                    while len(chains) > CHAINS:
+                        chains.popitem(last=False)
+
+    def _entry(self, session_id: str, version: DataVersion) -> _Entry:
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None or entry.schema != version.schema or len(entry.nodes) > NODES:
+                entry = self._entries[session_id] = _Entry(version.schema)
+            else:
+                self._entries.move_to_end(session_id)
+            held = sum(len(each.nodes) for each in self._entries.values())
+            while len(self._entries) > 1 and (len(self._entries) > self._sessions or held > NODES):
+                _, dropped = self._entries.popitem(last=False)
+                held -= len(dropped.nodes)
+            return entry
+
+    def _read(
+        self,
+        connection: Link,
+        version: DataVersion,
+        session_id: str,
+        node_id: str | None,
+        limit: int | None,
+        cut: bool,
+        budget: int | None,
+    ) -> tuple[list[NodeRecord], int]:
+        entry = self._entry(session_id, version)
+        snapshot = (version.source, version.data)
+        with self._lock:
+            current, active = entry.seen == snapshot, entry.active
+        if not current:
+            try:
+                row = record_reads.session_row(connection, session_id)
+            except NotFound:
+                self.forget(session_id)
+                raise
+            active = row["active_node_id"]
+            with self._lock:
+                entry.seen, entry.active = snapshot, active
+        target = node_id if node_id is not None else active
+        if target is None:
+            return [], 0
+        walk = _Walk(entry, self._lock, connection, session_id, cut, budget)
+        return walk.run(target, limit)
+
+
+def _version(connection: Link, budget: int | None) -> DataVersion | None:
+    """Where the read's snapshot stands; ``None``: no cache (refused to a read with a budget)."""
+    version = dialect_of(connection).data_version(connection)
+    if version is None and budget is not None:
+        raise ReadOnAThread("no cache to bound the read by")
+    return version
+
+
+def _engines(connection: Link) -> Connection:
+    """``connection`` as an engine's (a backend without data versions lends no link)."""
+    return engine_connection(connection, "no cache, and no engine's connection to read without one")
+
+
+class _Walk:
+    """One read's climb from its leaf: through held nodes, reading only what is missing."""
+
+    def __init__(
+        self,
+        entry: _Entry,
+        lock: threading.Lock,
+        connection: Link,
+        sid: str,
+        cut: bool,
+        budget: int | None,
+    ) -> None:
+        self.entry, self.lock, self.connection, self.sid, self.cut = (
+            entry,
+            lock,
+            connection,
+            sid,
+            cut,
+        )
+        self.fetched: dict[str, NodeRecord] = {}
+        self.step: int | None = FIRST_STEP if entry.nodes else None
+        self.budget = budget
+        """Rows the walk may still read (``None``: any number)."""
+
+    def run(self, target: str, limit: int | None) -> tuple[list[NodeRecord], int]:
+        if limit == 0:  # nothing to return, but the node must be there
+            self._node(target, None, 1)
+            self._keep(target, None)
+            return [], 0
+        new: list[NodeRecord] = []  # leaf first
+        below: NodeRecord | None = None
+        current: str | None = target
+        joined: _Chain | None = None
+        while current is not None and (limit is None or len(new) < limit):
+            with self.lock:
+                chain = self.entry.chains.get(current)
+            if chain is not None and (chain.complete or (self.cut and chain.cut >= 0)):
+                self._check(below, chain.records[-1])
+                joined = chain
+                break
+            record = self._node(current, below, None if limit is None else limit - len(new))
+            self._check(below, record)
+            new.append(record)
+            if self.cut and record.node_type is NodeType.COMPACTION:
+                break
+            below, current = record, record.parent_id
+        new.reverse()
+        if joined is not None:
+            made = joined.extended(new) if new else joined
+        elif new and (new[0].parent_id is None or new[0].node_type is NodeType.COMPACTION):
+            made = _Chain.of(new)
+        else:  # a bounded tail: its nodes are kept, not its path
+            self._keep(target, None)
+            return new, sum(node.token_count or 0 for node in new)
+        self._keep(target, made)
+        return made.tail(limit, self.cut)
+
+    def _node(self, node_id: str, below: NodeRecord | None, wanted: int | None) -> NodeRecord:
+        record = self.entry.nodes.get(node_id) or self.fetched.get(node_id)
+        if record is not None:
+            return record
+        from soong_store.model.records import frozen_node  # after the hot return: ~1 µs a call
+
+        steps = self.step if wanted is None else min(self.step or wanted, wanted)
+        if self.budget is not None:
+            if self.budget <= 0:
+                raise ReadOnAThread(f"more nodes of session {self.sid!r} to read than budgeted")
+            steps = self.budget if steps is None else min(steps, self.budget)
+        climbed = reads.climb(self.connection, self.sid, node_id, steps, to_compaction=self.cut)
+        if self.budget is not None:
+            self.budget -= len(climbed)
+        if not climbed:
+            if below is None:
+                raise NotFound(f"no node {node_id!r} in session {self.sid!r}", node_id=node_id)
+            raise reads.damaged_chain(self.sid, below.node_id, below.parent_id)
+        held = self.entry.nodes
+        for found in climbed:
+            if found.node_id not in held and found.node_id not in self.fetched:
+                self.fetched[found.node_id] = frozen_node(found, fresh=True)
+        self.step = FIRST_STEP if self.step is None else self.step * 2
+        return held.get(node_id) or self.fetched[node_id]
+
+    def _check(self, below: NodeRecord | None, parent: NodeRecord) -> None:
+        """A parent is numbered before its child; anything else is a damaged chain (a loop)."""
+        if below is not None and parent.node_seq >= below.node_seq:
+            raise reads.damaged_chain(self.sid, below.node_id, below.parent_id)
+
+    def _keep(self, leaf: str, chain: _Chain | None) -> None:
+        with self.lock:
+            self.entry.nodes.update(self.fetched)
+            if chain is not None:
+                chains = self.entry.chains
+                chains[leaf] = chain
+                chains.move_to_end(leaf)
+                while len(chains) > CHAINS:
+                    chains.popitem(last=False)

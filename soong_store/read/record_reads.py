@@ -1,0 +1,154 @@
+"""Reads of the global tables' records: sessions, agents, runs and artifacts.
+
+Sync functions over a read connection, each in the caller's transaction (a reader thread's, or a
+small read's on the loop). Every read of a session starts at its row (:func:`session_row`,
+prepared); a session's listings take a ``budget`` (:func:`within`) when they run on the loop. The
+reads of a session's own tables, its nodes and events, are :mod:`soong_store.read.session_reads`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, Select, Table, or_, select
+from sqlalchemy.engine import Dialect
+
+from soong_store.backends.link import Link
+from soong_store.backends.prepared import Prepared, Runner
+from soong_store.backends.values import ReadOnAThread
+from soong_store.errors import NotFound
+from soong_store.model.enums import SessionStatus
+from soong_store.model.global_records import (
+    AgentRecord,
+    ArtifactRecord,
+    RunRecord,
+    SessionRecord,
+    agent_record,
+    artifact_record,
+    run_record,
+    session_record,
+)
+from soong_store.schema.tables import agents_table, artifacts_table, runs_table, sessions_table
+
+Row = Mapping[str, Any]
+
+
+@lru_cache(maxsize=8)
+def _session_statement(dialect: Dialect) -> Prepared:
+    return Prepared.lookup(sessions_table, "session_id", dialect)
+
+
+def session_row(connection: Link, session_id: str) -> Row:
+    """The ``sessions`` row, or ``NotFound`` (prepared: every read of a session starts here)."""
+    row = Runner(connection).first(
+        _session_statement(connection.dialect), {"session_id": session_id}
+    )
+    if row is None:
+        raise NotFound(f"no session {session_id!r}", session_id=session_id)
+    return row
+
+
+def _one(connection: Connection, table: Table, key: str, value: str, kind: str) -> RowMapping:
+    """The row of ``table`` whose ``key`` is ``value``, or ``NotFound`` naming it."""
+    row = connection.execute(select(table).where(table.c[key] == value)).mappings().first()
+    if row is None:
+        raise NotFound(f"no {kind} {value!r}", **{key: value})
+    return row
+
+
+def _of_session(
+    connection: Connection, table: Table, key: str, session_id: str, budget: int | None
+) -> list[RowMapping]:
+    """A session's rows of a global table in creation order (``NotFound`` for no session)."""
+    session_row(connection, session_id)
+    stmt = (
+        select(table)
+        .where(table.c.session_id == session_id)
+        .order_by(table.c.created_at, table.c[key])
+    )
+    return within(connection, stmt, budget, f"{table.name} of session {session_id!r}")
+
+
+def within(connection: Connection, stmt: Select[Any], budget: int | None, what: str) -> list[Any]:
+    """The rows of ``stmt``; with a ``budget``, at most that many, else :class:`ReadOnAThread`."""
+    if budget is not None:
+        stmt = stmt.limit(budget + 1)
+    rows = list(connection.execute(stmt).mappings())
+    if budget is not None and len(rows) > budget:
+        raise ReadOnAThread(f"more {what} than the {budget} budgeted")
+    return rows
+
+
+def get_session(connection: Link, session_id: str) -> SessionRecord:
+    """One session."""
+    return session_record(session_row(connection, session_id))
+
+
+def list_sessions(
+    connection: Connection,
+    status: SessionStatus | None,
+    limit: int | None,
+    after: tuple[str, str] | None = None,
+) -> list[SessionRecord]:
+    """Sessions, most recently updated first; ``after`` is the key of the last one seen.
+
+    The key (``updated_at``, ``session_id``, as stored) makes a page far down cost what the
+    first one does: the index on ``updated_at`` is entered at the key, no row before it is read.
+    """
+    stmt = select(sessions_table).order_by(
+        sessions_table.c.updated_at.desc(), sessions_table.c.session_id.desc()
+    )
+    if status is not None:
+        stmt = stmt.where(sessions_table.c.status == str(status))
+    if after is not None:
+        updated, sid = after
+        column = sessions_table.c.updated_at
+        stmt = stmt.where(
+            column <= updated,
+            or_(column < updated, sessions_table.c.session_id < sid),
+        )
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [session_record(row) for row in connection.execute(stmt).mappings()]
+
+
+def get_agent(connection: Connection, agent_id: str) -> AgentRecord:
+    """One agent."""
+    return agent_record(_one(connection, agents_table, "agent_id", agent_id, "agent"))
+
+
+def list_agents(
+    connection: Connection, session_id: str, budget: int | None = None
+) -> list[AgentRecord]:
+    """A session's agents in creation order (``budget``: see :func:`within`)."""
+    rows = _of_session(connection, agents_table, "agent_id", session_id, budget)
+    return [agent_record(row) for row in rows]
+
+
+def get_run(connection: Connection, run_id: str) -> RunRecord:
+    """One run."""
+    return run_record(_one(connection, runs_table, "run_id", run_id, "run"))
+
+
+def list_runs(
+    connection: Connection, session_id: str, budget: int | None = None
+) -> list[RunRecord]:
+    """A session's runs in creation order (``budget``: see :func:`within`)."""
+    rows = _of_session(connection, runs_table, "run_id", session_id, budget)
+    return [run_record(row) for row in rows]
+
+
+def get_artifact(connection: Connection, artifact_id: str) -> ArtifactRecord:
+    """One artifact row."""
+    row = _one(connection, artifacts_table, "artifact_id", artifact_id, "artifact")
+    return artifact_record(row)
+
+
+def list_artifacts(
+    connection: Connection, session_id: str, budget: int | None = None
+) -> list[ArtifactRecord]:
+    """A session's artifacts in creation order (``budget``: see :func:`within`)."""
+    rows = _of_session(connection, artifacts_table, "artifact_id", session_id, budget)
+    return [artifact_record(row) for row in rows]

@@ -1,1 +1,0 @@
-"""The SQL of the store: the session writer (the one insert path), reads, lifecycle writes, fork."""

@@ -1,0 +1,1 @@
+"""The write path: the unit of work, its operations, the writer queue, the session writer."""
