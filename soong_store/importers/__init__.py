@@ -41,9 +41,13 @@ __all__ = [
     "FORMATS",
     "detect_format",
     "ImportReport",
+    "ImportSummary",
     "LineIssue",
     "SessionSummary",
+    "SourceResult",
     "import_file",
+    "import_path",
+    "import_paths",
     "import_report",
 ]
 
@@ -65,6 +69,13 @@ _STREAMED: dict[str, Callable[[Path, bytes | None, ContentSpool | None], ParsedF
 """Parsers of JSON Lines that read the file a line at a time and park content in a spool."""
 FORMATS = ("auto", "soong", *_PARSERS)
 """The names ``format=`` accepts."""
+
+from soong_store.importers.sources import (  # noqa: E402 (it reads the parsers above)
+    ImportSummary,
+    SourceResult,
+    import_path,
+    import_paths,
+)
 
 
 @dataclass(frozen=True, slots=True)
