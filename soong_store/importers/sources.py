@@ -230,12 +230,13 @@ async def import_paths(
 
     if format not in FORMATS:
         raise InvalidArgument(f"unknown import format {format!r}: expected one of {FORMATS}")
-    files: list[Path] = []
+    files: dict[Path, Path] = {}  # a file named twice (or by two paths) is read once
     for each in paths:
-        files += await asyncio.to_thread(_walked, Path(each))
+        for file in await asyncio.to_thread(_walked, Path(each)):
+            files.setdefault(file.resolve(), file)
     summary = ImportSummary()
     states: list[_File] = []
-    for file in files:
+    for file in files.values():
         try:
             states.append(await asyncio.to_thread(_state, file))
         except OSError as exc:
@@ -512,7 +513,7 @@ def _conversation_of(path: Path) -> str:
                 except ValueError:
                     continue
                 named = record.get("sessionId") if isinstance(record, dict) else None
-                if isinstance(named, str) and named and named != path.stem:
+                if isinstance(named, str) and named and not (sub and named == path.stem):
                     return named
     except OSError:
         pass
