@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -219,7 +219,7 @@ async def import_path(
 
 async def import_paths(
     store: SessionStore,
-    paths: list[str | os.PathLike[str]],
+    paths: Sequence[str | os.PathLike[str]],
     format: str = "auto",
     progress: Progress | None = None,
     *,
