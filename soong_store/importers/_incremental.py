@@ -49,6 +49,8 @@ class Held:
     """What the store holds of an imported session, by source identity."""
 
     known: Known
+    agent_sources: dict[str, Any] = field(default_factory=dict)
+    """The ``imported_from`` of each imported agent, by id."""
     records: dict[str, NodeRecord] = field(default_factory=dict)
     """The imported nodes by id."""
     by_transcript: dict[str, set[str]] = field(default_factory=dict)
@@ -74,6 +76,7 @@ async def held(store: SessionStore, session_id: str) -> Held:
         source = _source(agent.metadata)
         if source is not None:
             known.agents[agent_identity(source)] = agent.agent_id
+            found.agent_sources[agent.agent_id] = source
             if isinstance(source.get("file"), str):
                 sub_files[agent.agent_id] = source["file"].removesuffix(".jsonl")
     seen: dict[str, int] = {}
@@ -110,6 +113,8 @@ class Increment:
     """The rows a new reading adds to a held session."""
 
     agents: list[dict[str, Any]]
+    renewed: dict[str, str]
+    """The metadata (JSON) of held agents the source now says more about, by id."""
     nodes: list[dict[str, Any]]
     events: list[dict[str, Any]]
     artifacts: list[dict[str, Any]]
@@ -119,7 +124,7 @@ class Increment:
     @property
     def empty(self) -> bool:
         """Whether there is nothing to write."""
-        return not (self.agents or self.nodes or self.events or self.artifacts)
+        return not (self.agents or self.renewed or self.nodes or self.events or self.artifacts)
 
 
 def diff(rows: Rows, found: Held, transcripts: Iterable[str], has_main: bool) -> Increment:
@@ -147,10 +152,18 @@ def diff(rows: Rows, found: Held, transcripts: Iterable[str], has_main: bool) ->
             raise Conflict(f"{len(gone)} record(s) of {where} are no longer in the source")
     held_agents = set(found.known.agents.values()) | {found.known.root_agent_id}
     agents = [row for row in rows.agents if row["agent_id"] not in held_agents]
+    renewed = {  # a sidechain's agent id, say, is named by a line after its first
+        row["agent_id"]: row["metadata_json"]
+        for row in rows.agents
+        if row["agent_id"] in found.agent_sources
+        and codec.loads(row["metadata_json"])["imported_from"]
+        != found.agent_sources[row["agent_id"]]
+    }
     events = list(rows.events)
     artifacts = list(rows.artifacts)
     active = rows.session["active_node_id"]
-    return Increment(agents, made, events, artifacts, active, has_main and active is not None)
+    move = has_main and active is not None
+    return Increment(agents, renewed, made, events, artifacts, active, move)
 
 
 def _same_record(stored: NodeRecord, row: dict[str, Any]) -> None:
@@ -235,6 +248,12 @@ def _append_job(
             published.append(rel)
     for agent in increment.agents:
         connection.execute(agents_table.insert(), agent)
+    for agent_id, metadata in increment.renewed.items():
+        connection.execute(
+            agents_table.update()
+            .where(agents_table.c.agent_id == agent_id)
+            .values(metadata_json=metadata, updated_at=writer.now)
+        )
     for node in increment.nodes:
         writer.restore_node(node)
     for event in increment.events:

@@ -96,9 +96,11 @@ _IDENTITY = ("file_agent", "id", "line", "index", "replacement_index", "kept_cop
 
 
 def agent_identity(metadata: dict[str, Any]) -> str:
-    """An imported agent's identity: its transcript's file, else all its source metadata."""
+    """An imported agent's identity: its file, its sidechain's first line, else its metadata."""
     if isinstance(metadata.get("file"), str):
         return f"file:{metadata['file']}"
+    if metadata.get("sidechain") is True and isinstance(metadata.get("line"), int):
+        return f"sidechain:{metadata['line']}"
     return codec.dumps_text(metadata)
 
 

@@ -517,7 +517,7 @@ def _conversation_of(path: Path) -> str:
                     return named
     except OSError:
         pass
-    return f"file:{path.resolve()}"
+    return path.stem if not sub else f"file:{path.resolve()}"
 
 
 def _folder(session: SourceSession, cwd: Any) -> str:
