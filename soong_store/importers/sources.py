@@ -35,6 +35,7 @@ from sqlalchemy import Connection, select
 from soong_store.errors import InvalidArgument, NotFound, SessionArchived
 from soong_store.importers import _incremental as inc
 from soong_store.importers import claude_code
+from soong_store.importers._formats import _PARSERS, _STREAMED, FORMATS, _detect_file
 from soong_store.importers._model import LineIssue, SourceSession
 from soong_store.importers._read import read_json
 from soong_store.importers._rows import build, build_rows
@@ -226,8 +227,6 @@ async def import_paths(
     cwd: Any = None,
 ) -> ImportSummary:
     """:func:`import_path` over several paths (one summary)."""
-    from soong_store.importers import FORMATS
-
     if format not in FORMATS:
         raise InvalidArgument(f"unknown import format {format!r}: expected one of {FORMATS}")
     files: dict[Path, Path] = {}  # a file named twice (or by two paths) is read once
@@ -275,8 +274,6 @@ class _Run:
             self.progress(self.done, self.total, str(path))
 
     async def go(self, todo: list[_File]) -> None:
-        from soong_store.importers import _detect_file
-
         groups: dict[tuple[str, str], list[_File]] = {}
         singles: list[tuple[str, _File]] = []
         for file in todo:
@@ -328,8 +325,6 @@ class _Run:
 
     async def single(self, fmt: str, file: _File) -> None:
         """A file of its own: each conversation in it is a source."""
-        from soong_store.importers import _PARSERS, _STREAMED
-
         if fmt == "soong":
             await self.export(file)
             self.tick(file.path)
