@@ -232,9 +232,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="jsonl (for import; default), markdown (the active path, for people) or html "
         "(the viewer's page, one file that works offline; extra web)")  # fmt: skip
     add("--html", action="store_const", dest="format", const="html", help="--format html")
-    add = command("import", "recreate a session from an export, or import another "
-                  "agent's session file")  # fmt: skip
-    add("file", metavar="FILE", help="export file ('-' for stdin), or another tool's session file")
+    add = command("import", "recreate a session from an export, or import other agents' "
+                  "session files and folders (again: only what is new)")  # fmt: skip
+    add("file", metavar="PATH", nargs="+",
+        help="export file ('-' for stdin), another tool's session file, or a folder of them "
+        "(walked; several PATHs too)")  # fmt: skip
     add("--format", choices=IMPORT_FORMATS, default="auto",
         help="what FILE is (default: auto, told from its content)")  # fmt: skip
     add("--new-id", action="store_true",

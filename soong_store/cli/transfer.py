@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from soong_store.cli.common import (
     Progress,
@@ -73,6 +74,10 @@ async def _export_to_file(
 
 async def cmd_import(args: argparse.Namespace) -> int:
     """Recreate a session from an export file (all or nothing), or import another tool's file."""
+    paths: list[str] = args.file
+    if len(paths) > 1 or Path(paths[0]).is_dir():
+        return await _import_paths(args, paths)
+    args.file = paths[0]
     if args.format not in ("auto", "soong") or (args.format == "auto" and args.file != "-"):
         from soong_store.importers import detect_format
 
@@ -124,3 +129,55 @@ async def _import_other(args: argparse.Namespace, fmt: str) -> int:
     else:
         out_lines(report.lines())
     return 2 if any(s.error is not None for s in report.summaries) else 0
+
+
+async def _import_paths(args: argparse.Namespace, paths: list[str]) -> int:
+    """Files and folders: every source in them imported, or continued where it grew."""
+    from soong_store.importers import import_paths
+
+    if "-" in paths:
+        raise InvalidArgument("'-' (stdin) is one export, not one of several paths")
+    if args.new_id:
+        raise InvalidArgument("--new-id is for one soong export, not for folders")
+    bar = _bar()
+    try:
+        async with open_store(args) as store:
+            summary = await import_paths(store, paths, args.format, bar)
+    finally:
+        bar.close()
+    if args.json:
+        emit(summary.as_dict())
+    else:
+        out_lines(summary.lines())
+    troubled = summary.of("conflict") or summary.of("refused") or summary.unreadable
+    return 2 if troubled else 0
+
+
+class _Bar:
+    """A progress bar on a terminal's stderr (tqdm, extra ``progress``), else a counter."""
+
+    def __init__(self) -> None:
+        self.plain = Progress("import")
+        self.bar: Any = None
+        self.fancy = sys.stderr.isatty() and importlib.util.find_spec("tqdm") is not None
+
+    def __call__(self, done: int, total: int, path: str) -> None:
+        if not self.fancy:
+            self.plain(done, total)
+            return
+        if self.bar is None:
+            from tqdm import tqdm  # type: ignore[import-untyped]
+
+            self.bar = tqdm(total=total, unit="file", desc="import", leave=False)
+            self.bar.update(done - 1)
+        self.bar.update(1)
+        self.bar.set_postfix_str(Path(path).name[-40:], refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.plain.close()
+
+
+def _bar() -> _Bar:
+    return _Bar()

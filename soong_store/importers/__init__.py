@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from soong_store.errors import InvalidArgument, StorageError
-from soong_store.importers import chatgpt, claude_code, codex, librechat, openhands, openwebui, pi
-from soong_store.importers._detect import detect, several_values
+from soong_store.importers._formats import _HEAD, _PARSERS, _STREAMED, FORMATS, _detect_file
 from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._read import file_lines
 from soong_store.importers._rows import build
 from soong_store.importers._spool import ContentSpool
+from soong_store.importers.sources import ImportSummary, SourceResult, import_path, import_paths
 from soong_store.model.records import SessionRecord
 from soong_store.store import SessionStore, run_read
 from soong_store.transfer import import_session
@@ -41,30 +41,15 @@ __all__ = [
     "FORMATS",
     "detect_format",
     "ImportReport",
+    "ImportSummary",
     "LineIssue",
     "SessionSummary",
+    "SourceResult",
     "import_file",
+    "import_path",
+    "import_paths",
     "import_report",
 ]
-
-Parser = Callable[[Path, bytes], ParsedFile]
-_PARSERS: dict[str, Parser] = {
-    "claude-code": claude_code.parse,
-    "codex": codex.parse,
-    "pi": pi.parse,
-    "chatgpt": chatgpt.parse,
-    "librechat": librechat.parse,
-    "openwebui": openwebui.parse,
-    "openhands": openhands.parse,
-}
-_STREAMED: dict[str, Callable[[Path, bytes | None, ContentSpool | None], ParsedFile]] = {
-    "claude-code": claude_code.parse,
-    "codex": codex.parse,
-    "pi": pi.parse,
-}
-"""Parsers of JSON Lines that read the file a line at a time and park content in a spool."""
-FORMATS = ("auto", "soong", *_PARSERS)
-"""The names ``format=`` accepts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,23 +137,6 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if fmt is None:
         raise InvalidArgument(f"cannot tell the format of {str(source)!r}; name it with --format")
     return fmt
-
-
-def _detect_file(source: Path) -> str | None:
-    """:func:`detect` of a file, reading only its head when that is enough."""
-    try:
-        with source.open("rb") as file:
-            data = file.read(_HEAD)
-            if file.read(1) and not several_values(data):
-                file.seek(0)
-                data = file.read()
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
-    return detect(source, data)
-
-
-_HEAD = 2**20
-"""How much of a file of lines :func:`detect_format` reads."""
 
 
 async def import_file(

@@ -68,6 +68,8 @@ class Entry:
     artifacts: list[Artifact] = field(default_factory=list)
     stored: int | None = None
     """Where the parse's ``ContentSpool`` holds the content (``blocks`` and ``source``: shape)."""
+    transcript: str = ""
+    """The source file it came from, when a conversation is spread over several ("" the main)."""
 
 
 @dataclass(slots=True)
@@ -84,6 +86,20 @@ class Event:
     position: int = 0
     stored: int | None = None
     """Where the parse's ``ContentSpool`` holds the payload (``payload`` then ``None``)."""
+    transcript: str = ""
+    """As :attr:`Entry.transcript`."""
+
+    @property
+    def line(self) -> int | None:
+        """The source line the event was read from, if the source has lines."""
+        if self.source_line is not None:
+            return self.source_line
+        payload = self.payload
+        found = payload.get("line") if isinstance(payload, dict) else None
+        return found if isinstance(found, int) and found > 0 else None
+
+    source_line: int | None = None
+    """The line, kept here when the payload is parked in a spool."""
 
 
 @dataclass(slots=True)

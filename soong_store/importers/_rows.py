@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import chain
 from typing import Any
@@ -47,6 +47,63 @@ class Built:
     counts: dict[str, int]
 
 
+@dataclass(slots=True)
+class Known:
+    """What of a conversation the store holds already: its session and ids by source identity.
+
+    ``nodes`` maps :func:`identity` to node ids, ``agents`` an agent's :func:`agent_identity`
+    to its id; ``lines`` is the last source line the store holds of each transcript.
+    """
+
+    session_id: str
+    root_agent_id: str
+    nodes: dict[str, str] = field(default_factory=dict)
+    agents: dict[str, str] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Rows:
+    """The rows of one source session (made lazily where they are big), in export order."""
+
+    session_id: str
+    session: dict[str, Any]
+    agents: list[dict[str, Any]]
+    nodes: Iterator[dict[str, Any]]
+    events: Iterator[dict[str, Any]]
+    artifacts: Iterator[dict[str, Any]]
+    counts: dict[str, int]
+    header: dict[str, Any]
+    entries: list[Entry]
+    """The entries in node order, as the node rows are made (for an increment's diff)."""
+    node_ids: dict[str, str]
+    """Node id by entry key."""
+    new_nodes: set[str]
+    """The ids of the node rows the store does not hold (all, without ``known``)."""
+
+
+def identity(source: dict[str, Any]) -> str:
+    """A node's source identity: which record of which transcript it was made of.
+
+    Made of what the node's ``imported_from`` keeps (the transcript's file, the record's id,
+    line and index, a copy's compaction), so the store's nodes and a new reading of the
+    source compare without any id of the store's.
+    """
+    return codec.dumps_text([source.get(k) for k in _IDENTITY])
+
+
+_IDENTITY = ("file_agent", "id", "line", "index", "replacement_index", "kept_copy_by", "copy_of")
+
+
+def agent_identity(metadata: dict[str, Any]) -> str:
+    """An imported agent's identity: its file, its sidechain's first line, else its metadata."""
+    if isinstance(metadata.get("file"), str):
+        return f"file:{metadata['file']}"
+    if metadata.get("sidechain") is True and isinstance(metadata.get("line"), int):
+        return f"sidechain:{metadata['line']}"
+    return codec.dumps_text(metadata)
+
+
 def build(
     session: SourceSession,
     cwd: str,
@@ -59,23 +116,63 @@ def build(
     With ``spool`` (where the parser parked the entries' content), each node's, event's and
     artifact's content is read back when its line is made, one at a time.
     """
-    sid = new_session_id()
+    rows = build_rows(session, cwd, fallback, file_meta, spool)
+    lines = chain(
+        (codec.dumps_text(rows.header), _line("session", rows.session)),
+        (_line("agent", row) for row in rows.agents),
+        (_line("node", row) for row in rows.nodes),
+        (_line("event", row) for row in rows.events),
+        (codec.dumps_text({"kind": "artifact", **item}) for item in rows.artifacts),
+    )
+    return Built(rows.session_id, lines, rows.counts)
+
+
+def build_rows(
+    session: SourceSession,
+    cwd: str,
+    fallback: datetime,
+    file_meta: dict[str, Any],
+    spool: ContentSpool | None = None,
+    known: Known | None = None,
+) -> Rows:
+    """The rows of one source session.
+
+    With ``known``, the nodes and agents the store holds keep their ids, and the events,
+    artifacts and ``new_nodes`` are only those the store does not hold.
+    """
+    sid = known.session_id if known is not None else new_session_id()
     nodes = arrange(session)
     times = _times(session, fallback)
-    agent_ids = {MAIN: new_id("agent")} | {a.key: new_id("agent") for a in session.agents}
-    node_ids = {e.key: new_id("node") for e in nodes}
-    art_ids = {art.key: new_id("art") for entry in nodes for art in entry.artifacts}
+    root = known.root_agent_id if known is not None else new_id("agent")
+    agent_ids = {MAIN: root}
+    for agent in session.agents:
+        held = known.agents.get(agent_identity(agent.metadata)) if known is not None else None
+        agent_ids[agent.key] = held or new_id("agent")
+    node_ids: dict[str, str] = {}
+    new_nodes: set[str] = set()
+    seen: dict[str, int] = {}
+    for e in nodes:
+        held = None
+        if known is not None:
+            ident = identity(e.source)
+            seen[ident] = seen.get(ident, 0) + 1
+            held = known.nodes.get(f"{ident}#{seen[ident]}")
+        node_ids[e.key] = held or new_id("node")
+        if held is None:
+            new_nodes.add(node_ids[e.key])
+    fresh = [e for e in nodes if node_ids[e.key] in new_nodes]
+    art_ids = {art.key: new_id("art") for entry in fresh for art in entry.artifacts}
     node_rows = (  # made as the import reads them: one node's row and line at a time
         _node_row(sid, seq, e, session.format, node_ids, agent_ids, art_ids, times[id(e)], spool)
         for seq, e in enumerate(nodes, 1)
     )
     artifacts = (
         _artifact(sid, entry, art, agent_ids, node_ids, art_ids, times[id(entry)])
-        for entry in nodes
+        for entry in fresh
         if entry.artifacts
         for art in _load(spool, entry)[2]
     )
-    pending = _pending_events(session, nodes)
+    pending = _pending_events(session, fresh, known)
     event_rows = (
         _event_row(seq, item, session, node_ids, agent_ids, times, spool)
         for seq, item in enumerate(pending, 1)
@@ -91,7 +188,6 @@ def build(
         **session.metadata,
     }
     leaf = session.leaf if session.leaf in node_ids else _last_main(nodes)
-    root = agent_ids[MAIN]
     session_row = {
         "session_id": sid,
         "cwd": cwd,
@@ -127,15 +223,20 @@ def build(
             "artifacts": len(art_ids),
         },
     }
-    lines = chain(
-        (codec.dumps_text(header), _line("session", session_row)),
-        (_line("agent", row) for row in agent_rows),
-        (_line("node", row) for row in node_rows),
-        (_line("event", row) for row in event_rows),
-        (codec.dumps_text({"kind": "artifact", **item}) for item in artifacts),
-    )
     summary = counts(session, nodes) | {"events": len(pending)}
-    return Built(sid, lines, summary)
+    return Rows(
+        sid,
+        session_row,
+        agent_rows,
+        node_rows,
+        event_rows,
+        artifacts,
+        summary,
+        header,
+        nodes,
+        node_ids,
+        new_nodes,
+    )
 
 
 def _line(kind: str, row: dict[str, Any]) -> str:
@@ -148,24 +249,30 @@ def _last_main(nodes: list[Entry]) -> str | None:
 
 
 def _times(session: SourceSession, fallback: datetime) -> dict[int, str]:
-    """Every entry's and event's row time (by ``id()``), missing ones filled from neighbours."""
-    items: list[Entry | Event] = sorted(
-        [*session.entries, *session.events], key=lambda item: item.position
-    )
-    known = [item.time for item in items]
-    filled: list[datetime | None] = list(known)
-    last: datetime | None = None
-    for i, moment in enumerate(known):
-        last = moment or last
-        filled[i] = last
-    nxt: datetime | None = None
-    for i in range(len(known) - 1, -1, -1):
-        nxt = known[i] or nxt
-        filled[i] = filled[i] or nxt or fallback
-    return {
-        id(item): format_time(moment or fallback)
-        for item, moment in zip(items, filled, strict=True)
-    }
+    """Every entry's and event's row time (by ``id()``), missing ones filled from neighbours.
+
+    Neighbours are of the same transcript: a sub-agent's file gets the same times whether its
+    parent's file is read with it or not.
+    """
+    by_transcript: dict[str, list[Entry | Event]] = {}
+    items: list[Entry | Event] = [*session.entries, *session.events]
+    for item in sorted(items, key=lambda item: item.position):
+        by_transcript.setdefault(item.transcript, []).append(item)
+    times: dict[int, str] = {}
+    for items in by_transcript.values():
+        known = [item.time for item in items]
+        filled: list[datetime | None] = list(known)
+        last: datetime | None = None
+        for i, moment in enumerate(known):
+            last = moment or last
+            filled[i] = last
+        nxt: datetime | None = None
+        for i in range(len(known) - 1, -1, -1):
+            nxt = known[i] or nxt
+            filled[i] = filled[i] or nxt or fallback
+        for item, moment in zip(items, filled, strict=True):
+            times[id(item)] = format_time(moment or fallback)
+    return times
 
 
 def _node_row(
@@ -256,8 +363,14 @@ _Pending = tuple[float, int, Entry | Event, dict[str, Any] | None]
 for a failed tool result, the result block."""
 
 
-def _pending_events(session: SourceSession, nodes: list[Entry]) -> list[_Pending]:
-    """The events of the session in row order, as what each is made of (no row yet)."""
+def _pending_events(
+    session: SourceSession, nodes: list[Entry], known: Known | None = None
+) -> list[_Pending]:
+    """The events of the session in row order, as what each is made of (no row yet).
+
+    ``nodes`` are the entries whose nodes are written; with ``known``, a source event is
+    left out when the store holds its transcript past its line (or it has no line).
+    """
     pending: list[_Pending] = []
     for entry in nodes:
         pending.append((entry.position, len(pending), entry, None))
@@ -265,6 +378,10 @@ def _pending_events(session: SourceSession, nodes: list[Entry]) -> list[_Pending
             if block.get("type") == "tool_result" and block.get("is_error"):
                 pending.append((entry.position, len(pending), entry, block))
     for event in session.events:
+        if known is not None and event.transcript in known.lines:
+            line = event.line
+            if line is None or line <= known.lines[event.transcript]:
+                continue
         pending.append((event.position, len(pending), event, None))
     pending.sort(key=lambda item: (item[0], item[1]))
     return pending

@@ -59,6 +59,7 @@ class ContentSpool:
 
     def park_event(self, event: Event) -> None:
         """Write the event's payload to the file and drop it from the event."""
+        event.source_line = event.line
         event.stored = self._append(orjson.dumps(event.payload))
         event.payload = None
 
@@ -85,7 +86,7 @@ class ContentSpool:
         self._file.close()
 
 
-_SOURCE_SHAPE = ("id", "line", "parent_missing")
+_SOURCE_SHAPE = ("id", "line", "parent_missing", "file_agent", "index", "replacement_index")
 _TYPES: dict[Any, dict[str, Any]] = {}
 
 

@@ -76,21 +76,57 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
     session = reader.session
     session.metadata.update({"agent": meta} if meta else {})
     for sub_path in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
-        key = sub_path.stem
         start = len(session.entries) + len(session.events) + 1
-        sub = _Transcript(key, start, main=False, spool=spool)
-        sub_records = JsonLines(sub_path)
-        sub.read(sub_records)
-        issues += [
-            LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_records.issues
-        ]
-        meta_path = sub_path.with_name(f"{key}.meta.json")
-        agent_meta = _meta(meta_path.read_bytes()) if meta_path.is_file() else {}
-        source = {"file": sub_path.name, "meta": agent_meta, "agentId": sub.agent_id}
-        session.agents.append(Agent(key, "sub", source))
-        session.entries += sub.session.entries
-        session.events += sub.session.events
+        issues += join_sub(session, sub_path, start, spool)
     return ParsedFile(FORMAT, [session], issues, spool)
+
+
+def is_sub_transcript(path: Path) -> bool:
+    """Whether a file is a sub-agent's transcript (``agent-<id>.jsonl``, either layout)."""
+    return path.name.startswith("agent-") and path.suffix == ".jsonl"
+
+
+def parse_transcript(path: Path, spool: ContentSpool | None = None) -> ParsedFile:
+    """One transcript file alone: a session's own file, or a sub-agent's as a ``sub`` agent.
+
+    Unlike :func:`parse`, a session's file does not take in its ``subagents`` folder: where a
+    whole folder is imported, each sub-agent's file is a transcript of its own that joins its
+    parent's conversation (the ``sessionId`` its lines name) whenever it comes.
+    """
+    if not is_sub_transcript(path):
+        reader = _Transcript(MAIN, 0, spool=spool)
+        records = JsonLines(path)
+        reader.read(records)
+        return ParsedFile(FORMAT, [reader.session], records.issues, spool)
+    session = SourceSession(FORMAT, "", None, {})
+    issues = join_sub(session, path, _SUB_START, spool)
+    if not session.source_id:  # no line names its session: the new layout's folder does
+        parent = path.parent
+        session.source_id = parent.parent.name if parent.name == "subagents" else path.stem
+    return ParsedFile(FORMAT, [session], issues, spool)
+
+
+_SUB_START = 10**12
+"""Where a lone sub-agent transcript's positions start: after any session file's."""
+
+
+def join_sub(
+    session: SourceSession, sub_path: Path, start: int, spool: ContentSpool | None
+) -> list[LineIssue]:
+    """Read a sub-agent's transcript into ``session`` as a ``sub`` agent; its line issues."""
+    key = sub_path.stem
+    sub = _Transcript(key, start, main=False, spool=spool)
+    sub_records = JsonLines(sub_path)
+    sub.read(sub_records)
+    meta_path = sub_path.with_name(f"{key}.meta.json")
+    agent_meta = _meta(meta_path.read_bytes()) if meta_path.is_file() else {}
+    source = {"file": sub_path.name, "meta": agent_meta, "agentId": sub.agent_id}
+    session.agents.append(Agent(key, "sub", source))
+    session.entries += sub.session.entries
+    session.events += sub.session.events
+    session.source_id = session.source_id or sub.session.source_id
+    session.cwd = session.cwd or sub.session.cwd
+    return [LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_records.issues]
 
 
 def _meta(data: bytes) -> dict[str, Any]:
@@ -152,6 +188,7 @@ class _Transcript:
             if missing:
                 entry.source["parent_missing"] = True
             entry.agent = self.agent if not self.main else self._agent_of(record, entry)
+            entry.transcript = "" if self.main else self.agent
             self._latest[uuid] = key
             self._by_key[key] = entry
             s.entries.append(entry)
@@ -355,6 +392,7 @@ class _Transcript:
         payload = {"format": FORMAT, "type": kind, "line": lineno, "record": record}
         agent = MAIN if self.main else self.agent
         event = Event("imported_record", payload, moment, agent=agent, position=position)
+        event.transcript = "" if self.main else self.agent
         if self.spool is not None:
             self.spool.park_event(event)
         s.events.append(event)

@@ -329,6 +329,7 @@ def _insert_bundle(
     files: ArtifactFiles,
     staged: _Staged,
     name: tuple[str, str] | None = None,
+    more_names: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """The writer job of an import: refuse a taken id, put the files in place, insert the rows.
 
@@ -336,7 +337,7 @@ def _insert_bundle(
     nodes a page at a time, so the job holds a page, not the session.
 
     ``name`` (a session key) names the session in the same transaction (``KeyTaken`` if
-    another holds it).
+    another holds it), and so do ``more_names``.
     """
     sid = bundle.session_id
     lock_session(connection, sid)
@@ -362,8 +363,8 @@ def _insert_bundle(
             )
     _publish(connection, files, staged)
     connection.execute(sessions_table.insert(), bundle.rows["session"])
-    if name is not None:
-        session_keys.claim(connection, *name, sid)
+    for each in (name, *more_names) if name is not None else more_names:
+        session_keys.claim(connection, *each, sid)
     for agent in _parents_first(bundle.rows["agent"]):
         connection.execute(agents_table.insert(), agent)
     if bundle.rows["run"]:
@@ -423,10 +424,12 @@ async def import_session(
     new_id: bool = False,
     progress: Progress | None = None,
     key: tuple[str, str] | None = None,
+    more_keys: tuple[tuple[str, str], ...] = (),
 ) -> Imported:
     """Recreate an exported session (same ids, or fresh ones with ``new_id``).
 
-    ``key`` (namespace, key) names the new session in the transaction that writes it.
+    ``key`` (namespace, key) names the new session in the transaction that writes it, and so
+    does each of ``more_keys``.
 
     Raises:
         InvalidArgument: the file is refused (malformed, unknown version, anything the store
@@ -435,7 +438,7 @@ async def import_session(
     """
     spool = Spool()
     try:
-        return await _import(store, lines, spool, new_id, progress, key)
+        return await _import(store, lines, spool, new_id, progress, key, more_keys)
     finally:
         spool.close()
 
@@ -447,6 +450,7 @@ async def _import(
     new_id: bool,
     progress: Progress | None,
     key: tuple[str, str] | None,
+    more_keys: tuple[tuple[str, str], ...] = (),
 ) -> Imported:
     """:func:`import_session` with its spool: the file's nodes and events are kept there."""
     bundle = await asyncio.to_thread(spool_export, lines, spool, progress)
@@ -470,7 +474,15 @@ async def _import(
         files.discard([f"{rel.partition('/')[0]}/{name}" for rel, name in staged.names.items()])
 
     await asyncio.to_thread(stage)
-    job = partial(_insert_bundle, bundle=bundle, spool=spool, files=files, staged=staged, name=key)
+    job = partial(
+        _insert_bundle,
+        bundle=bundle,
+        spool=spool,
+        files=files,
+        staged=staged,
+        name=key,
+        more_names=more_keys,
+    )
     try:
         await run_write(store, job, on_abort=drop)
     except BaseException:

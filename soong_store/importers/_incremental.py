@@ -1,0 +1,265 @@
+"""A conversation the store holds already, continued from a new reading of its source.
+
+:func:`held` reads what the store has of an imported session: each node's source identity
+(:func:`soong_store.importers._rows.identity`, from its ``imported_from``), each imported
+agent's, and how far each transcript was read. :func:`diff` lays a fresh reading of the
+source over it: the records the store holds keep their nodes, and must read the same as they
+did (else the source's history changed: a :class:`Conflict`, nothing written); the others are
+new. :func:`append` writes the new ones in one writer transaction through the store's path for
+recorded history (the one an import and a fork write through), with the import's keys claimed
+in it, so a conversation is continued whole or not at all. Two imports that read the session
+at once and both append find out under the session's lock: the second is told to read again
+(:class:`Moved`).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from soong_store.backends.base import lock_files
+from soong_store.catalog.lookup import tables_of
+from soong_store.errors import InvalidArgument
+from soong_store.files.folder import ArtifactFiles
+from soong_store.importers._rows import Known, Rows, agent_identity, identity
+from soong_store.model import codec
+from soong_store.model.content_json import encode_content
+from soong_store.model.records import NodeRecord
+from soong_store.schema.tables import agents_table
+from soong_store.store import SessionStore, artifact_files, run_write
+from soong_store.write import session_keys
+from soong_store.write.file_jobs import named_paths, remove_unreferenced
+from soong_store.write.session_writer import SessionWriter
+
+
+class Conflict(InvalidArgument):
+    """The source's earlier records differ from those the store holds: nothing was written."""
+
+
+class Moved(Exception):
+    """Another writer changed the session since it was read: read it again."""
+
+
+@dataclass(slots=True)
+class Held:
+    """What the store holds of an imported session, by source identity."""
+
+    known: Known
+    agent_sources: dict[str, Any] = field(default_factory=dict)
+    """The ``imported_from`` of each imported agent, by id."""
+    records: dict[str, NodeRecord] = field(default_factory=dict)
+    """The imported nodes by id."""
+    by_transcript: dict[str, set[str]] = field(default_factory=dict)
+    """The ids of each transcript's nodes."""
+    last_node_seq: int = 0
+    last_seq: int = 0
+    active: str | None = None
+    """The session's active node."""
+
+
+def _source(metadata: Any) -> dict[str, Any] | None:
+    source = metadata.get("imported_from") if isinstance(metadata, dict) else None
+    return source if isinstance(source, dict) else None
+
+
+async def held(store: SessionStore, session_id: str) -> Held:
+    """Read what the store holds of an imported session."""
+    session = await store.get_session(session_id)
+    known = Known(session_id, session.root_agent_id)
+    found = Held(known, active=session.active_node_id)
+    sub_files: dict[str, str] = {}
+    for agent in await store.list_agents(session_id):
+        source = _source(agent.metadata)
+        if source is not None:
+            known.agents[agent_identity(source)] = agent.agent_id
+            found.agent_sources[agent.agent_id] = source
+            if isinstance(source.get("file"), str):
+                sub_files[agent.agent_id] = source["file"].removesuffix(".jsonl")
+    seen: dict[str, int] = {}
+    for node in await store.list_nodes(session_id):
+        found.last_node_seq = max(found.last_node_seq, node.node_seq)
+        source = _source(node.metadata)
+        if source is None:
+            continue
+        ident = identity(source)
+        seen[ident] = seen.get(ident, 0) + 1
+        known.nodes[f"{ident}#{seen[ident]}"] = node.node_id
+        found.records[node.node_id] = node
+        transcript = str(source.get("file_agent") or "")
+        found.by_transcript.setdefault(transcript, set()).add(node.node_id)
+        line = source.get("line")
+        if isinstance(line, int):
+            known.lines[transcript] = max(known.lines.get(transcript, 0), line)
+        else:
+            known.lines.setdefault(transcript, 0)
+    for event in await store.timeline(session_id):
+        found.last_seq = max(found.last_seq, event.seq)
+        payload = event.payload
+        if event.event_type != "imported_record" or not isinstance(payload, dict):
+            continue
+        transcript = sub_files.get(event.agent_id or "", "")
+        line = payload.get("line")
+        if isinstance(line, int):
+            known.lines[transcript] = max(known.lines.get(transcript, 0), line)
+    return found
+
+
+@dataclass(slots=True)
+class Increment:
+    """The rows a new reading adds to a held session."""
+
+    agents: list[dict[str, Any]]
+    renewed: dict[str, str]
+    """The metadata (JSON) of held agents the source now says more about, by id."""
+    nodes: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    artifacts: list[dict[str, Any]]
+    active: str | None
+    move_active: bool
+
+    @property
+    def empty(self) -> bool:
+        """Whether there is nothing to write."""
+        return not (self.agents or self.renewed or self.nodes or self.events or self.artifacts)
+
+
+def diff(rows: Rows, found: Held, transcripts: Iterable[str], has_main: bool) -> Increment:
+    """The rows of ``rows`` the store does not hold.
+
+    ``transcripts`` are those this reading read whole; ``has_main`` whether the conversation's
+    own file was among them (then the active node follows the source).
+
+    Raises:
+        Conflict: a record the store holds reads differently now, or is gone from its file.
+    """
+    made: list[dict[str, Any]] = []
+    matched: set[str] = set()
+    for row in rows.nodes:
+        node_id = row["node_id"]
+        if node_id in rows.new_nodes:
+            made.append(row)
+            continue
+        matched.add(node_id)
+        _same_record(found.records[node_id], row)
+    for transcript in transcripts:
+        gone = found.by_transcript.get(transcript, set()) - matched
+        if gone:
+            where = transcript or "the conversation's own file"
+            raise Conflict(f"{len(gone)} record(s) of {where} are no longer in the source")
+    held_agents = set(found.known.agents.values()) | {found.known.root_agent_id}
+    agents = [row for row in rows.agents if row["agent_id"] not in held_agents]
+    renewed = {  # a sidechain's agent id, say, is named by a line after its first
+        row["agent_id"]: row["metadata_json"]
+        for row in rows.agents
+        if row["agent_id"] in found.agent_sources
+        and codec.loads(row["metadata_json"])["imported_from"]
+        != found.agent_sources[row["agent_id"]]
+    }
+    events = list(rows.events)
+    artifacts = list(rows.artifacts)
+    active = rows.session["active_node_id"]
+    move = has_main and active is not None
+    return Increment(agents, renewed, made, events, artifacts, active, move)
+
+
+def _same_record(stored: NodeRecord, row: dict[str, Any]) -> None:
+    """Refuse a held node that the source now reads differently (its parent, role, content)."""
+    source = _source(stored.metadata) or {}
+    what = f"record {source.get('id') or source.get('line')!r}"
+    if stored.parent_id != row["parent_id"] or stored.role.value != row["role"]:
+        raise Conflict(f"{what} has another place or role in the source than in the store")
+    if "artifact_ref" in row["content_json"]:
+        return  # its artifacts were stored under ids of the store's own
+    stored_json = encode_content(list(stored.content))[0]
+    if codec.loads(stored_json) != codec.loads(row["content_json"]):
+        raise Conflict(f"{what} has changed in the source since it was imported")
+
+
+async def append(
+    store: SessionStore, found: Held, increment: Increment, keys: list[tuple[str, str]]
+) -> None:
+    """Write ``increment`` to its session in one transaction, claiming ``keys`` in it.
+
+    Raises:
+        Moved: the session changed since ``found`` was read (nothing written).
+        session_keys.KeyTaken: a key was claimed meanwhile (nothing written).
+    """
+    files = artifact_files(store)
+    staged: dict[str, str] = {}
+    published: list[str] = []
+    try:
+        for item in increment.artifacts:
+            path = item["row"]["path"]
+            staged[path] = files.stage(path, base64.b64decode(item["data_b64"]))
+
+        def job(connection: Connection) -> None:
+            _append_job(connection, found, increment, keys, files, staged, published)
+
+        await run_write(store, job, on_abort=lambda: _drop(files, staged))
+    except BaseException:
+        if published:
+            cleanup = _Cleanup(files, published)
+            await run_write(store, cleanup)
+        raise
+
+
+@dataclass(slots=True)
+class _Cleanup:
+    files: ArtifactFiles
+    paths: list[str]
+
+    def __call__(self, connection: Connection) -> None:
+        remove_unreferenced(connection, files=self.files, paths=self.paths)
+
+
+def _drop(files: ArtifactFiles, staged: dict[str, str]) -> None:
+    files.discard([f"{rel.partition('/')[0]}/{name}" for rel, name in staged.items()])
+
+
+def _append_job(
+    connection: Connection,
+    found: Held,
+    increment: Increment,
+    keys: list[tuple[str, str]],
+    files: ArtifactFiles,
+    staged: dict[str, str],
+    published: list[str],
+) -> None:
+    sid = found.known.session_id
+    writer = SessionWriter.open(connection, sid)  # takes the session's lock
+    tables = tables_of(connection, sid)
+    if tables is not None:
+        last = connection.execute(select(func.max(tables.nodes.c.node_seq))).scalar() or 0
+        if last != found.last_node_seq:
+            raise Moved(sid)
+    for key in keys:
+        session_keys.claim(connection, *key, sid)
+    if staged:
+        lock_files(connection)
+        named = named_paths(connection, staged)
+        for rel, name in staged.items():
+            if rel in named:
+                raise InvalidArgument(f"artifact file {rel!r} belongs to another session's row")
+            files.publish(rel, name)
+            published.append(rel)
+    for agent in increment.agents:
+        connection.execute(agents_table.insert(), agent)
+    for agent_id, metadata in increment.renewed.items():
+        connection.execute(
+            agents_table.update()
+            .where(agents_table.c.agent_id == agent_id)
+            .values(metadata_json=metadata, updated_at=writer.now)
+        )
+    for node in increment.nodes:
+        writer.restore_node(node)
+    for event in increment.events:
+        writer.restore_event(event)
+    for item in increment.artifacts:
+        writer.restore_artifact(item["row"])
+    if increment.move_active and increment.active != writer.session["active_node_id"]:
+        writer.set_active(increment.active)
+    writer.finish()

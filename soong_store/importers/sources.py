@@ -1,0 +1,531 @@
+"""Whole folders of session files imported, and kept current: :func:`import_path`.
+
+A path is a file or a folder walked recursively. Each file's format is told from its content
+(a file whose format cannot be told is counted and listed, never fatal). One *source* is one
+conversation of the tool that wrote it, whatever the number of files it is spread over: a
+Claude Code sub-agent's transcript (``agent-<id>.jsonl`` beside its session's file, or under
+``<session>/subagents/``) joins the session of the conversation its lines name as a ``sub``
+agent, whether it comes before its parent's file, with it, or after it.
+
+Importing again is incremental. A source's session is found by its source id (a session key,
+as :func:`soong_store.importers.import_file` names it); the nodes it holds are recognised by
+the source's own record ids and lines, and only what the store does not hold is written, in
+one transaction (:mod:`soong_store.importers._incremental`). A source with nothing new is "up to
+date" and writes nothing; one whose earlier records changed is a "conflict" and writes nothing.
+A file whose size, modification time and last 64 KiB are those of its last import is not read
+again at all: that state is a session key of the file, claimed in the transaction that wrote
+what the file held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from soong_store.errors import InvalidArgument, NotFound, SessionArchived
+from soong_store.importers import _incremental as inc
+from soong_store.importers import claude_code
+from soong_store.importers._formats import _PARSERS, _STREAMED, FORMATS, _detect_file
+from soong_store.importers._model import LineIssue, SourceSession
+from soong_store.importers._read import read_json
+from soong_store.importers._rows import build, build_rows
+from soong_store.importers._spool import ContentSpool
+from soong_store.schema.tables import session_keys_table
+from soong_store.store import SessionStore, run_read
+from soong_store.transfer import import_session
+from soong_store.write import session_keys
+
+Progress = Callable[[int, int, str], None]
+"""Told ``(files done, files in all, the file at hand)`` as an import goes."""
+
+FILE_NAMESPACE = "import-file"
+"""The session keys that remember a file's state when it was last imported."""
+_TAIL = 2**16
+_BATCH = 400
+
+
+@dataclass(slots=True)
+class SourceResult:
+    """What the import did with one source (a conversation).
+
+    ``status`` is ``imported`` (a new session), ``continued`` (new records appended),
+    ``up to date`` (nothing new), ``conflict`` (its earlier records changed; nothing written)
+    or ``refused`` (the store refused it; nothing written). ``counts`` are what was written.
+    """
+
+    format: str
+    source_id: str
+    files: list[str]
+    status: str
+    session_id: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    detail: str | None = None
+
+    def line(self) -> str:
+        """One line for a person."""
+        more = len(self.files) - 1
+        where = self.files[0] + (f" (+{more} file(s))" if more else "")
+        shown = ", ".join(f"{k} {v}" for k, v in self.counts.items() if v)
+        text = f"{self.status}: {where} [{self.format}]"
+        if self.session_id:
+            text += f" -> {self.session_id}"
+        if shown:
+            text += f": {shown}"
+        if self.detail:
+            text += f" ({self.detail})"
+        return text
+
+
+@dataclass(slots=True)
+class ImportSummary:
+    """What :func:`import_path` did: a result per source, the files it could not tell."""
+
+    sources: list[SourceResult] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    """Files whose format could not be told (nothing imported from them)."""
+    unreadable: list[str] = field(default_factory=list)
+    """Files that could not be read or parsed, with why."""
+    unchanged_files: int = 0
+    """Files skipped unread: their size, time and tail are those of their last import."""
+    issues: dict[str, list[LineIssue]] = field(default_factory=dict)
+    """The lines skipped or recovered, by file."""
+
+    def of(self, status: str) -> list[SourceResult]:
+        """The sources that ended with ``status``."""
+        return [s for s in self.sources if s.status == status]
+
+    def lines(self) -> list[str]:
+        """The summary as lines of text for a person: one per source, then the totals."""
+        out = [s.line() for s in self.sources]
+        for path, found in self.issues.items():
+            skipped = sum(i.action == "skipped" for i in found)
+            if skipped:
+                out.append(f"{path}: {skipped} line(s) skipped")
+        out += [f"unknown format: {p}" for p in self.unknown]
+        out += [f"unreadable: {p}" for p in self.unreadable]
+        tally = {k: len(self.of(k)) for k in _STATUSES}
+        shown = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
+        out.append(
+            f"{len(self.sources)} source(s){': ' + shown if shown else ''}; "
+            f"{self.unchanged_files} file(s) unchanged, {len(self.unknown)} of unknown format"
+        )
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as a JSON-ready mapping."""
+        return {
+            "sources": [
+                {
+                    "format": s.format,
+                    "source_id": s.source_id,
+                    "files": s.files,
+                    "status": s.status,
+                    "session_id": s.session_id,
+                    "counts": s.counts,
+                    "detail": s.detail,
+                }
+                for s in self.sources
+            ],
+            "unknown": self.unknown,
+            "unreadable": self.unreadable,
+            "unchanged_files": self.unchanged_files,
+            "issues": {
+                p: [{"line": i.line, "action": i.action, "reason": i.reason} for i in found]
+                for p, found in self.issues.items()
+            },
+        }
+
+
+_STATUSES = ("imported", "continued", "up to date", "conflict", "refused")
+
+
+def walk(path: Path) -> Iterator[Path]:
+    """The files under ``path`` (itself if a file), sorted, sub-agent metadata left out."""
+    if path.is_file():
+        yield path
+        return
+    if not path.is_dir():
+        raise InvalidArgument(f"cannot read {str(path)!r}: no such file or folder")
+    for folder, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.endswith(".meta.json") and not name.startswith("."):
+                yield Path(folder, name)
+
+
+def _walked(path: Path) -> list[Path]:
+    return list(walk(path))
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    path: Path
+    state: str
+    """The file's session key: its path's hash, size, time and tail's hash."""
+
+
+def _state(path: Path) -> _File:
+    resolved = path.resolve()
+    stat = resolved.stat()
+    with resolved.open("rb") as file:
+        if stat.st_size > _TAIL:
+            file.seek(stat.st_size - _TAIL)
+        tail = hashlib.sha256(file.read()).hexdigest()[:32]
+    name = hashlib.sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return _File(path, f"{name}:{stat.st_size}:{stat.st_mtime_ns}:{tail}")
+
+
+def _known_states(connection: Connection, states: list[str]) -> set[str]:
+    keys = session_keys_table
+    found: set[str] = set()
+    for at in range(0, len(states), _BATCH):
+        wanted = states[at : at + _BATCH]
+        rows = connection.execute(
+            select(keys.c["key"]).where(
+                keys.c.namespace == FILE_NAMESPACE, keys.c["key"].in_(wanted)
+            )
+        )
+        found.update(row[0] for row in rows)
+    return found
+
+
+async def import_path(
+    store: SessionStore,
+    path: str | os.PathLike[str],
+    format: str = "auto",
+    progress: Progress | None = None,
+    *,
+    cwd: Any = None,
+) -> ImportSummary:
+    """Import every session file under ``path`` (a file or a folder), or what is new in it.
+
+    ``format`` names the format of every file (default ``auto``: each told from its content).
+    ``cwd`` is the sessions' folder where a source names no absolute one.
+
+    Raises:
+        InvalidArgument: ``path`` does not exist, or ``format`` is unknown.
+    """
+    return await import_paths(store, [path], format, progress, cwd=cwd)
+
+
+async def import_paths(
+    store: SessionStore,
+    paths: Sequence[str | os.PathLike[str]],
+    format: str = "auto",
+    progress: Progress | None = None,
+    *,
+    cwd: Any = None,
+) -> ImportSummary:
+    """:func:`import_path` over several paths (one summary)."""
+    if format not in FORMATS:
+        raise InvalidArgument(f"unknown import format {format!r}: expected one of {FORMATS}")
+    files: dict[Path, Path] = {}  # a file named twice (or by two paths) is read once
+    for each in paths:
+        for file in await asyncio.to_thread(_walked, Path(each)):
+            files.setdefault(file.resolve(), file)
+    summary = ImportSummary()
+    states: list[_File] = []
+    for file in files.values():
+        try:
+            states.append(await asyncio.to_thread(_state, file))
+        except OSError as exc:
+            summary.unreadable.append(f"{file}: {exc.strerror}")
+    known = await run_read(store, partial(_known_states, states=[s.state for s in states]))
+    todo = [s for s in states if s.state not in known]
+    summary.unchanged_files = len(states) - len(todo)
+    run = _Run(store, summary, format, cwd, progress, len(states), summary.unchanged_files)
+    await run.go(todo)
+    return summary
+
+
+@dataclass(slots=True)
+class _Piece:
+    """A conversation read from one file (the whole of it, or one transcript of it)."""
+
+    session: SourceSession
+    file: _File
+    digest: str
+    index: int
+
+
+@dataclass(slots=True)
+class _Run:
+    store: SessionStore
+    summary: ImportSummary
+    format: str
+    cwd: Any
+    progress: Progress | None
+    total: int
+    done: int
+
+    def tick(self, path: Path) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total, str(path))
+
+    async def go(self, todo: list[_File]) -> None:
+        groups: dict[tuple[str, str], list[_File]] = {}
+        singles: list[tuple[str, _File]] = []
+        for file in todo:
+            try:
+                fmt = (
+                    await asyncio.to_thread(_detect_file, file.path)
+                    if self.format == "auto"
+                    else self.format
+                )
+            except InvalidArgument as exc:
+                self.summary.unreadable.append(str(exc))
+                self.tick(file.path)
+                continue
+            if fmt is None:
+                self.summary.unknown.append(str(file.path))
+                self.tick(file.path)
+            elif fmt == "claude-code":
+                conversation = await asyncio.to_thread(_conversation_of, file.path)
+                groups.setdefault((fmt, conversation), []).append(file)
+            else:
+                singles.append((fmt, file))
+        for (_, conversation), members in groups.items():
+            await self.claude_group(members, conversation)
+        for fmt, file in singles:
+            await self.single(fmt, file)
+
+    async def claude_group(self, members: list[_File], conversation: str) -> None:
+        """The transcripts of one Claude Code conversation, as one source."""
+        spool = ContentSpool()
+        try:
+            pieces: list[_Piece] = []
+            for file in sorted(members, key=lambda f: claude_code.is_sub_transcript(f.path)):
+                try:
+                    parsed = await asyncio.to_thread(claude_code.parse_transcript, file.path, spool)
+                except (OSError, ValueError) as exc:
+                    self.summary.unreadable.append(f"{file.path}: {exc}")
+                    self.tick(file.path)
+                    continue
+                if parsed.issues:
+                    self.summary.issues[str(file.path)] = parsed.issues
+                pieces += [_Piece(s, file, "", 0) for s in parsed.sessions]
+                self.tick(file.path)
+            if pieces:
+                merged = _merged(pieces)
+                merged.source_id = conversation
+                await self.source(merged, pieces, spool)
+        finally:
+            spool.close()
+
+    async def single(self, fmt: str, file: _File) -> None:
+        """A file of its own: each conversation in it is a source."""
+        if fmt == "soong":
+            await self.export(file)
+            self.tick(file.path)
+            return
+        spool = ContentSpool() if fmt in _STREAMED else None
+        try:
+            try:
+                if spool is not None:
+                    parsed = await asyncio.to_thread(_STREAMED[fmt], file.path, None, spool)
+                    data = None
+                else:
+                    data = await asyncio.to_thread(file.path.read_bytes)
+                    parsed = await asyncio.to_thread(_PARSERS[fmt], file.path, data)
+                digest = (
+                    await asyncio.to_thread(_sha256, file.path)
+                    if data is None
+                    else (hashlib.sha256(data).hexdigest())
+                )
+            except (OSError, ValueError) as exc:
+                self.summary.unreadable.append(f"{file.path}: {exc}")
+                self.tick(file.path)
+                return
+            del data
+            if parsed.issues:
+                self.summary.issues[str(file.path)] = parsed.issues
+            self.tick(file.path)
+            last = len(parsed.sessions) - 1
+            for index, session in enumerate(parsed.sessions):
+                piece = _Piece(session, file, digest, index)
+                await self.source(session, [piece], spool, note_state=index == last)
+        finally:
+            if spool is not None:
+                spool.close()
+
+    async def export(self, file: _File) -> None:
+        """A soong export: imported once (its session's id is its identity)."""
+        result = SourceResult("soong", "", [str(file.path)], "imported")
+        try:
+            with file.path.open("rb") as lines:
+                done = await import_session(
+                    self.store, lines, more_keys=((FILE_NAMESPACE, file.state),)
+                )
+        except session_keys.KeyTaken:
+            result.status = "up to date"
+        except InvalidArgument as exc:
+            exists = "already exists" in str(exc)
+            result.status, result.detail = ("up to date", None) if exists else ("refused", str(exc))
+        else:
+            result.source_id, result.session_id = done.source_session_id, done.session_id
+            result.counts = done.counts
+        self.summary.sources.append(result)
+
+    async def source(
+        self,
+        session: SourceSession,
+        pieces: list[_Piece],
+        spool: ContentSpool | None,
+        note_state: bool = True,
+    ) -> None:
+        """One conversation: a new session, the new records of a held one, or nothing.
+
+        With ``note_state``, the state of its files is noted in the transaction that writes
+        it (a file of several conversations is noted with its last one).
+        """
+        fmt = session.format
+        first = pieces[0]
+        source_id = session.source_id = session.source_id or f"sha256:{first.digest}#{first.index}"
+        files = [str(p.file.path) for p in pieces]
+        result = SourceResult(fmt, source_id, files, "imported")
+        self.summary.sources.append(result)
+        key = (f"import:{fmt}", source_id)
+        states = tuple((FILE_NAMESPACE, p.file.state) for p in pieces if note_state)
+        for _ in range(8):  # another process may write the same source meanwhile: read again
+            existing = await run_read(
+                self.store, partial(session_keys.lookup, namespace=key[0], key=key[1])
+            )
+            try:
+                if existing is None:
+                    await self.create(session, first, key, states, spool, result)
+                else:
+                    await self.extend(session, pieces, existing, states, spool, result)
+                return
+            except (session_keys.KeyTaken, inc.Moved):
+                continue
+            except inc.Conflict as exc:
+                result.status, result.detail = "conflict", str(exc)
+                return
+            except (InvalidArgument, NotFound, SessionArchived) as exc:
+                result.status, result.detail = "refused", str(exc)
+                return
+        result.status, result.detail = "refused", "written by others all along; try again"
+
+    async def create(
+        self,
+        session: SourceSession,
+        first: _Piece,
+        key: tuple[str, str],
+        states: tuple[tuple[str, str], ...],
+        spool: ContentSpool | None,
+        result: SourceResult,
+    ) -> None:
+        where = _folder(session, self.cwd)
+        meta = {"file": first.file.path.name, "index": first.index}
+        if first.digest:
+            meta["sha256"] = first.digest
+        mtime = datetime.fromtimestamp(first.file.path.stat().st_mtime, UTC)
+        built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
+        lines = (line.encode() for line in built.lines)
+        done = await import_session(self.store, lines, key=key, more_keys=states)
+        result.status, result.session_id, result.counts = "imported", done.session_id, built.counts
+
+    async def extend(
+        self,
+        session: SourceSession,
+        pieces: list[_Piece],
+        session_id: str,
+        states: tuple[tuple[str, str], ...],
+        spool: ContentSpool | None,
+        result: SourceResult,
+    ) -> None:
+        result.session_id = session_id
+        found = await inc.held(self.store, session_id)
+        where = _folder(session, self.cwd)
+        mtime = datetime.fromtimestamp(pieces[0].file.path.stat().st_mtime, UTC)
+        transcripts = {p.session.entries[0].transcript for p in pieces if p.session.entries}
+        transcripts |= {e.transcript for e in session.entries}
+        has_main = any(not e.transcript for e in session.entries)
+
+        def make() -> inc.Increment:
+            rows = build_rows(session, where, mtime, {}, spool, found.known)
+            return inc.diff(rows, found, transcripts, has_main)
+
+        increment = await asyncio.to_thread(make)
+        if increment.empty and (not increment.move_active or increment.active == found.active):
+            result.status = "up to date"
+            # Only the files' state is noted (their next import reads none of them).
+            with contextlib.suppress(session_keys.KeyTaken, inc.Moved):
+                await inc.append(self.store, found, increment, list(states))
+            return
+        await inc.append(self.store, found, increment, list(states))
+        result.status = "continued"
+        result.counts = {
+            "nodes": len(increment.nodes),
+            "events": len(increment.events),
+            "agents": len(increment.agents),
+            "artifacts": len(increment.artifacts),
+        }
+
+
+def _merged(pieces: list[_Piece]) -> SourceSession:
+    """One conversation made of its transcripts (its own file's first, if it came)."""
+    mains = [p.session for p in pieces if not claude_code.is_sub_transcript(p.file.path)]
+    base = mains[0] if mains else None
+    subs = [p.session for p in pieces if p.session is not base]
+    if base is None:
+        first = subs[0]
+        base = SourceSession(first.format, first.source_id, first.cwd, {})
+    for sub in subs:
+        base.agents += sub.agents
+        base.entries += sub.entries
+        base.events += sub.events
+        base.cwd = base.cwd or sub.cwd
+        base.source_id = base.source_id or sub.source_id
+    return base
+
+
+def _conversation_of(path: Path) -> str:
+    """The Claude Code conversation a transcript belongs to.
+
+    A sub-agent's transcript of the newer layout is in its session's folder; any other names
+    its session in its lines' ``sessionId`` (a sub-agent's own name there is not its session).
+    """
+    sub = claude_code.is_sub_transcript(path)
+    if sub and path.parent.name == "subagents":
+        return path.parent.parent.name
+    try:
+        with path.open("rb") as file:
+            for _, raw in zip(range(50), file, strict=False):
+                try:
+                    record = read_json(raw)
+                except ValueError:
+                    continue
+                named = record.get("sessionId") if isinstance(record, dict) else None
+                if isinstance(named, str) and named and not (sub and named == path.stem):
+                    return named
+    except OSError:
+        pass
+    return path.stem if not sub else f"file:{path.resolve()}"
+
+
+def _folder(session: SourceSession, cwd: Any) -> str:
+    folder = str(Path(cwd if cwd is not None else os.getcwd()).absolute())
+    usable = session.cwd and "\x00" not in session.cwd and Path(session.cwd).is_absolute()
+    if session.cwd:
+        session.metadata.setdefault("source_cwd", session.cwd)
+    return session.cwd if usable and session.cwd else folder
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while piece := file.read(2**20):
+            digest.update(piece)
+    return digest.hexdigest()
