@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from soong_store.store import SessionStore  # noqa: E402
-from tests.integration.viewer_support import CHROMIUM_FLAGS, cli, serving  # noqa: E402
+from tests.web.viewer_support import CHROMIUM_FLAGS, cli, serving  # noqa: E402
 
 READY = "performance.getEntriesByType('navigation')[0] ? performance.now() : 0"
 PARSE = (

@@ -23,6 +23,23 @@ from soong_store.backends.link import DriverLink
 from soong_store.backends.sqlite.backend import load_sqlite_module, sqlite_version
 from tests import postgres_server
 
+pytest_plugins = ["tests.backends.fixtures"]
+
+LIBRARY_FOLDERS = (
+    "backends",
+    "schema",
+    "catalog",
+    "migrate",
+    "search",
+    "read",
+    "write",
+    "store",
+    "check",
+)
+"""The folders of ``tests`` whose layers execute SQL: on SQLite their tests' results can depend on
+the SQLite library, so each carries the ``sqlite_library`` marker (pyproject.toml says the rule)."""
+NOT_LIBRARY_FOLDERS = ("backends/postgresql",)
+
 REAL_HOME = Path.home()
 """The home of whoever runs the suite, as it was before any fixture replaced ``$HOME``."""
 _REAL_AGENT_HOME = REAL_HOME / ".soong-agent"
@@ -57,6 +74,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_sep("=", f"the test run created {_REAL_AGENT_HOME}", red=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``sqlite_library`` every test of a library folder that does not run on PostgreSQL.
+
+    First of the hooks, so that ``-m`` selects by the mark.
+    """
+    tests = Path(__file__).parent
+    for item in items:
+        if not item.path.is_relative_to(tests):
+            continue
+        folder = item.path.parent.relative_to(tests).as_posix()
+        inside = any(folder == f or folder.startswith(f"{f}/") for f in LIBRARY_FOLDERS)
+        outside = any(folder == f or folder.startswith(f"{f}/") for f in NOT_LIBRARY_FOLDERS)
+        if inside and not outside and item.get_closest_marker("postgresql") is None:
+            item.add_marker(pytest.mark.sqlite_library)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

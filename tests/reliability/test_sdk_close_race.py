@@ -9,7 +9,7 @@ import pytest
 
 from soong_store import StoreClosed
 from soong_store.integrations.openai_agents import SoongSession
-from tests.integration.test_openai_agents_close import RACES, race_a_close_and_a_use, user
+from tests.integrations.test_openai_agents_close import RACES, race_a_close_and_a_use, user
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
