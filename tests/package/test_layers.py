@@ -111,7 +111,15 @@ class _Imports(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _named(self, node: ast.expr | None) -> None:
-        """A module named by a string (a lazy import's target), not a logger's or an app's name."""
+        """A module named by a string (a lazy import's target), not a logger's or an app's name.
+
+        A name built at run time (``f"soong_store.web.{name}"``) counts as its folder.
+        """
+        if isinstance(node, ast.JoinedStr) and node.values:
+            head = node.values[0]
+            if isinstance(head, ast.Constant) and isinstance(head.value, str):
+                self._add(head.value.rpartition(".")[0])
+            return
         value = node.value if isinstance(node, ast.Constant) else None
         if isinstance(value, str) and "." in value and value in modules():
             self._add(value)
@@ -201,7 +209,12 @@ def test_the_check_sees_a_lazy_upward_import(tmp_path: Path):
         "def later():\n    from soong_store.store import core\n"
         "LAZY = {'soong_store.write.writer': ('Writer',)}\n"
         "log = logging.getLogger('soong_store.read.readers')\n"
+        "page = import_module(f'soong_store.web.{name}')\n"
     )
     visitor = _Imports("soong_store.model.example", False)
     visitor.visit(ast.parse(source))
-    assert visitor.found == {"soong_store.store.core", "soong_store.write.writer"}
+    assert visitor.found == {
+        "soong_store.store.core",
+        "soong_store.write.writer",
+        "soong_store.web",
+    }
