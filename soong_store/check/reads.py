@@ -19,9 +19,8 @@ from sqlalchemy import Column, Connection, MetaData, Select, Table, Text, bindpa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import SQLAlchemyError
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import shard_files_of
 from soong_store.backends.prepared import Prepared, Runner
-from soong_store.backends.sqlite import files as sqlite_files
 from soong_store.backends.values import BeforeBegin
 from soong_store.catalog import placement as pair_files
 from soong_store.catalog.lookup import MAIN, StoredTables, stored_tables
@@ -116,12 +115,12 @@ class Shard:
 
 def shard_links(connection: Connection) -> list[Problem]:
     """A link where shard files live: the store refuses it (it never follows one), say where."""
-    if not dialect_of(connection).places_pairs:
+    shards = shard_files_of(connection)
+    if shards is None:
         return []
-    home = sqlite_files.folder(connection)
     return [
         Problem("shard_link", None, (name,), f"{name} is a symbolic link: the store refuses it")
-        for name in sqlite_files.shard_links(home)
+        for name in shards.linked_files(connection)
     ]
 
 

@@ -87,7 +87,7 @@ def test_a_backend_class_registers_under_its_dialect_name(monkeypatch) -> None:
         name = "fakedb"
         title = "FakeDB"
         engine = database_exists = lock_session = lock_files = _refuse
-        integrity_problems = foreign_key_violations = snapshot = _refuse
+        integrity = foreign_key_violations = _refuse
 
     assert backend_class("fakedb") is FakeBackend
     made = open_backend("fakedb://host/db", durability="full")
