@@ -19,7 +19,7 @@ from sqlalchemy import Column, Connection, MetaData, Select, Table, Text, bindpa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import SQLAlchemyError
 
-from soong_store.backends.base import shard_files_of
+from soong_store.backends.base import backend_class, shard_files_of
 from soong_store.backends.prepared import Prepared, Runner
 from soong_store.backends.values import BeforeBegin
 from soong_store.catalog import placement as pair_files
@@ -195,11 +195,13 @@ _INDEXED = select(search_text_table.c.node_id, search_text_table.c.body).where(
 def _named(dialect: Dialect) -> Select[Any]:
     """The paths under a session's folder that artifact rows name.
 
-    On SQLite (``BINARY`` collation) those paths are also a range of the path index, from the
-    folder's ``sid/`` to ``sid0`` (``0`` follows ``/``): a seek instead of a scan of every
-    artifact's path for each session checked. The ``substr`` test stays the one that decides.
+    Where text compares byte by byte (SQLite's ``BINARY`` collation:
+    :attr:`~soong_store.backends.base.Capabilities.orders_text_by_bytes`) those paths are also a
+    range of the path index, from the folder's ``sid/`` to ``sid0`` (``0`` follows ``/``): a seek
+    instead of a scan of every artifact's path for each session checked. The ``substr`` test
+    stays the one that decides.
     """
-    if dialect.name != "sqlite":
+    if not backend_class(dialect.name).capabilities.orders_text_by_bytes:
         return _NAMED
     path = artifacts_table.c.path
     return _NAMED.where(path >= bindparam("p_prefix"), path < bindparam("p_after"))
