@@ -431,7 +431,7 @@ def shard_files(backend: Backend) -> ShardFiles | None:
 
 def shard_files_of(bind: Link | Engine) -> type[ShardFiles] | None:
     """:func:`shard_files` of the backend a connection or engine talks to, for its connections."""
-    cls = backend_class_of(bind)
+    cls = backend_class(bind.dialect.name)  # as backend_class_of: this runs on the writer's path
     return cast(type[ShardFiles], cls) if cls.capabilities.places_pairs else None
 
 
