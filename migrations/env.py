@@ -19,7 +19,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from soong_store.backends import default_url
-from soong_store.backends.base import dialect_of, open_backend
+from soong_store.backends.base import backend_class_of, open_backend
 from soong_store.schema.session_tables import is_session_table
 from soong_store.schema.tables import metadata
 from soong_store.search.index import is_search_table
@@ -52,7 +52,7 @@ def _configure(connection: Connection) -> None:
         connection=connection,
         target_metadata=metadata,
         include_name=include_name,
-        render_as_batch=dialect_of(connection).alters_by_rebuild,
+        render_as_batch=backend_class_of(connection).capabilities.alters_by_rebuild,
         compare_type=True,
     )
 

@@ -22,6 +22,7 @@ from soong_store.backends.base import open_backend
 from soong_store.backends.link import DriverLink
 from soong_store.backends.sqlite.backend import load_sqlite_module, sqlite_version
 from tests import postgres_server
+from tests.raw_snapshot import raw_snapshot
 
 pytest_plugins = ["tests.backends.fixtures"]
 
@@ -160,7 +161,7 @@ def snapshot(home: Path) -> dict[str, Any]:
     engine = backend.engine("read")
     try:
         with engine.connect() as connection, connection.begin():
-            return backend.snapshot(connection)
+            return raw_snapshot(connection)
     finally:
         engine.dispose()
 

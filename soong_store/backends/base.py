@@ -5,18 +5,23 @@ itself under that name when it is defined (the shape of Alembic's ``DefaultImpl`
 :func:`open_backend` picks the class by ``url.get_backend_name()``; a URL no backend is
 registered for is refused with one :class:`~soong_store.errors.StorageError`.
 
-The contract has two halves:
+What an engine can do is one record, :class:`Capabilities`, that each backend declares; the rest
+of the package reads ``backend.capabilities`` rather than asking which database it runs on. The
+contract has two halves, and one optional part:
 
 - **A configured backend** (an instance, made from a URL, a durability and the store's
   :class:`~soong_store.backends.retry.RetryPolicy`): engines per role (``write``: the writer's one
   connection, whose transactions begin by taking the write lock; ``read``: a small pool, each
   read one snapshot; ``admin``: schema work, changing nothing it need not), whether the database
   exists, and where it is (for messages).
-- **What a dialect does on any connection** (class methods, so that code holding only a
-  connection asks :func:`dialect_of`): busy detection and error classification, the per-session
-  write lock (and the one lock of artifact-file removal), how a commit whose answer was lost is
-  resolved, listing tables, integrity checks, foreign-key violations and a snapshot of every
-  table's rows for tests.
+- **What the engine does on any connection** (class methods, so that code holding only a
+  connection asks :func:`backend_class_of`): error classification, the per-session write lock
+  (and the one lock of artifact-file removal), how a commit whose answer was lost is resolved,
+  the write connection's lock wait and checkpoints, integrity checks, foreign-key violations,
+  adding a column, and full-text search (:class:`~soong_store.backends.search.Searcher`).
+- **Shard files** (:class:`ShardFiles`), only where :attr:`Capabilities.places_pairs`: attaching
+  the files idle sessions' pairs move to, listing and removing them, and refusing one ahead of
+  the database's revision.
 
 Error translation is split the same way: a backend classifies a driver error into an
 :class:`~.translation.ErrorKind` (by its own message patterns or codes);
@@ -29,8 +34,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, final
 
 from sqlalchemy import Connection, Engine, inspect, make_url
 from sqlalchemy.engine import URL
@@ -44,13 +50,60 @@ from soong_store.backends.values import DataVersion, Integrity
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 
 if TYPE_CHECKING:
-    from soong_store.backends.search import SearchDialect
+    from soong_store.backends.search import Searcher
 
 Role = Literal["write", "read", "admin"]
 Durability = Literal["normal", "full"]
 
 
 _REGISTRY: dict[str, type[Backend]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What one engine can do, declared once by its backend (``Backend.capabilities``).
+
+    The store, the writer, the read path and the catalog ask this record instead of asking which
+    database they run on. Every field's default is what an engine that cannot is given.
+    """
+
+    fold_case: bool = False
+    """Whether the database treats table names that differ only in case as one name."""
+    read_connections: int = 4
+    """How many reader threads a store runs, and so the size of its read pool."""
+    reads_on_loop: bool = False
+    """Whether a small read may run on its caller's event loop (:mod:`soong_store.read.on_loop`), on
+    an idle connection of the reader threads: only where a read waits for no server and
+    :meth:`Backend.wait_for_locks` can stop it waiting for a lock."""
+    loop_commits: frozenset[Durability] = frozenset()
+    """The durabilities at which the writer may run a batch on its callers' event loop thread
+    while idle (:attr:`Backend.commits_on_loop`): only where a commit waits for neither the disk
+    nor a server, the write connection leaves its housekeeping (:meth:`Backend.checkpoint`) to
+    the writer's thread, and no :meth:`Backend.commit_token` is kept (a lost answer to a commit
+    is then taken as done, on the loop as on the thread)."""
+    alters_by_rebuild: bool = False
+    """Whether changing a table means rebuilding it (Alembic's batch mode in revisions)."""
+    opens_on_reader: bool = False
+    """Whether a store opens on one read connection: the read pool's first connection reads the
+    schema's revision (inside :meth:`Backend.connecting_untouched`, then
+    :meth:`Backend.settle_reader`) and then serves the first read, and an admin connection is
+    made only to upgrade. Without it, opening reads the revision (and upgrades) on an admin
+    connection. Either way the writer connects at its first write, and a store that only reads
+    never does."""
+    opens_on_loop: bool = False
+    """Whether such an open may run on its caller's event loop when it waits for nothing: the
+    database exists, its first connection (a :meth:`Backend.link`) takes no lock another holds,
+    and it is at head with nothing to settle. Anything else opens on a reader thread, as without
+    it (:meth:`~soong_store.store.runtime.StoreRuntime.open`)."""
+    places_pairs: bool = False
+    """Whether idle sessions' pairs move to files of their own (shards); else all stay put. A
+    backend that says so is also a :class:`ShardFiles` (:func:`shard_files`)."""
+    names_parameters: bool = False
+    """Whether the driver runs SQL text with ``:name`` parameters given as a mapping, as it is
+    (:meth:`~soong_store.backends.prepared.Prepared.written` then skips compiling it)."""
+    orders_text_by_bytes: bool = False
+    """Whether text compares byte by byte (a ``BINARY`` collation), so that the strings with a
+    prefix are also a range of an index on them."""
 
 
 class Backend(ABC):
@@ -60,32 +113,13 @@ class Backend(ABC):
     """The SQLAlchemy dialect name served (``url.get_backend_name()``); defining it registers."""
     title: ClassVar[str]
     """The database's name for people ("SQLite")."""
-    fold_case: ClassVar[bool] = False
-    """Whether the database treats table names that differ only in case as one name."""
-    read_connections: ClassVar[int] = 4
-    """How many reader threads a store runs, and so the size of its read pool."""
-    reads_on_loop: ClassVar[bool] = False
-    """Whether a small read may run on its caller's event loop (:mod:`soong_store.read.on_loop`), on
-    an idle connection of the reader threads: only where a read waits for no server and
-    :meth:`wait_for_locks` can stop it waiting for a lock."""
-    alters_by_rebuild: ClassVar[bool] = False
-    """Whether changing a table means rebuilding it (Alembic's batch mode in revisions)."""
-    opens_on_reader: ClassVar[bool] = False
-    """Whether a store opens on one read connection: the read pool's first connection reads the
-    schema's revision (inside :meth:`connecting_untouched`, then :meth:`settle_reader`) and then
-    serves the first read, and an admin connection is made only to upgrade. Without it, opening
-    reads the revision (and upgrades) on an admin connection. Either way the writer connects at
-    its first write, and a store that only reads never does."""
-    opens_on_loop: ClassVar[bool] = False
-    """Whether such an open may run on its caller's event loop when it waits for nothing: the
-    database exists, its first connection (a :meth:`link`) takes no lock another holds, and it
-    is at head with nothing to settle. Anything else opens on a reader thread, as without it
-    (:meth:`~soong_store.store.runtime.StoreRuntime.open`)."""
-    places_pairs: ClassVar[bool] = False
-    """Whether idle sessions' pairs move to files of their own (shards); else all stay put."""
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    """What this engine can do (:class:`Capabilities`); one record per backend."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.capabilities.places_pairs and not issubclass(cls, ShardFiles):
+            raise TypeError(f"{cls.__name__} places pairs: it must be a ShardFiles too")
         name = cls.__dict__.get("name")
         if isinstance(name, str):
             _REGISTRY[name] = cls
@@ -173,29 +207,30 @@ class Backend(ABC):
         """
         return None
 
+    @final
     @property
     def commits_on_loop(self) -> bool:
         """Whether the writer may run a batch on its callers' event loop thread while idle.
 
-        Only where a commit waits for neither the disk nor a server, the write connection
-        leaves its housekeeping (:meth:`checkpoint`) to the writer's thread, and no
-        :meth:`commit_token` is kept (a lost answer to a commit is then taken as done, on the
-        loop as on the thread). No by default.
+        At this backend's durability, as its capabilities say (:attr:`Capabilities.loop_commits`).
         """
-        return False
+        return self.durability in self.capabilities.loop_commits
 
-    # -- what the dialect does on any connection ------------------------------------------
+    # -- what the engine does on any connection -------------------------------------------
+    # (classify is the hook; the six after it derive from it and are the same for every engine)
 
     @classmethod
     def classify(cls, exc: BaseException) -> ErrorKind | None:
         """What a driver error (or SQLAlchemy's wrapper of one) means; ``None``: nothing known."""
         return None
 
+    @final
     @classmethod
     def is_busy(cls, exc: BaseException) -> bool:
         """Whether ``exc`` means "another connection holds the lock: try again"."""
         return cls.classify(exc) is ErrorKind.BUSY
 
+    @final
     @classmethod
     def is_transient(cls, exc: BaseException) -> bool:
         """Whether the same work may succeed when tried again: busy, or the connection was lost.
@@ -206,21 +241,25 @@ class Backend(ABC):
         """
         return cls.classify(exc) in (ErrorKind.BUSY, ErrorKind.LOST)
 
+    @final
     @classmethod
     def is_lost(cls, exc: BaseException) -> bool:
         """Whether ``exc`` says the connection to the database failed or was cut."""
         return cls.classify(exc) is ErrorKind.LOST
 
+    @final
     @classmethod
     def is_missing_table(cls, exc: BaseException) -> bool:
         """Whether ``exc`` says a statement named a table that does not exist."""
         return cls.classify(exc) is ErrorKind.MISSING_TABLE
 
+    @final
     @classmethod
     def translate(cls, exc: BaseException) -> SoongStoreError:
         """The soong_store error that stands for ``exc`` (see :func:`translate`)."""
         return translation.translate(exc, (cls,))
 
+    @final
     @classmethod
     def translated(cls) -> Translated:
         """Re-raise every error of the block as a soong_store error (see :func:`translated`)."""
@@ -275,7 +314,8 @@ class Backend(ABC):
         """Whether taking a lock waits for another holder (else it fails as busy).
 
         A batch or a read run on an event loop must not wait there; the threads wait as usual.
-        Only a backend whose :attr:`commits_on_loop` or :attr:`reads_on_loop` is true is asked.
+        Only a backend whose :attr:`commits_on_loop` or :attr:`Capabilities.reads_on_loop` is
+        true is asked.
         """
         return None
 
@@ -302,68 +342,21 @@ class Backend(ABC):
         return True
 
     @classmethod
-    def attached_as(cls, connection: Connection, file: str) -> str | None:
-        """The schema name under which ``file`` is attached to ``connection`` (``None``: not)."""
-        return None
-
-    @classmethod
-    def attached_files(cls, connection: Connection) -> list[str]:
-        """The files attached to ``connection``, least recently used first."""
-        return []
-
-    @classmethod
-    def attach(cls, connection: Connection, file: str) -> str:
-        """Attach ``file`` (relative to the database's folder) outside any transaction."""
-        raise StorageError(f"{cls.title} keeps every pair in its database: nothing to attach")
-
-    @classmethod
-    def detach(cls, connection: Connection, file: str) -> None:
-        """Detach ``file`` if it is attached (outside any transaction)."""
-        return None  # nothing is ever attached where pairs stay put
-
-    def file_engine(self, file: str, main_as: str) -> Engine:
-        """An engine on ``file`` beside the database, the database attached as ``main_as``."""
-        raise StorageError(f"{self.title} keeps every pair in its database")
-
-    def shard_files_on_disk(self) -> list[str]:
-        """The shard files beside the database, as the catalog names them (none here)."""
-        return []
-
-    def remove_shard_file(self, file: str) -> None:
-        """Remove a shard file no catalog row, journal row or ``shard_files`` row names."""
-        raise StorageError(f"{self.title} keeps every pair in its database")
-
-    def shards_marked_at(self, revision: str) -> bool:
-        """Whether, without reading them, no shard file can be past ``revision`` (cheap)."""
-        return True
-
-    def refuse_shards_ahead(self, revision: str) -> None:
-        """Refuse (``SchemaVersionError``) a shard file past ``revision``, the database's."""
-        return None
-
-    @classmethod
     def add_column(cls, connection: Connection, tables: set[str], definition: str) -> None:
         """Add the nullable column ``definition`` to those of ``tables`` that exist.
 
         One ``ALTER TABLE`` each, in the caller's transaction.
         """
-        for name in sorted(tables & set(cls.table_names(connection))):
+        for name in sorted(tables & set(inspect(connection).get_table_names())):
             connection.exec_driver_sql(f'ALTER TABLE "{name}" ADD COLUMN {definition}')
 
     @classmethod
-    def table_names(cls, connection: Connection, schema: str | None = None) -> list[str]:
-        """The tables of the database (or of one schema), leaving out the database's own."""
-        return list(inspect(connection).get_table_names(schema=schema))
-
-    @classmethod
     @abstractmethod
-    def integrity_problems(cls, connection: Connection) -> list[str]:
-        """The database's own check of its storage: one line per problem, none when sound."""
-
-    @classmethod
     def integrity(cls, connection: Connection) -> Integrity:
-        """The database's own check with notes on what it covered (``check`` reports both)."""
-        return Integrity(cls.integrity_problems(connection))
+        """The database's own check of its storage, with notes on what it covered.
+
+        One problem per line, none when sound; ``check`` reports the problems and the notes.
+        """
 
     @classmethod
     @abstractmethod
@@ -371,17 +364,75 @@ class Backend(ABC):
         """Rows that break a foreign key (schema work may run with enforcement off)."""
 
     @classmethod
-    def search_dialect(cls) -> SearchDialect:
+    def searcher(cls) -> Searcher:
         """How this database answers a full-text search (``StorageError``: it cannot yet)."""
         raise StorageError(f"search is not available on {cls.title} yet")
 
+
+class ShardFiles(ABC):
+    """The optional part of a backend whose pairs move to files of their own (shards).
+
+    A backend whose :attr:`Capabilities.places_pairs` is true derives from this too (defining it
+    otherwise fails); :func:`shard_files` and :func:`shard_files_of` hand it out. Files are named
+    relative to the database's folder (``shards/0001.sqlite``), as the catalog names them. A
+    connection reads a shard by attaching it, outside any transaction.
+    """
+
     @classmethod
     @abstractmethod
-    def snapshot(cls, connection: Connection) -> dict[str, Any]:
-        """The schema and every table's rows, in an order of their own: equal means unchanged.
+    def attached_as(cls, connection: Connection, file: str) -> str | None:
+        """The schema name under which ``file`` is attached to ``connection`` (``None``: not)."""
 
-        For tests that prove a refused call changed nothing.
-        """
+    @classmethod
+    @abstractmethod
+    def attached_files(cls, connection: Connection) -> list[str]:
+        """The files attached to ``connection``, least recently used first."""
+
+    @classmethod
+    @abstractmethod
+    def attach(cls, connection: Connection, file: str) -> str:
+        """Attach ``file`` outside any transaction; the schema name it is attached under."""
+
+    @classmethod
+    @abstractmethod
+    def detach(cls, connection: Connection, file: str) -> None:
+        """Detach ``file`` if it is attached (outside any transaction)."""
+
+    @classmethod
+    @abstractmethod
+    def linked_files(cls, connection: Connection) -> list[str]:
+        """The links standing where shard files live (the store refuses them; check reports)."""
+
+    @abstractmethod
+    def file_engine(self, file: str, main_as: str) -> Engine:
+        """An engine on ``file`` beside the database, the database attached as ``main_as``."""
+
+    @abstractmethod
+    def files_on_disk(self) -> list[str]:
+        """The shard files beside the database, those SQLite's leftovers name included."""
+
+    @abstractmethod
+    def remove_file(self, file: str) -> None:
+        """Remove a shard file no catalog row, journal row or ``shard_files`` row names."""
+
+    @abstractmethod
+    def marked_at(self, revision: str) -> bool:
+        """Whether, without reading them, no shard file can be past ``revision`` (cheap)."""
+
+    @abstractmethod
+    def refuse_ahead(self, revision: str) -> None:
+        """Refuse (``SchemaVersionError``) a shard file past ``revision``, the database's."""
+
+
+def shard_files(backend: Backend) -> ShardFiles | None:
+    """The shard part of a backend; ``None`` where it keeps every pair in its database."""
+    return cast(ShardFiles, backend) if backend.capabilities.places_pairs else None
+
+
+def shard_files_of(bind: Link | Engine) -> type[ShardFiles] | None:
+    """:func:`shard_files` of the backend a connection or engine talks to, for its connections."""
+    cls = backend_class(bind.dialect.name)  # as backend_class_of: this runs on the writer's path
+    return cast(type[ShardFiles], cls) if cls.capabilities.places_pairs else None
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -417,7 +468,7 @@ def open_backend(
     return cls(parsed, durability=durability, module=module, retry=retry)
 
 
-def dialect_of(bind: Link | Engine) -> type[Backend]:
+def backend_class_of(bind: Link | Engine) -> type[Backend]:
     """The backend of the database a connection or engine talks to."""
     return backend_class(bind.dialect.name)
 
@@ -427,23 +478,23 @@ def lock_session(connection: Connection, session_id: str) -> bool | None:
 
     Returns whether the session's row exists, when the backend's lock tells (``None``: not known).
     """
-    return dialect_of(connection).lock_session(connection, session_id)
+    return backend_class_of(connection).lock_session(connection, session_id)
 
 
 def lock_files(connection: Connection) -> None:
     """Take the artifact-file lock in the connection's transaction (its backend's hook)."""
-    dialect_of(connection).lock_files(connection)
+    backend_class_of(connection).lock_files(connection)
 
 
-def translate(exc: BaseException, dialect: type[Backend] | None = None) -> SoongStoreError:
+def translate(exc: BaseException, backend: type[Backend] | None = None) -> SoongStoreError:
     """The soong_store error that stands for ``exc`` (:func:`.translation.translate`).
 
-    A driver error is classified by ``dialect``, or with none at hand by whichever registered
+    A driver error is classified by ``backend``, or with none at hand by whichever registered
     backend recognises it.
     """
-    return translation.translate(exc, _REGISTRY.values() if dialect is None else (dialect,))
+    return translation.translate(exc, _REGISTRY.values() if backend is None else (backend,))
 
 
-def translated(dialect: type[Backend] | None = None) -> Translated:
+def translated(backend: type[Backend] | None = None) -> Translated:
     """Re-raise every error of the block as a soong_store error (see :class:`.Translated`)."""
-    return Translated(_REGISTRY.values() if dialect is None else (dialect,))
+    return Translated(_REGISTRY.values() if backend is None else (backend,))

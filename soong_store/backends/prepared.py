@@ -25,6 +25,7 @@ from sqlalchemy.engine.interfaces import BindTyping, DBAPICursor
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ClauseElement
 
+from soong_store.backends.base import backend_class
 from soong_store.backends.link import Link
 
 
@@ -60,8 +61,8 @@ class Prepared:
     ) -> Prepared:
         """SQL text with ``:name`` parameters, for ``dialect``; ``columns`` names its result's.
 
-        ``fixed`` gives parameters the statement carries itself. SQLite's driver takes
-        ``:name`` parameters from a mapping as they are, so there the text is used unchanged;
+        ``fixed`` gives parameters the statement carries itself. A driver that takes ``:name``
+        parameters from a mapping as they are (SQLite's) gets the text unchanged;
         compiling it as a ``text()`` clause cost ~0.1 ms a statement of a new process's first
         read or write. Other dialects get the text compiled to their parameter style.
         """
@@ -128,8 +129,11 @@ class Prepared:
 
 
 def takes_names(dialect: Dialect) -> bool:
-    """Whether ``dialect``'s driver runs ``:name`` parameters given as a mapping (SQLite's)."""
-    return dialect.name == "sqlite"
+    """Whether ``dialect``'s driver runs ``:name`` parameters given as a mapping (SQLite's).
+
+    As its backend's capabilities say (:attr:`.base.Capabilities.names_parameters`).
+    """
+    return backend_class(dialect.name).capabilities.names_parameters
 
 
 def bare_binds(dialect: Dialect) -> bool:

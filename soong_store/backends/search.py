@@ -1,6 +1,6 @@
 """What a search is narrowed to, and how a database answers one: the seam search runs through.
 
-:class:`SearchDialect` is what ``Backend.search_dialect()`` returns (SQLite's FTS5 side in
+:class:`Searcher` is what ``Backend.searcher()`` returns (SQLite's FTS5 side in
 :mod:`~soong_store.backends.sqlite.search`, PostgreSQL's in
 :mod:`~soong_store.backends.postgresql.search`); it lives apart from the index's table
 (:mod:`~soong_store.search.index`) so that the backends can name it without importing what imports
@@ -30,7 +30,7 @@ class Filters:
     def clause(self, params: dict[str, Any]) -> str:
         """`` AND column = :name`` for each filter given (``t``: search_text, ``a``: agents).
 
-        The values go into ``params``, so a dialect's query only appends the clause.
+        The values go into ``params``, so a searcher's query only appends the clause.
         """
         where = ""
         for name, column in _FILTER_COLUMNS:
@@ -49,8 +49,8 @@ _FILTER_COLUMNS = (
 )
 
 
-class SearchDialect(Protocol):
-    """How one database answers a search over ``search_text`` (``Backend.search_dialect()``)."""
+class Searcher(Protocol):
+    """How one database answers a search over ``search_text`` (``Backend.searcher()``)."""
 
     def check_ready(self, connection: Connection) -> None:
         """Raise ``StorageError`` saying why this database cannot search, if it cannot."""

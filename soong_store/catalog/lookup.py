@@ -25,10 +25,11 @@ from sqlalchemy import (
     Engine,
     bindparam,
     delete,
+    inspect,
     select,
 )
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class_of, shard_files_of
 from soong_store.backends.link import Link, engine_connection
 from soong_store.backends.values import BeforeBegin
 from soong_store.catalog.placement import (
@@ -93,10 +94,15 @@ def stored_tables(connection: Connection, file: str = MAIN) -> StoredTables:
     For a shard not attached to ``connection`` this raises
     :class:`~soong_store.backends.values.BeforeBegin` (attach it, then read again).
     """
-    dialect = dialect_of(connection)
+    fold_case = backend_class_of(connection).capabilities.fold_case
     schema = None if file == MAIN else attached_alias(connection, file)
-    found = [n for n in dialect.table_names(connection, schema) if is_session_table(n)]
-    return StoredTables(found, fold_case=dialect.fold_case)
+    found = [n for n in table_names(connection, schema) if is_session_table(n)]
+    return StoredTables(found, fold_case=fold_case)
+
+
+def table_names(connection: Connection, schema: str | None = None) -> list[str]:
+    """The tables of the database (or of one schema), leaving out the database's own."""
+    return list(inspect(connection).get_table_names(schema=schema))
 
 
 # -- placement: which sessions have a pair, and where -------------------------------------
@@ -196,7 +202,9 @@ def drop_pair(connection: Connection, session_id: str) -> None:
     forget_pair(connection.engine, session_id)
     place = placement(connection, session_id)
     # Named in the main database: an unqualified name the main file lacks finds a shard's.
-    tables = session_tables(session_id, MAIN if dialect_of(connection).places_pairs else None)
+    tables = session_tables(
+        session_id, MAIN if backend_class_of(connection).capabilities.places_pairs else None
+    )
     if (place is not None and place[0] == MAIN) or tables.exist(connection):
         for table in (tables.events, tables.nodes):
             table.drop(connection, checkfirst=True)
@@ -234,7 +242,8 @@ def knows_pair(connection: Connection, session_id: str) -> bool:
     shows as a missing table, and the writer then forgets it and asks the catalog. Not while a
     shard is attached: a name the main database lacks would then find the shard's copy.
     """
-    if dialect_of(connection).attached_files(connection):
+    shards = shard_files_of(connection)
+    if shards is not None and shards.attached_files(connection):
         return False
     known = _known.get(connection.engine)
     if known is None or session_id not in known:

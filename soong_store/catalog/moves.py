@@ -20,7 +20,7 @@ holding a whole copy of the epoch it names; ``session_moves`` journals each move
   move them on into the shard being filled. The shard being filled (the last) is never
   reclaimed, so no shard's name is ever used twice: a reader may hold a removed file attached.
 
-Only SQLite moves pairs (:attr:`~soong_store.backends.base.Backend.places_pairs`); on every
+Only SQLite moves pairs (:attr:`~soong_store.backends.base.Capabilities.places_pairs`); on every
 other backend the catalog names the main database for every session and nothing here runs.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, delete, func, inspect, select, update
 
-from soong_store.backends.base import Backend, dialect_of
+from soong_store.backends.base import Backend, shard_files
 from soong_store.backends.values import BeforeBegin
 from soong_store.catalog import lookup as catalog
 from soong_store.catalog import pair_text
@@ -102,7 +102,7 @@ def bring_back(connection: Connection, session_id: str) -> None:
     if place is None or place[0] == MAIN:
         return
     file, epoch = place
-    alias = dialect_of(connection).attached_as(connection, file)
+    alias = pair_files.shards_of(connection).attached_as(connection, file)
     if alias is None:
         raise BeforeBegin(partial(_attach, file=file), f"attach {file}")
     if pair_files.move_of(connection, session_id) is not None:
@@ -181,9 +181,9 @@ def _settle(connection: Connection, session_id: str) -> set[str]:
 
 def _drop_copy(connection: Connection, session_id: str, file: str, row: dict[str, Any]) -> bool:
     """Drop the copy of a session's pair in shard ``file`` (one commit of that file)."""
-    dialect = dialect_of(connection)
+    shards = pair_files.shards_of(connection)
     try:
-        dialect.attach(connection, file)
+        shards.attach(connection, file)
     except StorageError:  # no such file: nothing to drop there
         return True
     with connection.begin():
@@ -191,7 +191,7 @@ def _drop_copy(connection: Connection, session_id: str, file: str, row: dict[str
             return False
         if _where(connection, session_id) == file:
             return True
-        alias = dialect.attached_as(connection, file)
+        alias = shards.attached_as(connection, file)
         assert alias is not None
         pair_text.drop(connection, session_id, alias)
         pairs = shard_pairs(alias)
@@ -280,7 +280,7 @@ def archive(
 def _move_out(
     connection: Connection, shard: ShardConnection, file: str, claimed: list[str], limits: Limits
 ) -> None:
-    dialect_of(connection).detach(connection, file)  # L must not hold the shard's lock
+    pair_files.shards_of(connection).detach(connection, file)  # L must not hold the shard's lock
     with connection.begin():  # L: the main file's write lock, held until T2 commits
         moving: list[tuple[str, int]] = []
         for session_id in claimed:
@@ -397,12 +397,13 @@ def _remove_strays(connection: Connection, backend: Backend) -> None:
     The lock keeps any move (its T1 creates a file, under that lock, once journaled) out
     meanwhile; nothing is written, so the transaction ends in a rollback.
     """
-    on_disk = backend.shard_files_on_disk()
+    files = shard_files(backend)
+    assert files is not None  # the maintenance runs only where pairs are placed
+    on_disk = files.files_on_disk()
     if not on_disk:
         return
-    dialect = dialect_of(connection)
-    for file in dialect.attached_files(connection):
-        dialect.detach(connection, file)
+    for file in files.attached_files(connection):
+        files.detach(connection, file)
     with connection.begin() as transaction:
         listed = set(connection.execute(select(shard_files_table.c.file)).scalars())
         for file in on_disk:
@@ -410,7 +411,7 @@ def _remove_strays(connection: Connection, backend: Backend) -> None:
                 continue
             if connection.execute(select(_is_named(file))).scalar():
                 continue  # a move's T1 left it: recovery settles that row first
-            backend.remove_shard_file(file)
+            files.remove_file(file)
             _step("reclaim:removed")
         transaction.rollback()
 
@@ -418,7 +419,7 @@ def _remove_strays(connection: Connection, backend: Backend) -> None:
 def _empty_sparse(connection: Connection, file: str, limits: Limits) -> None:
     """Bring a batch of a sparse shard's pairs back to the main file (one main commit)."""
     pair_files.attach(connection, file)
-    if dialect_of(connection).attached_as(connection, file) is None:
+    if pair_files.shards_of(connection).attached_as(connection, file) is None:
         return  # gone meanwhile
     journaled = select(_moves.session_id).where(_moves.session_id == _files.session_id)
     with connection.begin():
@@ -569,7 +570,7 @@ class Maintenance:
             return True
         if (grew or self._left is None or self._left) and self._reclaim(connection, limits):
             return True
-        dialect = dialect_of(connection)
-        for file in dialect.attached_files(connection):
-            dialect.detach(connection, file)
+        shards = pair_files.shards_of(connection)
+        for file in shards.attached_files(connection):
+            shards.detach(connection, file)
         return False

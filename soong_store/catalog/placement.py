@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import ShardFiles, backend_class_of, shard_files_of
 from soong_store.backends.link import Link
 from soong_store.backends.prepared import Prepared, Runner
 from soong_store.backends.sqlite import files as sqlite_files
@@ -169,7 +169,7 @@ def attach(connection: Connection, file: str) -> None:
     One still named by the catalog is missing, and says so.
     """
     try:
-        dialect_of(connection).attach(connection, file)
+        shards_of(connection).attach(connection, file)
     except StorageError as exc:
         if getattr(exc, "file", None) != file:
             raise
@@ -185,10 +185,24 @@ def look_again(connection: Connection) -> None:
 
 def attached_alias(connection: Connection, file: str) -> str:
     """The alias shard ``file`` is attached as (``BeforeBegin`` to attach it first)."""
-    alias = dialect_of(connection).attached_as(connection, file)
+    alias = shards_of(connection).attached_as(connection, file)
     if alias is None:
         raise BeforeBegin(partial(attach, file=file), f"attach {file}")
     return alias
+
+
+def shards_of(connection: Connection) -> type[ShardFiles]:
+    """The shard part of the connection's backend, where a pair is placed in a shard file.
+
+    Raises:
+        StorageError: the backend keeps every pair in its database (no catalog row names a
+            shard there).
+    """
+    found = shard_files_of(connection)
+    if found is None:
+        title = backend_class_of(connection).title
+        raise StorageError(f"{title} keeps every pair in its database")
+    return found
 
 
 def shard_copies(connection: Connection, file: str) -> dict[str, int]:

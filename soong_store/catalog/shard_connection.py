@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, Engine
 
-from soong_store.backends.base import Backend
+from soong_store.backends.base import Backend, shard_files
 
 HOT_AS = "hot"
 """The alias of the main database on a shard's own connection."""
@@ -35,7 +35,9 @@ class ShardConnection:
         if self._connection is not None and self._file == file:
             return self._connection
         self.close()
-        engine = self._backend.file_engine(file, HOT_AS)
+        files = shard_files(self._backend)
+        assert files is not None  # only a backend that places pairs moves them
+        engine = files.file_engine(file, HOT_AS)
         try:
             self._connection = engine.connect()
         except BaseException:

@@ -19,9 +19,8 @@ from sqlalchemy import Column, Connection, MetaData, Select, Table, Text, bindpa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import SQLAlchemyError
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class, shard_files_of
 from soong_store.backends.prepared import Prepared, Runner
-from soong_store.backends.sqlite import files as sqlite_files
 from soong_store.backends.values import BeforeBegin
 from soong_store.catalog import placement as pair_files
 from soong_store.catalog.lookup import MAIN, StoredTables, stored_tables
@@ -116,12 +115,12 @@ class Shard:
 
 def shard_links(connection: Connection) -> list[Problem]:
     """A link where shard files live: the store refuses it (it never follows one), say where."""
-    if not dialect_of(connection).places_pairs:
+    shards = shard_files_of(connection)
+    if shards is None:
         return []
-    home = sqlite_files.folder(connection)
     return [
         Problem("shard_link", None, (name,), f"{name} is a symbolic link: the store refuses it")
-        for name in sqlite_files.shard_links(home)
+        for name in shards.linked_files(connection)
     ]
 
 
@@ -196,11 +195,13 @@ _INDEXED = select(search_text_table.c.node_id, search_text_table.c.body).where(
 def _named(dialect: Dialect) -> Select[Any]:
     """The paths under a session's folder that artifact rows name.
 
-    On SQLite (``BINARY`` collation) those paths are also a range of the path index, from the
-    folder's ``sid/`` to ``sid0`` (``0`` follows ``/``): a seek instead of a scan of every
-    artifact's path for each session checked. The ``substr`` test stays the one that decides.
+    Where text compares byte by byte (SQLite's ``BINARY`` collation:
+    :attr:`~soong_store.backends.base.Capabilities.orders_text_by_bytes`) those paths are also a
+    range of the path index, from the folder's ``sid/`` to ``sid0`` (``0`` follows ``/``): a seek
+    instead of a scan of every artifact's path for each session checked. The ``substr`` test
+    stays the one that decides.
     """
-    if dialect.name != "sqlite":
+    if not backend_class(dialect.name).capabilities.orders_text_by_bytes:
         return _NAMED
     path = artifacts_table.c.path
     return _NAMED.where(path >= bindparam("p_prefix"), path < bindparam("p_after"))

@@ -30,11 +30,11 @@ from typing import Literal, cast
 
 from sqlalchemy import Connection, Engine, select
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class_of
 from soong_store.backends.sqlite import files as sqlite_files
 from soong_store.backends.sqlite.backend import make_engine
-from soong_store.backends.sqlite.files import SHARD_FOLDER
 from soong_store.backends.sqlite.shards import ahead_error, ancestors, known, write_mark
+from soong_store.catalog.lookup import table_names
 from soong_store.catalog.placement import set_shard_revision, shard_revision
 from soong_store.errors import InvalidArgument
 from soong_store.model.ids import check_session_id
@@ -56,7 +56,7 @@ _COLUMN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 def stored_session_ids(connection: Connection) -> list[str]:
     """The ids of the sessions with a ``nodes_``/``events_`` table in the connection's database."""
-    owners = {table_owner(name) for name in dialect_of(connection).table_names(connection) if name}
+    owners = {table_owner(name) for name in table_names(connection) if name}
     return sorted(check_session_id(owner) for owner in owners if owner is not None)
 
 
@@ -76,7 +76,7 @@ def upgrade_pairs(connection: Connection, revision: str, change: PairChange) -> 
     """
     started = time.perf_counter()
     change(connection, stored_session_ids(connection))
-    if not dialect_of(connection).places_pairs:
+    if not backend_class_of(connection).capabilities.places_pairs:
         return
     database = sqlite_files.folder(connection)
     files = shard_file_names(connection, database)
@@ -96,10 +96,12 @@ def upgrade_pairs(connection: Connection, revision: str, change: PairChange) -> 
 
 
 def shard_file_names(connection: Connection, database: Path) -> list[str]:
-    """Every shard file: those the catalog lists and those on disk (a move's T1 may leave one)."""
+    """Every shard file: those the catalog lists and those on disk (a move's T1 may leave one).
+
+    Links on disk are listed too, so that the upgrade meets them and refuses them.
+    """
     listed = set(connection.execute(select(shard_files_table.c.file)).scalars())
-    found = {f"{SHARD_FOLDER}/{p.name}" for p in (database / SHARD_FOLDER).glob("*.sqlite")}
-    return sorted(listed | found)
+    return sorted(listed | set(sqlite_files.files_on_disk(database, links=True)))
 
 
 def _upgrade_shard(
@@ -162,7 +164,7 @@ def add_column(kind: Literal["nodes", "events"], column: str, type_: str = "INTE
     definition = f'"{column}" {type_}'
 
     def change(connection: Connection, session_ids: list[str]) -> None:
-        dialect_of(connection).add_column(
+        backend_class_of(connection).add_column(
             connection, {prefix + sid for sid in session_ids}, definition
         )
 

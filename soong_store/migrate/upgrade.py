@@ -23,11 +23,11 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from soong_store.backends.base import Backend, dialect_of, open_backend
+from soong_store.backends.base import Backend, backend_class_of, open_backend, shard_files
 from soong_store.backends.link import Link
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.sqlite.shards import marked_at, refuse_shards_ahead, write_mark
-from soong_store.catalog.lookup import paired_session_ids
+from soong_store.catalog.lookup import paired_session_ids, table_names
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.home import HEAD_REVISION
 from soong_store.migrate.pairs import MIGRATION_LOGGER, PairChange, add_column, upgrade_pairs
@@ -96,7 +96,7 @@ def current_revision(url_or_engine: str | URL | Engine) -> str | None:
     """
     if not isinstance(url_or_engine, Engine) and not open_backend(url_or_engine).database_exists():
         return None
-    with _admin(url_or_engine) as (engine, _retry), dialect_of(engine).translated():
+    with _admin(url_or_engine) as (engine, _retry), backend_class_of(engine).translated():
         rows = _read_revisions(engine)
     if not rows:
         return None
@@ -134,7 +134,7 @@ def _read_revisions(engine: Engine) -> list[str] | None:
         finally:
             cursor.close()
     except error as exc:
-        if dialect_of(engine).is_missing_table(exc):
+        if backend_class_of(engine).is_missing_table(exc):
             return None
         raise DBAPIError.instance(_REVISION_QUERY, (), exc, error, dialect=engine.dialect) from exc
     finally:
@@ -157,7 +157,8 @@ def link_at_head(link: Link) -> bool:
 
 def shards_marked_at_head(backend: Backend) -> bool:
     """Whether no shard file can be past head, known without reading one (the open on a loop)."""
-    return backend.shards_marked_at(HEAD_REVISION)
+    files = shard_files(backend)
+    return files is None or files.marked_at(HEAD_REVISION)
 
 
 def refuse_shards_past_head(backend: Backend) -> None:
@@ -166,7 +167,9 @@ def refuse_shards_past_head(backend: Backend) -> None:
     Raises:
         SchemaVersionError: a shard is at a revision this code does not know; it names it.
     """
-    backend.refuse_shards_ahead(HEAD_REVISION)
+    files = shard_files(backend)
+    if files is not None:
+        files.refuse_ahead(HEAD_REVISION)
 
 
 def _stored_revision(engine: Engine) -> str | None:
@@ -250,7 +253,7 @@ def _admin(url_or_engine: str | URL | Engine) -> Iterator[tuple[Engine, RetryPol
 
 
 def _upgrade_locked(engine: Engine, revision: str, retry: RetryPolicy) -> None:
-    dialect = dialect_of(engine)
+    dialect = backend_class_of(engine)
 
     def attempt() -> None:
         with _ALEMBIC_LOCK, engine.connect() as connection, connection.begin():
@@ -268,7 +271,7 @@ def _settle_mark(connection: Connection, dialect: type[Backend]) -> None:
     """
     from alembic.runtime.migration import MigrationContext
 
-    if not dialect.places_pairs:
+    if not dialect.capabilities.places_pairs:
         return
     from soong_store.backends.sqlite import files as sqlite_files
 
@@ -292,7 +295,7 @@ def _upgrade_in_transaction(connection: Connection, revision: str, dialect: type
     script = ScriptDirectory.from_config(config)
     current = MigrationContext.configure(connection).get_current_revision()
     if current is None:
-        foreign = [name for name in dialect.table_names(connection) if name != "alembic_version"]
+        foreign = [name for name in table_names(connection) if name != "alembic_version"]
         if foreign:
             shown = ", ".join(sorted(foreign)[:5])
             raise SchemaVersionError(

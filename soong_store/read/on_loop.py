@@ -3,7 +3,7 @@
 A timeline page or a path's tail takes a few hundred µs of SQLite and Python; handing it to a
 reader thread and back cost ~0.15 ms more on the machine ``docs/performance.md`` measures (a
 thread woken on the other CPU, then the loop in turn). Where the backend allows it
-(:attr:`~soong_store.backends.base.Backend.reads_on_loop`), a read the store marks small runs
+(:attr:`~soong_store.backends.base.Capabilities.reads_on_loop`), a read the store marks small runs
 on the loop's thread, on a read connection the reader threads leave idle, as the writer runs
 its batches there at durability ``normal``. The loop must not wait, so:
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class_of
 from soong_store.backends.link import Link, engine_connection
 from soong_store.backends.values import DataVersion, ReadOnAThread
 from soong_store.errors import NotFound
@@ -248,7 +248,7 @@ class PathCache:
 
 def _version(connection: Link, budget: int | None) -> DataVersion | None:
     """Where the read's snapshot stands; ``None``: no cache (refused to a read with a budget)."""
-    version = dialect_of(connection).data_version(connection)
+    version = backend_class_of(connection).data_version(connection)
     if version is None and budget is not None:
         raise ReadOnAThread("no cache to bound the read by")
     return version

@@ -11,8 +11,8 @@ the transaction that deletes it (:func:`unindex_session`). A node without text g
 Its table is the backend's, not Alembic's models': revision 0004 creates it with what the
 backend adds over it (SQLite: an FTS5 index reading it as external content, kept by triggers),
 so autogenerate skips every table named ``search_*`` (:func:`is_search_table`). How a query runs
-is the backend's (:class:`~soong_store.backends.search.SearchDialect`, from
-``Backend.search_dialect()``).
+is the backend's (:class:`~soong_store.backends.search.Searcher`, from
+``Backend.searcher()``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class_of
 from soong_store.backends.prepared import Prepared, Runner
 from soong_store.search.text import node_text
 
@@ -93,7 +93,7 @@ def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -
         chunk = rows[start : start + _CHUNK]
         params = {f"{name}_{i}": row[name] for i, row in enumerate(chunk) for name in _COLUMNS}
         db.execute(_insert(connection.dialect, len(chunk)), params)
-    dialect_of(connection).search_dialect().noted(connection, len(rows))
+    backend_class_of(connection).searcher().noted(connection, len(rows))
 
 
 def unindex_session(connection: Connection, session_id: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class_of
 from soong_store.backends.search import Filters
 from soong_store.errors import SoongStoreError
 from soong_store.model.search import SearchHit
@@ -34,16 +34,16 @@ def search(
     the index raise :class:`IndexBehind`, unless ``caught_up``: the writer has just taken them
     in, and rows noted since are of writes that came after the search was called.
     """
-    dialect = dialect_of(connection).search_dialect()
-    dialect.check_ready(connection)
+    searcher = backend_class_of(connection).searcher()
+    searcher.check_ready(connection)
     if query.empty:
         return []
-    if not caught_up and dialect.behind(connection):
+    if not caught_up and searcher.behind(connection):
         raise IndexBehind("the search index has rows to take in first")
-    rows = dialect.hits(connection, query, filters, limit, offset)
+    rows = searcher.hits(connection, query, filters, limit, offset)
     return [SearchHit.model_validate(row) for row in rows]
 
 
 def catch_up(connection: Connection) -> None:
     """The writer job that takes the rows waiting for the index in (before a search runs)."""
-    dialect_of(connection).search_dialect().catch_up(connection)
+    backend_class_of(connection).searcher().catch_up(connection)

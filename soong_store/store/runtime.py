@@ -147,7 +147,9 @@ class StoreRuntime:
         self.check_process()
         if self._open:
             return
-        readers = ReaderThreads(None, self.backend.read_connections, "soong-store-read")
+        readers = ReaderThreads(
+            None, self.backend.capabilities.read_connections, "soong-store-read"
+        )
         if not self._open_on_loop(readers):
             await readers.submit(partial(self._open_once, readers))
 
@@ -163,7 +165,7 @@ class StoreRuntime:
         rebuild of the WAL's index.
         """
         backend = self.backend
-        if not backend.opens_on_loop or not backend.database_exists():
+        if not backend.capabilities.opens_on_loop or not backend.database_exists():
             return False
         if not self._opening.acquire(blocking=False):
             return False
@@ -224,7 +226,7 @@ class StoreRuntime:
         backend = self.backend
         # Each engine refuses an unusable driver (too old a SQLite, no psycopg) before anything
         # is created.
-        read_engine = backend.engine("read") if backend.opens_on_reader else None
+        read_engine = backend.engine("read") if backend.capabilities.opens_on_reader else None
         try:
             if self.makes_home:
                 ensure_home(self.home)
@@ -263,7 +265,7 @@ class StoreRuntime:
     def _bind(self, readers: ReaderThreads) -> None:
         """The store is open, its reads on ``readers`` (bound, their first connection idle)."""
         self._readers = readers
-        if self.backend.reads_on_loop:
+        if self.backend.capabilities.reads_on_loop:
             self._loop_reads = LoopReads(readers, self.backend.wait_for_locks)
         self.generation += 1
         self._open = True
@@ -278,7 +280,7 @@ class StoreRuntime:
                 from soong_store.write.writer import Writer
 
                 backend, engine = self.backend, self._engine_for_writer()
-                maintenance = Maintenance(backend) if backend.places_pairs else None
+                maintenance = Maintenance(backend) if backend.capabilities.places_pairs else None
                 writer = Writer(
                     engine,
                     retry=backend.retry,

@@ -21,7 +21,7 @@ import threading
 
 from sqlalchemy import Connection, Engine
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class_of
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class WriteConnection:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._dialect = dialect_of(engine)
+        self._dialect = backend_class_of(engine)
         self.held = threading.Lock()
         """Held by the connection's user: the writer's thread, or one loop's batch."""
         self._connection: Connection | None = None

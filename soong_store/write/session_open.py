@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import OperationalError
 
-from soong_store.backends.base import dialect_of, lock_session
+from soong_store.backends.base import backend_class_of, lock_session
 from soong_store.backends.prepared import Prepared, Runner, bare_binds
 from soong_store.catalog import lookup as catalog
 from soong_store.catalog import moves
@@ -67,7 +67,7 @@ def load(connection: Connection, session_id: str, *, writable: bool) -> Loaded:
             row = db.first(sql.session, {"p_session": session_id})
         except OperationalError as exc:
             # Dropped by another process since: ask the catalog (below) what it is now.
-            if not dialect_of(connection).is_missing_table(exc):
+            if not backend_class_of(connection).is_missing_table(exc):
                 raise
             catalog.forget_pair(engine, session_id)
     created = False

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class_of
 from soong_store.backends.retry import RetryPolicy
 from soong_store.errors import StoreClosed
 from soong_store.write.batch import (
@@ -142,7 +142,7 @@ class Writer:
         self._on_loop = on_loop
         self._maintenance = maintenance
         self._maintenance_due = maintenance is not None
-        self._dialect = dialect_of(engine)
+        self._dialect = backend_class_of(engine)
         self._retry = retry if retry is not None else RetryPolicy()
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()

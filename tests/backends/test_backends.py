@@ -11,8 +11,10 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from soong_store.backends import base
 from soong_store.backends.base import (
     Backend,
+    Capabilities,
     backend_class,
     open_backend,
+    shard_files,
     translate,
     translated,
 )
@@ -87,12 +89,32 @@ def test_a_backend_class_registers_under_its_dialect_name(monkeypatch) -> None:
         name = "fakedb"
         title = "FakeDB"
         engine = database_exists = lock_session = lock_files = _refuse
-        integrity_problems = foreign_key_violations = snapshot = _refuse
+        integrity = foreign_key_violations = _refuse
 
     assert backend_class("fakedb") is FakeBackend
     made = open_backend("fakedb://host/db", durability="full")
     assert isinstance(made, FakeBackend) and made.durability == "full"
     assert made.url.database == "db"
+
+
+def test_only_a_backend_that_places_pairs_hands_out_shard_files() -> None:
+    sqlite = open_backend("sqlite:///a.sqlite")
+    assert sqlite.capabilities.places_pairs and shard_files(sqlite) is sqlite
+    postgresql = open_backend("postgresql+psycopg://host/db")  # no connection is made
+    assert not postgresql.capabilities.places_pairs and shard_files(postgresql) is None
+
+
+def test_a_backend_that_places_pairs_without_shard_files_cannot_be_defined() -> None:
+    with pytest.raises(TypeError, match="places pairs"):
+
+        class _Placing(_Unfinished):
+            capabilities = Capabilities(places_pairs=True)
+
+
+def test_commits_on_loop_follow_the_capabilities_at_the_durability() -> None:
+    assert SQLiteBackend("sqlite:///a.sqlite").commits_on_loop
+    assert not SQLiteBackend("sqlite:///a.sqlite", durability="full").commits_on_loop
+    assert not open_backend("postgresql+psycopg://host/db").commits_on_loop
 
 
 def test_a_backend_refuses_an_unknown_durability() -> None:

@@ -52,7 +52,7 @@ async def test_concurrent_reads_use_at_most_the_pool_of_threads(store: SessionSt
     sid = (await store.create_session(cwd=".")).session_id
     await store.append_node(sid, "user", "message", text_blocks("q"))
     checkouts = count(read_engine(store), "checkout")
-    size = runtime_of(store).backend.read_connections
+    size = runtime_of(store).backend.capabilities.read_connections
     paths = await asyncio.gather(*(store.active_path(sid) for _ in range(5 * size)))
     assert all(len(path) == 1 for path in paths)
     assert len(checkouts) <= size

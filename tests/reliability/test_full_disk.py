@@ -186,7 +186,7 @@ async def test_a_unit_that_does_not_fit_harms_no_other_unit_of_its_batch(home: P
 FULL_WITH_SHARDS = """
 import asyncio, resource, signal, sys
 from soong_store import SessionStore
-from soong_store.sql import moves
+from soong_store.catalog import moves
 moves.LIMITS = moves.Limits(hot=3, shard=4, batch=2)
 
 async def main(home, limit):

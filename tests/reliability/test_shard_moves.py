@@ -62,7 +62,7 @@ RECLAIM_ROUNDS = 18
 PRELUDE = """
 import asyncio, os, random, signal, sys, threading
 from soong_store import SessionStore
-from soong_store.sql import moves
+from soong_store.catalog import moves
 moves.LIMITS = moves.Limits(hot=3, shard=4, batch=2)
 _said = threading.Lock()
 

@@ -32,19 +32,19 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from soong_store.backends.base import Backend, Durability, Role
+from soong_store.backends.base import Backend, Capabilities, Durability, Role
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
 from soong_store.backends.values import Integrity
 from soong_store.errors import SoongStoreError, StorageError
 
 if TYPE_CHECKING:
-    from soong_store.backends.search import SearchDialect
+    from soong_store.backends.search import Searcher
 
 READ_POOL_SIZE = 4
 CONNECT_TIMEOUT_S = 10
@@ -114,10 +114,7 @@ class PostgreSQLBackend(Backend):
 
     name = "postgresql"
     title = "PostgreSQL"
-    fold_case = False
-    read_connections = READ_POOL_SIZE
-    alters_by_rebuild = False
-    opens_on_reader = True
+    capabilities = Capabilities(read_connections=READ_POOL_SIZE, opens_on_reader=True)
 
     def __init__(
         self,
@@ -273,11 +270,6 @@ class PostgreSQLBackend(Backend):
         return info is None or int(info.transaction_status) != 0  # 0: IDLE
 
     @classmethod
-    def integrity_problems(cls, connection: Connection) -> list[str]:
-        """What ``amcheck`` finds in the store's tables and indexes (nothing without it)."""
-        return cls.integrity(connection).problems
-
-    @classmethod
     def integrity(cls, connection: Connection) -> Integrity:
         """``amcheck`` over every table and B-tree index of the schema, where it is installed.
 
@@ -294,18 +286,11 @@ class PostgreSQLBackend(Backend):
         return []
 
     @classmethod
-    def search_dialect(cls) -> SearchDialect:
+    def searcher(cls) -> Searcher:
         """``tsvector`` matching, a GIN index on ``search_text`` (:mod:`.search`)."""
         from soong_store.backends.postgresql.search import POSTGRES
 
         return POSTGRES
-
-    @classmethod
-    def snapshot(cls, connection: Connection) -> dict[str, Any]:
-        """The schema's tables, columns, indexes and constraints, and each table's rows, sorted."""
-        from soong_store.backends.postgresql import check as _pg_check
-
-        return _pg_check.snapshot(connection, inspect(connection).get_table_names())
 
 
 def _first_lock(connection: Connection) -> bool:

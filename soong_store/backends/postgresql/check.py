@@ -1,4 +1,4 @@
-"""PostgreSQL's own checks of a store's database: ``amcheck``, and a snapshot for tests.
+"""PostgreSQL's own check of a store's database: ``amcheck``.
 
 ``amcheck`` verifies B-tree indexes (``bt_index_check``: each page's order and structure, no
 lock that blocks writers) and, from version 1.3 (PostgreSQL 14), tables (``verify_heapam``: tuple
@@ -8,10 +8,7 @@ without it gets a note saying what was not verified rather than a problem.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
-from sqlalchemy import Connection, Select, literal_column, select, table
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from soong_store.backends.values import Integrity
@@ -79,29 +76,3 @@ def _checked(connection: Connection, sql: str, oid: int, what: str) -> list[str]
         + f": {message}"
         for block, item, column, message in found
     ]
-
-
-_OBJECTS = """
-SELECT c.relname, c.relkind,
-       CASE c.relkind WHEN 'i' THEN pg_get_indexdef(c.oid) END,
-       (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
-                          || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END, ', '
-                          ORDER BY a.attnum)
-        FROM pg_attribute AS a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
-       (SELECT string_agg(k.conname || ' ' || pg_get_constraintdef(k.oid), ', '
-                          ORDER BY k.conname)
-        FROM pg_constraint AS k WHERE k.conrelid = c.oid)
-FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
-WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i', 'v', 'S')
-ORDER BY c.relname
-"""
-
-
-def snapshot(connection: Connection, tables: Iterable[str]) -> dict[str, Any]:
-    """Every object of the schema with its definition, and each table's rows, sorted."""
-    objects = [tuple(row) for row in connection.exec_driver_sql(_OBJECTS)]
-    data: dict[str, Any] = {"schema": objects}
-    for name in tables:
-        every: Select[Any] = select(literal_column("*")).select_from(table(name))
-        data[name] = sorted((tuple(r) for r in connection.execute(every)), key=repr)
-    return data

@@ -23,7 +23,7 @@ _HEADLINE = "StartSel=[, StopSel=], MaxWords=24, MinWords=8, ShortWord=1, Highli
 
 
 class PostgresSearch:
-    """Search on PostgreSQL (:class:`~soong_store.backends.search.SearchDialect`)."""
+    """Search on PostgreSQL (:class:`~soong_store.backends.search.Searcher`)."""
 
     def check_ready(self, connection: Connection) -> None:
         """Nothing to check: full-text search is built into every PostgreSQL."""

@@ -40,17 +40,13 @@ from urllib.parse import unquote, urlsplit
 from sqlalchemy import (
     Connection,
     Engine,
-    Select,
     create_engine,
-    literal_column,
-    select,
-    table,
 )
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from soong_store.backends.base import Backend, Durability, Role
+from soong_store.backends.base import Backend, Capabilities, Durability, Role, ShardFiles
 from soong_store.backends.link import DriverLink, Link
 from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.sqlite import connect as sqlite_connect
@@ -58,7 +54,7 @@ from soong_store.backends.sqlite import files as sqlite_files
 from soong_store.backends.sqlite import shards as migrate_shards
 from soong_store.backends.sqlite import wal as sqlite_wal
 from soong_store.backends.translation import ErrorKind
-from soong_store.backends.values import DataVersion
+from soong_store.backends.values import DataVersion, Integrity
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
 from soong_store.home import DATABASE_FILE, SQLITE_MODULE_ENV, read_only_params, writable
 
@@ -68,7 +64,7 @@ tables are entries of their own, ~2 MB per 10, so a large cache fills with sessi
 the statements shared by every session stay in it."""
 
 if TYPE_CHECKING:
-    from soong_store.backends.search import SearchDialect
+    from soong_store.backends.search import Searcher
 
 MIN_SQLITE_VERSION = (3, 35, 0)
 """Oldest SQLite library the store runs on (RETURNING and DROP COLUMN arrived in 3.35)."""
@@ -121,18 +117,23 @@ def sqlite_version(module: ModuleType | None) -> tuple[int, ...]:
     return info
 
 
-class SQLiteBackend(Backend):
+class SQLiteBackend(Backend, ShardFiles):
     """SQLite in WAL mode, through the standard library's driver or another DB-API module."""
 
     name = "sqlite"
     title = "SQLite"
-    fold_case = True
-    read_connections = READ_POOL_SIZE
-    reads_on_loop = True
-    alters_by_rebuild = True
-    opens_on_reader = True
-    opens_on_loop = True
-    places_pairs = True
+    capabilities = Capabilities(
+        fold_case=True,
+        read_connections=READ_POOL_SIZE,
+        reads_on_loop=True,
+        loop_commits=frozenset({"normal"}),  # at "full" a commit waits for the disk
+        alters_by_rebuild=True,
+        opens_on_reader=True,
+        opens_on_loop=True,
+        places_pairs=True,
+        names_parameters=True,
+        orders_text_by_bytes=True,
+    )
 
     def __init__(
         self,
@@ -261,21 +262,26 @@ class SQLiteBackend(Backend):
 
         return sqlite_files.file_engine(self._file(), file, main_as, self._engine_kwargs(), install)
 
-    def shard_files_on_disk(self) -> list[str]:
-        """The shard files in the database's folder (:mod:`.sqlite_files`)."""
-        return sqlite_files.files_on_disk(self._file())
+    def files_on_disk(self) -> list[str]:
+        """The shard files in the database's folder, leftovers too (:mod:`.sqlite_files`)."""
+        return sqlite_files.files_on_disk(self._file().parent, leftovers=True)
 
-    def remove_shard_file(self, file: str) -> None:
+    def remove_file(self, file: str) -> None:
         """Remove a shard file and SQLite's files of it (:mod:`.sqlite_files`)."""
         sqlite_files.remove_file(self._file(), file)
 
-    def shards_marked_at(self, revision: str) -> bool:
+    def marked_at(self, revision: str) -> bool:
         """Whether the shards' mark rules out a shard past ``revision`` (cheap: no shard read)."""
         return migrate_shards.marked_at(self._file().parent, revision)
 
-    def refuse_shards_ahead(self, revision: str) -> None:
+    def refuse_ahead(self, revision: str) -> None:
         """Refuse a shard file past ``revision`` (:mod:`soong_store.backends.sqlite.shards`)."""
         migrate_shards.refuse_shards_ahead(self._file().parent, revision, self._module)
+
+    @classmethod
+    def linked_files(cls, connection: Connection) -> list[str]:
+        """The links where shard files live, the shard folder included (:mod:`.sqlite_files`)."""
+        return sqlite_files.shard_links(sqlite_files.folder(connection))
 
     @classmethod
     def attached_as(cls, connection: Connection, file: str) -> str | None:
@@ -380,11 +386,6 @@ class SQLiteBackend(Backend):
     def lock_files(cls, connection: Connection) -> None:
         """Nothing to take: the database's write lock already covers the artifact files."""
 
-    @property
-    def commits_on_loop(self) -> bool:
-        """At durability ``normal`` a commit waits for no disk (see :mod:`.sqlite_wal`)."""
-        return self.durability == "normal"
-
     @classmethod
     def wait_for_locks(cls, connection: Link, wait: bool) -> None:
         """``busy_timeout``: the store's wait, or none (:mod:`.sqlite_wal`)."""
@@ -407,10 +408,10 @@ class SQLiteBackend(Backend):
         return bool(getattr(raw, "in_transaction", True))
 
     @classmethod
-    def integrity_problems(cls, connection: Connection) -> list[str]:
+    def integrity(cls, connection: Connection) -> Integrity:
         """``PRAGMA quick_check``'s lines other than ``ok``."""
         lines = [str(row[0]) for row in connection.exec_driver_sql("PRAGMA quick_check")]
-        return [line for line in lines if line != "ok"]
+        return Integrity([line for line in lines if line != "ok"])
 
     @classmethod
     def foreign_key_violations(cls, connection: Connection) -> list[tuple[Any, ...]]:
@@ -418,7 +419,7 @@ class SQLiteBackend(Backend):
         return [tuple(row) for row in connection.exec_driver_sql("PRAGMA foreign_key_check")]
 
     @classmethod
-    def search_dialect(cls) -> SearchDialect:
+    def searcher(cls) -> Searcher:
         """FTS5 over the global ``search_text`` table (:mod:`.search`)."""
         from soong_store.backends.sqlite.search import FTS5
 
@@ -430,20 +431,6 @@ class SQLiteBackend(Backend):
         from soong_store.backends.sqlite.alter import rewrite_add_column
 
         rewrite_add_column(connection, tables, definition)
-
-    @classmethod
-    def snapshot(cls, connection: Connection) -> dict[str, Any]:
-        """``sqlite_master`` (every object's DDL) and each table's rows, sorted."""
-        master = connection.exec_driver_sql(
-            "SELECT type, name, sql FROM sqlite_master ORDER BY name"
-        )
-        objects = [tuple(row) for row in master]
-        data: dict[str, Any] = {"schema": objects}
-        for kind, name, _sql in objects:
-            if kind == "table":
-                every: Select[Any] = select(literal_column("*")).select_from(table(name))
-                data[name] = sorted((tuple(r) for r in connection.execute(every)), key=repr)
-        return data
 
 
 def make_engine(

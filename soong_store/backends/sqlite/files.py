@@ -156,19 +156,28 @@ SHARD_FOLDER = "shards"
 _SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
-def files_on_disk(database: Path) -> list[str]:
-    """The shard files beside ``database``, named as the catalog names them.
+def files_on_disk(folder: Path, *, leftovers: bool = False, links: bool = False) -> list[str]:
+    """The shard files in the database's ``folder``, named as the catalog names them, sorted.
 
-    A file of SQLite's (``-wal``, ``-shm``, ``-journal``) left without its database file counts.
+    One listing for three callers, whose needs differ in two ways, each a keyword:
+
+    - ``leftovers``: a file of SQLite's (``-wal``, ``-shm``, ``-journal``) left without its shard
+      names that shard too. The writer's maintenance asks so (it removes such leftovers);
+      whoever opens the shards must not (there is no database file to open).
+    - ``links``: a link counts, where a shard file or the shard folder is one (the folder is then
+      listed through it). The per-session upgrade asks so: it must meet a link and refuse it,
+      not leave a shard it cannot reach at an old revision; the revision check at open asks so
+      and leaves a link unread. Without it, as for the maintenance, a link is never listed (so
+      never removed) and a linked shard folder lists nothing: ``check`` reports both.
     """
     found: set[str] = set()
-    folder = database.parent / SHARD_FOLDER
-    if not folder.is_symlink() and folder.is_dir():  # a linked folder is not ours to clear
-        for path in folder.iterdir():
-            if path.is_symlink():  # never ours: refused where met, reported by check
+    shards = folder / SHARD_FOLDER
+    if (links or not shards.is_symlink()) and shards.is_dir():
+        for path in shards.iterdir():
+            if path.is_symlink() and not links:  # never ours: refused where met, reported by check
                 continue
             name = path.name
-            for side in _SIDE_FILES:
+            for side in _SIDE_FILES if leftovers else ():
                 name = name.removesuffix(side)
             if name.endswith(".sqlite"):
                 found.add(f"{SHARD_FOLDER}/{name}")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from soong_store.backends.base import dialect_of
+from soong_store.backends.base import backend_class_of
 from soong_store.backends.search import Filters
 from soong_store.backends.sqlite import search_pending as pending
 from soong_store.backends.sqlite.search_pending import LAST_ROW, MARK_TABLE
@@ -185,14 +185,14 @@ _SESSION_RANGE = (
 
 
 class FTS5Search:
-    """The SQLite side of search (:class:`~soong_store.backends.search.SearchDialect`)."""
+    """The SQLite side of search (:class:`~soong_store.backends.search.Searcher`)."""
 
     def check_ready(self, connection: Connection) -> None:
         """Refuse a library without FTS5, or a database upgraded by one (no index built)."""
         try:
             connection.exec_driver_sql(_PROBE)
         except OperationalError as exc:
-            if dialect_of(connection).is_transient(exc):
+            if backend_class_of(connection).is_transient(exc):
                 raise
             if not has_fts5(connection):
                 raise StorageError(
@@ -214,7 +214,7 @@ class FTS5Search:
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        """The page of matches (see :class:`~soong_store.backends.search.SearchDialect`)."""
+        """The page of matches (see :class:`~soong_store.backends.search.Searcher`)."""
         match = match_expression(query)
         params: dict[str, Any] = {"match": match, "limit": limit, "offset": offset}
         where = filters.clause(params)
@@ -238,7 +238,7 @@ class FTS5Search:
                 f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)"
             )
         except DBAPIError as exc:  # SQLite says "malformed": of the index, not of the file
-            if dialect_of(connection).is_busy(exc):
+            if backend_class_of(connection).is_busy(exc):
                 raise
             return [f"FTS5's integrity-check finds {FTS_TABLE} out of step with search_text"]
         return []

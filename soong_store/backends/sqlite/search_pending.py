@@ -19,7 +19,7 @@ commit then writes no row, page or trigger step of its own for the index. ``doc_
 rows at the top were deleted after they were taken in, which is why the delete trigger of
 :data:`~soong_store.backends.sqlite.search.CREATE` lowers the mark to the largest row left. A row
 deleted while waiting leaves ``search_text`` only; one taken in leaves FTS5 too. PostgreSQL's GIN
-index is kept by the server: its side of :class:`~soong_store.backends.search.SearchDialect` does
+index is kept by the server: its side of :class:`~soong_store.backends.search.Searcher` does
 nothing for these.
 """
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from soong_store.backends.sqlite.files import SHARD_FOLDER
+from soong_store.backends.sqlite.files import SHARD_FOLDER, files_on_disk
 from soong_store.errors import SchemaVersionError, StorageError
 
 if TYPE_CHECKING:
@@ -35,11 +35,6 @@ MARK = "revision"
 _UNREADABLE = ""
 """What :func:`read_mark` returns for a mark it cannot read (a link, not text): never a match."""
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def shard_paths(folder: Path) -> list[Path]:
-    """The shard files on disk in the database's ``folder``, sorted."""
-    return sorted((folder / SHARD_FOLDER).glob("*.sqlite"))
 
 
 def read_mark(folder: Path) -> str | None:
@@ -101,10 +96,10 @@ def refuse_shards_ahead(folder: Path, revision: str, module: ModuleType | None =
     """
     if marked_at(folder, revision):
         return
-    for path in shard_paths(folder):
-        found = recorded_revision(path, module)
+    for file in files_on_disk(folder, links=True):
+        found = recorded_revision(folder / file, module)
         if not holds_shape_of(found, revision):
-            raise ahead_error(f"{SHARD_FOLDER}/{path.name}", found, revision)
+            raise ahead_error(file, found, revision)
 
 
 def ahead_error(file: str, found: str | None, revision: str) -> SchemaVersionError:
