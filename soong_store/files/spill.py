@@ -14,8 +14,7 @@ from typing import Any
 from soong_store.files.artifact_op import ArtifactOp, SpillPolicy, drop_files
 from soong_store.files.folder import StartFile
 from soong_store.model import codec
-from soong_store.model.content import ContentBlock, JsonBlock, Place
-from soong_store.model.content_json import encode_content
+from soong_store.model.content import ContentBlock, JsonBlock, Place, encode_content
 
 _SUMMARY_CHARS = 600
 
@@ -83,7 +82,7 @@ def spill_large_json(
     """Encode a node's content, moving every JSON block over the thresholds to an artifact.
 
     Returns the ``content_json`` text, the blocks as a read returns them and the artifacts. Each
-    JSON block's data is encoded once (:func:`~soong_store.model.content_json.encode_content`):
+    JSON block's data is encoded once (:func:`~soong_store.model.content.encode_content`):
     its bytes are measured, and either written to the artifact's file or put into the text. A
     spilled block's file starts (``start_file``) before its bytes are checked for NaN, so the
     check overlaps the disk; a failure drops every file started here.

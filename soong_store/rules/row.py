@@ -19,7 +19,7 @@ from sqlalchemy import Integer, Table
 
 from soong_store.errors import SoongStoreError
 from soong_store.model import codec
-from soong_store.model.content_json import decode_stored_content
+from soong_store.model.content import decode_stored_content
 from soong_store.model.enums import (
     TERMINAL_RUN_STATUSES,
     AgentStatus,

@@ -37,8 +37,8 @@ from soong_store.files.artifact_op import (
 from soong_store.files.folder import ArtifactFiles
 from soong_store.home import default_home
 from soong_store.model.ids import check_session_id
-from soong_store.read.on_loop import SMALL_ROWS
 from soong_store.read.path_cache import PathCache
+from soong_store.read.readers import SMALL_ROWS
 from soong_store.store import calls
 from soong_store.store.runtime import StoreRuntime
 from soong_store.write.ops import check_bound
@@ -163,7 +163,7 @@ class StoreCore:
         """``query`` (it takes a ``budget``) on the loop within the small reads' budget.
 
         It runs on the caller's loop while it reads at most
-        :data:`~soong_store.read.on_loop.SMALL_ROWS` rows, else on a reader thread.
+        :data:`~soong_store.read.readers.SMALL_ROWS` rows, else on a reader thread.
         """
         return self._runtime.read(query, partial(query, budget=SMALL_ROWS))
 

@@ -47,8 +47,7 @@ from soong_store.migrate.upgrade import (
     refuse_shards_past_head,
     shards_marked_at_head,
 )
-from soong_store.read.on_loop import MISSED, LoopReads
-from soong_store.read.readers import ReaderThreads
+from soong_store.read.readers import MISSED, LoopReads, ReaderThreads
 
 if TYPE_CHECKING:
     from soong_store.catalog.moves import Maintenance
@@ -346,7 +345,7 @@ class StoreRuntime:
         """Run ``query`` on a reader thread in one snapshot, retried while the database is busy.
 
         ``on_loop``: the same read, small or bounded, to try first on the caller's event loop
-        where the backend allows it (:mod:`soong_store.read.on_loop`); ``on_link``: the same, for
+        where the backend allows it (:mod:`soong_store.read.readers`); ``on_link``: the same, for
         a read that runs on a :class:`~soong_store.backends.link.Link` (a link too).
         """
         self.check_process()

@@ -16,7 +16,7 @@ from soong_store.model.enums import (
 from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
 from soong_store.model.ids import check_id, check_session_id
 from soong_store.read import record_reads
-from soong_store.read.on_loop import small
+from soong_store.read.readers import small
 from soong_store.store import calls
 from soong_store.store.core import StoreCore
 

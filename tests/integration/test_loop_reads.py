@@ -23,7 +23,7 @@ from soong_store.backends.sqlite import backend as sqlite_backend
 from soong_store.catalog import lookup as catalog
 from soong_store.read import record_reads
 from soong_store.read import session_reads as reads
-from soong_store.read.on_loop import SMALL_ROWS
+from soong_store.read.readers import SMALL_ROWS
 from soong_store.store import runtime_of
 from tests.conftest import idle_link
 from tests.conftest import text as text_blocks

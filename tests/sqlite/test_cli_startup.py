@@ -48,7 +48,7 @@ WRITE_SIDE = (
 
 CONTENT = (
     "soong_store.model.content",
-    "soong_store.model.content_json",
+    "soong_store.model.content",
     "soong_store.model.records",
     "soong_store.files.spill",
     "soong_store.cli.render_nodes",

@@ -17,8 +17,8 @@ from soong_store import JsonBlock, SessionStore, TextBlock
 from soong_store.files.artifact_op import SpillPolicy
 from soong_store.model.records import ContextView, NodeRecord
 from soong_store.read import session_reads as reads
-from soong_store.read.on_loop import SMALL_ROWS
 from soong_store.read.path_cache import PathCache
+from soong_store.read.readers import SMALL_ROWS
 from soong_store.store import run_read, run_write, runtime_of
 from soong_store.write.ops import Op
 from soong_store.write.unit_of_work import Committed, UnitOfWork, apply_ops

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from soong_store.errors import InvalidContent
-from soong_store.model.content import TextBlock, ToolCallBlock, ToolResultBlock
-from soong_store.model.content_json import content_to_json
+from soong_store.model.content import TextBlock, ToolCallBlock, ToolResultBlock, content_to_json
 from soong_store.rules import tools
 
 
