@@ -16,7 +16,8 @@ from typing import Any
 from soong_store.errors import InvalidArgument, NotFound
 from soong_store.files.folder import PendingFile
 from soong_store.model import codec
-from soong_store.model.ids import check_optional_id, new_id
+from soong_store.model.checks import check_optional_id
+from soong_store.model.ids import new_id
 from soong_store.rules.artifacts import (
     artifact_path,
     check_filename,

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soong_store.model import codec
+from soong_store.model.checks import SESSION_ID_RE
 from soong_store.model.content import artifact_refs, decode_stored_content
 from soong_store.model.enums import ROOT_AGENT_TYPES, AgentType, RunStatus
-from soong_store.model.ids import SESSION_ID_RE
 from soong_store.rules import tools, tree
 from soong_store.rules.artifacts import is_artifact_file_name
 from soong_store.rules.row import KINDS, RowError, check_row

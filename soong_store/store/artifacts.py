@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from soong_store.model.checks import check_id, check_session_id
 from soong_store.model.global_records import ArtifactRecord
-from soong_store.model.ids import check_id, check_session_id
 from soong_store.read import record_reads
 from soong_store.store import calls
 from soong_store.store.core import StoreCore

@@ -14,7 +14,6 @@ command of the CLI that only lists sessions does not pay for them.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import time
 from collections.abc import Callable
@@ -27,6 +26,14 @@ from soong_store.backends.link import Link
 from soong_store.errors import InvalidArgument, StorageError, StoreClosed
 from soong_store.files.artifact_op import drop_files
 from soong_store.model import codec
+from soong_store.model.checks import (
+    check_bound,
+    check_id,
+    check_integer,
+    check_optional_id,
+    check_session_id,
+)
+from soong_store.model.checks import enum_value as _enum
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -37,12 +44,10 @@ from soong_store.model.enums import (
     SessionStatus,
 )
 from soong_store.model.global_records import AgentRecord, ArtifactRecord, RunRecord, SessionRecord
-from soong_store.model.ids import check_id, check_optional_id, check_session_id
 from soong_store.read import record_reads
 from soong_store.read import session_reads as reads
 from soong_store.store.runtime import StoreRuntime
-from soong_store.write.ops import artifacts_of, check_bound, check_integer
-from soong_store.write.ops import enum_value as _enum
+from soong_store.write.ops import artifacts_of
 
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
     from soong_store.model.records import EventRecord
@@ -61,13 +66,6 @@ LinkJob = Callable[[Link], T]
 
 _EPOCH_SPAN = 1e12
 """Seconds beyond any file's age (an int too large for a float means the same)."""
-
-
-def check_lock_wait(value: object) -> float:
-    """Seconds a busy database is waited for: a finite number above 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise InvalidArgument(f"invalid lock_wait {value!r}: expected seconds > 0", lock_wait=value)
-    return float(value)
 
 
 # -- sessions, agents and runs --------------------------------------------------------------

@@ -6,13 +6,12 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from soong_store.model.checks import check_bound, check_id, check_optional_id, check_session_id
 from soong_store.model.enums import AgentType, EventLevel, NodeType, Role
-from soong_store.model.ids import check_id, check_optional_id, check_session_id
 from soong_store.read import session_reads as reads
 from soong_store.read.readers import small
 from soong_store.store import calls
 from soong_store.store.core import StoreCore
-from soong_store.write.ops import check_bound
 
 if TYPE_CHECKING:
     from soong_store.model.global_records import SessionRecord

@@ -36,12 +36,11 @@ from soong_store.files.artifact_op import (
 )
 from soong_store.files.folder import ArtifactFiles
 from soong_store.home import default_home
-from soong_store.model.ids import check_session_id
+from soong_store.model.checks import check_bound, check_lock_wait, check_session_id
 from soong_store.read.path_cache import PathCache
 from soong_store.read.readers import SMALL_ROWS
 from soong_store.store import calls
 from soong_store.store.runtime import StoreRuntime
-from soong_store.write.ops import check_bound
 
 if TYPE_CHECKING:  # imported by the first unit of work and the first task DAG
     from soong_store.tasks.registry import TaskDags
@@ -75,7 +74,7 @@ class StoreCore:
             self.url,
             durability=durability,
             module=sqlite_module,
-            retry=RetryPolicy(deadline=calls.check_lock_wait(lock_wait)),
+            retry=RetryPolicy(deadline=check_lock_wait(lock_wait)),
         )
         self._policy = SpillPolicy(
             max_bytes=check_bound(spill_bytes, "spill_bytes", low=1) or SPILL_BYTES,

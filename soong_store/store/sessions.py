@@ -6,6 +6,7 @@ import os
 from functools import partial
 from typing import Any
 
+from soong_store.model.checks import check_id, check_session_id
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -14,7 +15,6 @@ from soong_store.model.enums import (
     SessionStatus,
 )
 from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
-from soong_store.model.ids import check_id, check_session_id
 from soong_store.read import record_reads
 from soong_store.read.readers import small
 from soong_store.store import calls

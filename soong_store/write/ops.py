@@ -9,89 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from soong_store.errors import InvalidArgument
 from soong_store.files.artifact_op import ArtifactOp, SpillPolicy
 from soong_store.files.folder import StartFile
 from soong_store.model import codec
+from soong_store.model.checks import (
+    check_event_type,
+    check_optional_id,
+    check_token_count,
+    enum_value,
+)
 from soong_store.model.enums import EventLevel, NodeType, Role
-from soong_store.model.ids import check_optional_id, new_id
+from soong_store.model.ids import new_id
 
 if TYPE_CHECKING:  # the content blocks are imported by the first node built, not by the checks
     from sqlalchemy import Connection
 
     from soong_store.model.content import ContentBlock
 
-E = TypeVar("E", bound=StrEnum)
 
 NODE_CREATED = "node_created"
-_MAX_EVENT_TYPE = 128
-
-
-def enum_value(enum: type[E], value: object, what: str) -> E:
-    """Convert ``value`` to a member of ``enum`` or raise :class:`InvalidArgument` naming it."""
-    if type(value) is str or type(value) is enum:  # a member, or its value as a plain string
-        members: dict[str, E] = _members(enum)
-        found = members.get(value)
-        if found is not None:
-            return found
-    try:
-        return enum(value)  # type: ignore[arg-type]  # anything else is refused below
-    except ValueError:
-        allowed = ", ".join(member.value for member in enum)
-        raise InvalidArgument(f"invalid {what} {value!r}: expected one of {allowed}") from None
-
-
-@cache
-def _members(enum: type[E]) -> dict[str, E]:
-    """``enum``'s members by value (a member is its own key: it equals its value)."""
-    return {member.value: member for member in enum}
-
-
-def check_event_type(event_type: object) -> str:
-    """An event type is free text, but a short non-empty one."""
-    return codec.check_text(event_type, "event type", max_len=_MAX_EVENT_TYPE)
-
-
-MAX_INTEGER = 2**63 - 1
-"""The largest integer an ``INTEGER`` column holds: a count or bound beyond it is refused here."""
-
-
-def _shown(value: object) -> str:
-    """``repr(value)``, but a huge integer by its size (Python refuses to print one as text)."""
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"<an integer of {value.bit_length()} bits>"
-    return repr(value)
-
-
-def check_integer(value: object, what: str, *, low: int = 0) -> int | None:
-    """An integer from ``low`` to :data:`MAX_INTEGER`, or ``None``."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_INTEGER:
-        raise InvalidArgument(
-            f"invalid {what} {_shown(value)}: expected an integer from {low} to {MAX_INTEGER}"
-        )
-    return value
-
-
-def check_bound(value: object, what: str, *, low: int = 0) -> int | None:
-    """A bound of a read (a limit, a cursor): an integer >= ``low``, capped at the column's range.
-
-    A bound beyond every stored number means the same as the largest one, so it is taken as that
-    rather than refused.
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_INTEGER:
-        return MAX_INTEGER
-    return check_integer(value, what, low=low)
-
-
-def check_token_count(value: object) -> int | None:
-    """``token_count`` is an integer from 0 to :data:`MAX_INTEGER`, or ``None``."""
-    return check_integer(value, "token_count")
 
 
 @dataclass(slots=True)
