@@ -61,6 +61,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -369,6 +370,44 @@ SMALL_ROWS = 256
 def small(limit: object) -> bool:
     """Whether a read of at most ``limit`` rows is small enough for the loop."""
     return type(limit) is int and 0 < limit <= SMALL_ROWS
+
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """Where a read may run besides a reader thread: declared with the read, by its caller.
+
+    Every read can run on a reader thread (where it runs when the loop misses). ``loop``: it is
+    small, so it is tried first on the caller's event loop (:class:`LoopReads`); ``link``: it
+    runs on a :class:`~soong_store.backends.link.Link` too (a path, a session's row, a timeline
+    page); ``budgeted``: it is small only while it reads at most :data:`SMALL_ROWS` rows, so on
+    the loop it is given ``budget=SMALL_ROWS`` (it raises
+    :class:`~soong_store.backends.values.ReadOnAThread` past that).
+    """
+
+    loop: bool = False
+    link: bool = False
+    budgeted: bool = False
+
+    def on_loop(self, query: Callable[..., T]) -> Callable[..., T]:
+        """The read as it runs on the loop (with its budget, if it has one)."""
+        return partial(query, budget=SMALL_ROWS) if self.budgeted else query
+
+
+ON_THREAD: Final = Runs()
+"""A read of any size: on a reader thread only."""
+ON_LOOP: Final = Runs(loop=True)
+"""A read of one row, or a bounded few: on the loop first."""
+ON_LOOP_BUDGETED: Final = Runs(loop=True, budgeted=True)
+"""A read of a session's agents, runs or artifacts, a node's children: on the loop while small."""
+ON_LINK: Final = Runs(loop=True, link=True)
+"""A read of one row that runs on a link too (a session's row)."""
+ON_LINK_BUDGETED: Final = Runs(loop=True, link=True, budgeted=True)
+"""A read of the path cache: on the loop (a link too) while its walk reads few nodes."""
+
+
+def page(limit: object, runs: Runs) -> Runs:
+    """``runs`` for a page of at most ``limit`` rows when that is small, else :data:`ON_THREAD`."""
+    return runs if small(limit) else ON_THREAD
 
 
 class _Missed(Enum):

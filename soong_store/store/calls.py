@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Connection
 
 from soong_store.backends.link import Link
-from soong_store.errors import InvalidArgument, StorageError, StoreClosed
-from soong_store.files.artifact_op import drop_files
+from soong_store.errors import InvalidArgument, StorageError
 from soong_store.model import codec
 from soong_store.model.checks import (
     check_bound,
@@ -47,16 +46,12 @@ from soong_store.model.global_records import AgentRecord, ArtifactRecord, RunRec
 from soong_store.read import record_reads
 from soong_store.read import session_reads as reads
 from soong_store.store.runtime import StoreRuntime
-from soong_store.write.ops import artifacts_of
 
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
     from soong_store.model.records import EventRecord
     from soong_store.model.search import SearchHit
     from soong_store.tasks.registry import TaskDags
     from soong_store.tasks.wal import Listener, TaskDag
-    from soong_store.write.ops import Op
-    from soong_store.write.unit_of_work import Committed
-    from soong_store.write.writer import Prerequisite
 
 T = TypeVar("T")
 Job = Callable[[Connection], T]
@@ -264,31 +259,6 @@ async def search(runtime: StoreRuntime, job: Callable[..., list[SearchHit]]) -> 
     except search_run.IndexBehind:
         await runtime.write(search_run.catch_up)
     return await runtime.read(partial(job, caught_up=True))
-
-
-async def submit_ops(runtime: StoreRuntime, session_id: str, ops: list[Op]) -> Committed:
-    """Commit a unit of work's operations; its files are written first.
-
-    Files first, row second: a crash in between leaves an orphan file for gc, never a row
-    without its file. A unit that does not commit takes its files away again. Once submitted,
-    the unit goes on even if the caller is cancelled, so nothing strands.
-    """
-    from soong_store.write.unit_of_work import apply_ops
-
-    job = partial(apply_ops, session_id=session_id, ops=ops)
-    files = artifacts_of(ops)
-    if not files:
-        return await runtime.write(job)
-    file_writes: list[Prerequisite] = []
-    for f in files:
-        assert f.write is not None, "a unit of work starts each file as it is added"
-        file_writes.append(f.write)
-    discard = partial(runtime.files.discard, [f.path for f in files])
-    try:
-        return await runtime.write(job, on_abort=discard, after=file_writes)
-    except StoreClosed:  # the job never ran: its files go
-        drop_files(files)
-        raise
 
 
 async def fork_session(runtime: StoreRuntime, session_id: object, node_id: object) -> SessionRecord:

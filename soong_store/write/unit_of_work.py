@@ -11,15 +11,16 @@ discarded unit removes them again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import Connection
 
-from soong_store.errors import InvalidArgument
+from soong_store.errors import InvalidArgument, StoreClosed
 from soong_store.files.artifact_op import ArtifactOp, SpillPolicy, drop_files
-from soong_store.files.folder import StartFile
+from soong_store.files.folder import ArtifactFiles, PendingFile
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.records import (
     ArtifactRecord,
@@ -31,6 +32,28 @@ from soong_store.model.records import (
 )
 from soong_store.write.ops import EventOp, NodeOp, Op, StepOp, artifacts_of
 from soong_store.write.session_writer import SessionWriter
+
+if TYPE_CHECKING:
+    from soong_store.write.writer import Prerequisite
+
+T = TypeVar("T")
+
+
+class Runtime(Protocol):
+    """What a unit of work runs on: the store's writer and its artifact files."""
+
+    files: ArtifactFiles
+
+    def write(
+        self,
+        job: Callable[[Connection], T],
+        on_abort: Callable[[], None] | None = None,
+        after: Sequence[Prerequisite] = (),
+    ) -> Awaitable[T]:
+        """Run ``job`` in the writer, in its transaction (``on_abort``: it did not commit)."""
+
+    def start_file(self, path: str, data: bytes) -> PendingFile:
+        """Begin writing an artifact file (it is done before the unit's job is queued)."""
 
 
 @dataclass(slots=True)
@@ -63,15 +86,14 @@ class UnitOfWork:
     def __init__(
         self,
         session_id: str,
-        submit: Callable[[list[Op]], Awaitable[Committed]],
+        runtime: Runtime,
         policy: SpillPolicy,
-        start_file: StartFile,
         on_commit: Callable[[Committed], None] | None = None,
     ) -> None:
         self.session_id = session_id
-        self._submit = submit
+        self._runtime = runtime
         self._policy = policy
-        self._start_file = start_file
+        self._start_file = runtime.start_file
         self._on_commit = on_commit
         self._ops: list[Op] = []
         self._done = False
@@ -188,6 +210,29 @@ class UnitOfWork:
             self.artifacts = committed.artifacts
             if self._on_commit is not None:
                 self._on_commit(committed)
+
+    async def _submit(self, ops: list[Op]) -> Committed:
+        """The unit's operations as one writer job; its files are written first.
+
+        Files first, row second: a crash in between leaves an orphan file for gc, never a row
+        without its file. A unit that does not commit takes its files away again. Once
+        submitted, the unit goes on even if the caller is cancelled, so nothing strands.
+        """
+        runtime = self._runtime
+        job = partial(apply_ops, session_id=self.session_id, ops=ops)
+        files = artifacts_of(ops)
+        if not files:
+            return await runtime.write(job)
+        file_writes: list[Prerequisite] = []
+        for f in files:
+            assert f.write is not None, "a unit of work starts each file as it is added"
+            file_writes.append(f.write)
+        discard = partial(runtime.files.discard, [f.path for f in files])
+        try:
+            return await runtime.write(job, on_abort=discard, after=file_writes)
+        except StoreClosed:  # the job never ran: its files go
+            drop_files(files)
+            raise
 
     def discard(self) -> None:
         """Drop everything gathered (the block raised), the files already started too."""

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from soong_store.errors import InvalidContent
-from soong_store.files import spill as spill_module
 from soong_store.files.artifact_op import ArtifactOp, SpillPolicy
 from soong_store.model import codec
 from soong_store.model import content as content_module
@@ -36,6 +35,7 @@ from soong_store.model.content import (
     encode_content,
     validate_content,
 )
+from soong_store.write import ops as spill_module
 
 
 def reference_encode(blocks: list[Any]) -> tuple[str, list[Any]]:
