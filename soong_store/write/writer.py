@@ -36,7 +36,7 @@ from sqlalchemy import Connection, Engine
 
 from soong_store.backends.base import dialect_of
 from soong_store.backends.retry import RetryPolicy
-from soong_store.errors import StoreClosed
+from soong_store.errors import SoongStoreError, StoreClosed
 from soong_store.write.batch import (
     CommitUnknown,
     Job,
@@ -206,16 +206,19 @@ class Writer:
                 batch = self._batches[loop] = []
                 loop.call_soon(self._end_turn, loop)
             batch.append(pending)
-            if self._on_loop:
-                with self._dialect.translated():
-                    # The turn ends; its batch runs first (scheduled before this task's next
-                    # step), so a batch run on the loop is answered in one turn, not two.
-                    await asyncio.sleep(0)
-                    if pending.future.done():
-                        done: T = pending.future.result()
-                        return done
-        with self._dialect.translated():
+        try:
+            if self._on_loop and not after:
+                # The turn ends; its batch runs first (scheduled before this task's next step),
+                # so a batch run on the loop is answered in one turn, not two.
+                await asyncio.sleep(0)
+                if pending.future.done():
+                    done: T = pending.future.result()
+                    return done
             result: T = await pending.future
+        except Exception as exc:  # translated here, as it leaves (not entered on every write)
+            if isinstance(exc, SoongStoreError):
+                raise
+            raise self._dialect.translate(exc) from exc
         return result
 
     def _queue_after(self, pending: Pending, after: Sequence[Prerequisite]) -> None:
