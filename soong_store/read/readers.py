@@ -30,7 +30,10 @@ its batches there at durability ``normal``. The loop must not wait, so:
 - while the loop has it, the connection's busy handler does not wait (``busy_timeout`` 0): a
   busy database, like any driver error, hands the read to a reader thread, which waits and
   retries as every read does. (SQLite's own short retries while another connection changes the
-  WAL index are not the busy handler's; the writer's batches on the loop meet them too.)
+  WAL index are not the busy handler's; the writer's batches on the loop meet them too.) The
+  wait is switched as the connection changes hands, as the writer's is: off when a loop's read
+  first takes it (:data:`NO_WAIT`), on again when a reader thread takes it, so that loop reads
+  one after another switch nothing.
 - a read that must first attach a shard (:class:`~soong_store.backends.values.BeforeBegin`)
   goes to a reader thread, which attaches it;
 - a read is small by its arguments (a row, a page of at most :data:`SMALL_ROWS` rows) or by a
@@ -103,6 +106,7 @@ class ReaderThreads:
         self._local = threading.local()
         self._connections = _Connections(size)
         self._closed = False
+        self._wait_for_locks: Callable[[Link, bool], None] | None = None
 
     def submit(self, work: Callable[[], T]) -> asyncio.Future[T]:
         """Queue ``work`` for a reader thread; its result (or error) comes back on this loop."""
@@ -156,8 +160,25 @@ class ReaderThreads:
         """
         held: Connection | None = getattr(self._local, "connection", None)
         if held is None or held.closed or held.invalidated:
-            held = self._local.connection = self._connections.take(self._connect)
+            taken = self._connections.take(self._connect)
+            if taken.info.get(NO_WAIT):
+                self._wait_again(taken)
+            held = self._local.connection = taken
         return held
+
+    def _wait_again(self, connection: Connection) -> None:
+        """Turn the lock wait of a connection a loop read last back on (a thread's read waits)."""
+        try:
+            assert self._wait_for_locks is not None, "only a loop's read turns it off"
+            self._wait_for_locks(connection, True)
+        except BaseException:  # its lock wait may still be off: never used again
+            self.discard(connection)
+            raise
+        del connection.info[NO_WAIT]
+
+    def lend_to_loops(self, wait_for_locks: Callable[[Link, bool], None]) -> None:
+        """Let event loops borrow idle connections; ``wait_for_locks`` switches their lock wait."""
+        self._wait_for_locks = wait_for_locks
 
     def _connect(self, link: DriverLink | None) -> Connection:
         """A new connection of the engine, made now if need be (taking ``link``'s over)."""
@@ -363,6 +384,12 @@ def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
         future.set_exception(exc)
 
 
+NO_WAIT = "soong_store.loop_no_wait"
+"""Set in a read connection's ``info`` (its pool record's) while its lock wait is off: a loop's
+read turned it off, and the next reader thread to take it turns it on again. Kept in the pool
+record so that it outlives a return to the pool; an invalidated connection loses it with its
+driver connection."""
+
 SMALL_ROWS = 256
 """The most rows a read run on the loop asks for (a page, a path's tail); more go to a thread."""
 
@@ -431,6 +458,7 @@ class LoopReads:
     ) -> None:
         self._readers = readers
         self._wait_for_locks = wait_for_locks
+        readers.lend_to_loops(wait_for_locks)
 
     def run(self, query: Callable[[Connection], T]) -> T | _Missed:
         """``query`` in one snapshot on an idle engine connection, or :data:`MISSED`.
@@ -452,8 +480,9 @@ class LoopReads:
 
     def _run(self, connection: Connection | DriverLink, query: Callable[[], T]) -> T | _Missed:
         try:
-            if isinstance(connection, Connection):  # a link never waits (see the module)
-                self._wait_for_locks(connection, False)
+            if isinstance(connection, Connection) and not connection.info.get(NO_WAIT):
+                self._wait_for_locks(connection, False)  # a link never waits (see the module)
+                connection.info[NO_WAIT] = True
             with connection.begin():
                 result = query()
         except (BeforeBegin, ReadOnAThread):  # a shard to attach, or more to read than here
@@ -472,11 +501,5 @@ class LoopReads:
         return result
 
     def _give_back(self, connection: Connection | DriverLink) -> None:
-        """Leave ``connection`` idle for the reader threads, waiting for locks again."""
-        try:
-            if isinstance(connection, Connection):
-                self._wait_for_locks(connection, True)
-        except Exception:  # its lock wait may still be off: never used again
-            self._readers.discard(connection)
-            return
+        """Leave ``connection`` idle; a reader thread that takes it turns its lock wait on."""
         self._readers.keep(connection)
