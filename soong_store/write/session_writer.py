@@ -41,7 +41,7 @@ from soong_store.files.artifact_op import ArtifactOp
 from soong_store.model.enums import SessionStatus
 from soong_store.model.first_event import created_event_row
 from soong_store.model.ids import utc_now
-from soong_store.rules import tools, tree
+from soong_store.rules import tree
 from soong_store.schema.tables import session_files_table, sessions_table
 from soong_store.search.index import index_rows, search_row
 from soong_store.write.ops import EventOp, NodeOp
@@ -234,9 +234,9 @@ class SessionWriter:
             root_agent_has_root=self._root_agent_has_root,
             recorded=recorded,
         )
-        ids = tools.tool_ids(op.content)
+        ids = tree.tool_ids(op.content)
         if not recorded:
-            tools.check_tool_blocks(op.node_id, op.role, ids, lambda: self._calls_above(parent_id))
+            tree.check_tool_blocks(op.node_id, op.role, ids, lambda: self._calls_above(parent_id))
         row = {
             "node_id": op.node_id,
             "node_seq": self._take_node_seq(),
@@ -279,14 +279,14 @@ class SessionWriter:
             row = self._db.first(self._sql.node_calls, {"p_node": node_id})
             if row is None:  # a chain that breaks off
                 return
-            yield tools.stored_tool_ids(row["content_json"]).calls
+            yield tree.stored_tool_ids(row["content_json"]).calls
             node_id = row["parent_id"]
         steps = 4 * LOOKUPS
         while node_id is not None:
             params = {"p_node": node_id, "p_steps": steps}
             rows = self._db.execute(self._sql.climb_calls, params).fetchall()
             for _, _, content_json in rows:
-                yield tools.stored_tool_ids(content_json).calls
+                yield tree.stored_tool_ids(content_json).calls
             if len(rows) < steps:  # a root, or a chain that breaks off
                 return
             node_id, steps = rows[-1][1], steps * 4
