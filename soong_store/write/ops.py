@@ -1,8 +1,10 @@
 """Validated write operations: what a unit of work queues before anything touches the database.
 
 Every argument a caller gives is checked once, with :mod:`soong_store.model.checks`, as its
-operation is built, before the writer sees it: enums, ids, content blocks, JSON values. A bad
-input raises an :class:`~soong_store.errors.InvalidArgument` at the call, with nothing queued.
+operation is built (:class:`~soong_store.write.unit_of_work.UnitOfWork`'s ``add_*``,
+:meth:`EventOp.build`), before the writer sees it: enums, ids, content blocks, JSON values. A
+bad input raises an :class:`~soong_store.errors.InvalidArgument` at the call, with nothing
+queued.
 
 The spill (:func:`spill_large_json`): a :class:`~soong_store.model.content.JsonBlock` whose data
 is over the byte or token threshold (:class:`~soong_store.files.artifact_op.SpillPolicy`)
@@ -24,7 +26,6 @@ from soong_store.model import codec
 from soong_store.model.checks import (
     check_event_type,
     check_optional_id,
-    check_token_count,
     enum_value,
 )
 from soong_store.model.content import ContentBlock, JsonBlock, Place, encode_content
@@ -111,7 +112,7 @@ class EventOp:
 
 @dataclass(slots=True)
 class NodeOp:
-    """A validated node waiting for its parent, agent and ``node_seq``."""
+    """A validated node waiting for its parent, agent and ``node_seq`` (``UnitOfWork.add_node``)."""
 
     node_id: str
     role: Role
@@ -134,66 +135,8 @@ class NodeOp:
     artifacts: list[ArtifactOp] = field(default_factory=list)
     artifact_refs: list[str] = field(default_factory=list)
 
-    @classmethod
-    def build(
-        cls,
-        session_id: str,
-        role: object,
-        node_type: object,
-        content: object,
-        *,
-        policy: SpillPolicy,
-        start_file: StartFile,
-        agent_id: object = None,
-        run_id: object = None,
-        parent_id: object = None,
-        metadata: Any = None,
-        token_count: object = None,
-        event: str | Mapping[str, Any] | None = None,
-    ) -> NodeOp:
-        """Validate caller input into a node operation (raises before anything is queued).
 
-        Large JSON blocks are moved to artifacts here, so the node's stored content is final;
-        their files start with ``start_file``. Everything else is checked first, so that only
-        the content itself can fail once a file is on its way (and then the files are dropped).
-        """
-        from soong_store.model.content import artifact_refs, validate_content
-
-        node_id = new_id("node")
-        role_value = enum_value(Role, role, "role")
-        type_value = enum_value(NodeType, node_type, "node type")
-        agent = check_optional_id(agent_id, "agent")
-        run = check_optional_id(run_id, "run")
-        parent = check_optional_id(parent_id, "node")
-        metadata_json, metadata_value = codec.encode_column(metadata, what="node metadata")
-        tokens = check_token_count(token_count)
-        own_event = None if event is None else _node_event(event, node_id)
-        created = EventOp.own(NODE_CREATED, node_id=node_id) if own_event is None else None
-        content_json, stored, spilled = spill_large_json(
-            session_id, validate_content(content), policy, start_file
-        )
-        for artifact in spilled:
-            artifact.node_id = node_id
-        return cls(
-            node_id=node_id,
-            role=role_value,
-            node_type=type_value,
-            content_json=content_json,
-            content=stored,
-            agent_id=agent,
-            run_id=run,
-            parent_id=parent,
-            metadata_json=metadata_json,
-            metadata=metadata_value,
-            token_count=tokens,
-            event=own_event,
-            created=created,
-            artifacts=spilled,
-            artifact_refs=artifact_refs(stored),
-        )
-
-
-def _node_event(event: str | Mapping[str, Any], node_id: str) -> EventOp:
+def node_event(event: str | Mapping[str, Any], node_id: str) -> EventOp:
     """The event a node asked for instead of ``node_created``."""
     spec: dict[str, Any] = {"event_type": event} if isinstance(event, str) else dict(event)
     if "node_id" in spec or "agent_id" in spec or "run_id" in spec:

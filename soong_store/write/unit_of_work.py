@@ -21,7 +21,11 @@ from sqlalchemy import Connection
 from soong_store.errors import InvalidArgument, StoreClosed
 from soong_store.files.artifact_op import ArtifactOp, SpillPolicy, drop_files
 from soong_store.files.folder import ArtifactFiles, PendingFile
+from soong_store.model import codec
+from soong_store.model.checks import check_optional_id, check_token_count, enum_value
+from soong_store.model.content import artifact_refs, validate_content
 from soong_store.model.enums import EventLevel, NodeType, Role
+from soong_store.model.ids import new_id
 from soong_store.model.records import (
     ArtifactRecord,
     EventRecord,
@@ -30,7 +34,16 @@ from soong_store.model.records import (
     written_event_record,
     written_node_record,
 )
-from soong_store.write.ops import EventOp, NodeOp, Op, StepOp, artifacts_of
+from soong_store.write.ops import (
+    NODE_CREATED,
+    EventOp,
+    NodeOp,
+    Op,
+    StepOp,
+    artifacts_of,
+    node_event,
+    spill_large_json,
+)
 from soong_store.write.session_writer import SessionWriter
 
 if TYPE_CHECKING:
@@ -114,24 +127,49 @@ class UnitOfWork:
         token_count: int | None = None,
         event: str | Mapping[str, Any] | None = None,
     ) -> str:
-        """Queue a node; return its id at once."""
+        """Queue a node; return its id at once.
+
+        Every argument is checked here, before anything is queued. Large JSON blocks are moved
+        to artifacts here too, so the node's stored content is final; their files start now.
+        Everything else is checked first, so that only the content itself can fail once a file
+        is on its way (and then the files are dropped).
+        """
         self._check_open()
-        op = NodeOp.build(
-            self.session_id,
-            role,
-            node_type,
-            content,
-            policy=self._policy,
-            start_file=self._start_file,
-            agent_id=agent_id,
-            run_id=run_id,
-            parent_id=parent_id,
-            metadata=metadata,
-            token_count=token_count,
-            event=event,
+        node_id = new_id("node")
+        role_value = enum_value(Role, role, "role")
+        type_value = enum_value(NodeType, node_type, "node type")
+        agent = check_optional_id(agent_id, "agent")
+        run = check_optional_id(run_id, "run")
+        parent = check_optional_id(parent_id, "node")
+        metadata_json, metadata_value = codec.encode_column(metadata, what="node metadata")
+        tokens = check_token_count(token_count)
+        own_event = None if event is None else node_event(event, node_id)
+        created = EventOp.own(NODE_CREATED, node_id=node_id) if own_event is None else None
+        content_json, stored, spilled = spill_large_json(
+            self.session_id, validate_content(content), self._policy, self._start_file
         )
-        self._ops.append(op)
-        return op.node_id
+        for artifact in spilled:
+            artifact.node_id = node_id
+        self._ops.append(
+            NodeOp(
+                node_id=node_id,
+                role=role_value,
+                node_type=type_value,
+                content_json=content_json,
+                content=stored,
+                agent_id=agent,
+                run_id=run,
+                parent_id=parent,
+                metadata_json=metadata_json,
+                metadata=metadata_value,
+                token_count=tokens,
+                event=own_event,
+                created=created,
+                artifacts=spilled,
+                artifact_refs=artifact_refs(stored),
+            )
+        )
+        return node_id
 
     def add_event(
         self,
