@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from soong_store.catalog.lookup import MAIN, stored_tables
-from soong_store.model.ids import SESSION_ID_RE
+from soong_store.model.checks import SESSION_ID_RE
 from soong_store.schema.session_tables import session_table_names
 
 revision: str = "0002"

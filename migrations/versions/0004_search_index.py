@@ -21,8 +21,7 @@ from soong_store.backends.postgresql.search import INDEXED as PG_VECTOR
 from soong_store.backends.sqlite import search as fts5
 from soong_store.migrate.upgrade import session_ids
 from soong_store.schema.session_tables import session_tables
-from soong_store.search.index import search_text_table
-from soong_store.search.text import node_text
+from soong_store.search.index import node_text, search_text_table
 
 revision: str = "0004"
 down_revision: str | Sequence[str] | None = "0003"

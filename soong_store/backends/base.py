@@ -72,7 +72,7 @@ class Capabilities:
     read_connections: int = 4
     """How many reader threads a store runs, and so the size of its read pool."""
     reads_on_loop: bool = False
-    """Whether a small read may run on its caller's event loop (:mod:`soong_store.read.on_loop`), on
+    """Whether a small read may run on its caller's event loop (:mod:`soong_store.read.readers`), on
     an idle connection of the reader threads: only where a read waits for no server and
     :meth:`Backend.wait_for_locks` can stop it waiting for a lock."""
     loop_commits: frozenset[Durability] = frozenset()
@@ -332,7 +332,7 @@ class Backend(ABC):
         """What commits on an event loop leave undone, on a connection of the writer's thread.
 
         The writer runs it while writes go on; when it answers true, once more with its own
-        writes held, for what was committed meanwhile (:mod:`soong_store.write.connection`).
+        writes held, for what was committed meanwhile (:mod:`soong_store.write.writer`).
         """
         return False
 

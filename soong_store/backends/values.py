@@ -57,6 +57,6 @@ class BeforeBegin(Exception):  # noqa: N818 - a signal between the catalog and i
 class ReadOnAThread(Exception):  # noqa: N818 - a signal between a bounded read and its runner
     """A read tried on an event loop found more to read than it may there (a budget of rows).
 
-    Whoever runs it there (:mod:`soong_store.read.on_loop`) hands it to a reader thread, which runs
+    Whoever runs it there (:mod:`soong_store.read.readers`) hands it to a reader thread, which runs
     it again from the start without the budget. Never seen by callers of the store.
     """

@@ -41,7 +41,7 @@ from soong_store.catalog.placement import (
     note_journaled,
     placement,
 )
-from soong_store.model.ids import check_session_id
+from soong_store.model.checks import check_session_id
 from soong_store.schema.session_tables import (
     SessionTables,
     is_session_table,

@@ -37,8 +37,7 @@ from soong_store.schema.tables import (
     session_files_table,
     sessions_table,
 )
-from soong_store.search.index import search_text_table
-from soong_store.search.text import node_text
+from soong_store.search.index import node_text, search_text_table
 
 __all__ = [
     "BATCH",

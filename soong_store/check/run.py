@@ -55,7 +55,7 @@ from soong_store.check.reads import (
 from soong_store.check.search_index import whole_problems as search_whole_problems
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.files.folder import ArtifactFiles
-from soong_store.model.ids import SESSION_ID_RE
+from soong_store.model.checks import SESSION_ID_RE
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import (
     Found,

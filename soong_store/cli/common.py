@@ -13,7 +13,7 @@ from soong_store.cli.redact import masked
 from soong_store.errors import InvalidArgument, InvalidIdentifier, NotFound
 from soong_store.home import default_home
 from soong_store.model import codec
-from soong_store.model.ids import check_id, check_session_id
+from soong_store.model.checks import check_id, check_session_id
 
 if TYPE_CHECKING:  # imported by the commands that open a store (``sessions`` may not)
     from soong_store.store import SessionStore

@@ -5,7 +5,7 @@ that path relative to ``<home>/artifacts`` so a home can move. Files are written
 (:class:`~soong_store.files.folder.ArtifactFiles`) *before* the row is committed; a unit of
 work that fails removes them again, and a crash between the two leaves an orphan that ``gc``
 removes. A file is removed only when no row names it. Large JSON blocks become artifacts too
-(:mod:`soong_store.files.spill`).
+(:mod:`soong_store.write.ops`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 from soong_store.errors import InvalidArgument, NotFound
 from soong_store.files.folder import PendingFile
 from soong_store.model import codec
-from soong_store.model.ids import check_optional_id, new_id
+from soong_store.model.checks import check_optional_id
+from soong_store.model.ids import new_id
 from soong_store.rules.artifacts import (
     artifact_path,
     check_filename,

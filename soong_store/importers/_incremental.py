@@ -27,7 +27,7 @@ from soong_store.errors import InvalidArgument
 from soong_store.files.folder import ArtifactFiles
 from soong_store.importers._rows import Known, Rows, agent_identity, identity
 from soong_store.model import codec
-from soong_store.model.content_json import encode_content
+from soong_store.model.content import encode_content
 from soong_store.model.records import NodeRecord
 from soong_store.schema.tables import agents_table
 from soong_store.store import SessionStore, artifact_files, run_write

@@ -30,8 +30,7 @@ from soong_store.importers._read import format_time
 from soong_store.importers._spool import ContentSpool
 from soong_store.importers._tree import arrange, counts
 from soong_store.model import codec
-from soong_store.model.content import validate_content
-from soong_store.model.content_json import encode_content
+from soong_store.model.content import encode_content, validate_content
 from soong_store.model.ids import new_id, new_session_id
 from soong_store.rules.artifacts import extension
 from soong_store.transfer.format import FORMAT, FORMAT_VERSION

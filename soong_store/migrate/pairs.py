@@ -37,7 +37,7 @@ from soong_store.backends.sqlite.shards import ahead_error, ancestors, known, wr
 from soong_store.catalog.lookup import table_names
 from soong_store.catalog.placement import set_shard_revision, shard_revision
 from soong_store.errors import InvalidArgument
-from soong_store.model.ids import check_session_id
+from soong_store.model.checks import check_session_id
 from soong_store.schema.session_tables import EVENTS_PREFIX, NODES_PREFIX, table_owner
 from soong_store.schema.tables import shard_files_table
 

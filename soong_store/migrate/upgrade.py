@@ -31,7 +31,7 @@ from soong_store.catalog.lookup import paired_session_ids, table_names
 from soong_store.errors import SchemaVersionError, StorageError
 from soong_store.home import HEAD_REVISION
 from soong_store.migrate.pairs import MIGRATION_LOGGER, PairChange, add_column, upgrade_pairs
-from soong_store.model.ids import check_session_id
+from soong_store.model.checks import check_session_id
 from soong_store.schema.revisions import alembic_config, script_location
 from soong_store.schema.session_tables import events_table_name, nodes_table_name
 from soong_store.schema.tables import sessions_table

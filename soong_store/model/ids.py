@@ -1,54 +1,20 @@
-"""Identifiers: generation of session and record ids, and validation of ids that reach SQL.
+"""Identifiers and times: new session and record ids (sortable by creation), and ``utc_now``.
 
-A session id becomes part of two table names, so it is the one id whose shape is a security
-matter: :func:`check_session_id` is applied before any SQL is built from it. The other ids are
-ordinary bound parameters; they are still checked for shape so that typos fail early and clearly.
+Their checks, with every other check of a caller's argument, are :mod:`soong_store.model.checks`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from datetime import UTC, datetime
 
-from soong_store.errors import InvalidIdentifier
-
-SESSION_ID_RE = re.compile(r"[A-Za-z0-9_]{1,56}")
-"""What a session id must match (56 keeps ``events_<sid>`` within PostgreSQL's 63 characters)."""
-
-_RECORD_ID_RE = re.compile(r"[A-Za-z0-9_\-]{1,128}")
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 _DIGIT_PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]
 """The two digits of every 10-bit value."""
 _SHIFTS = tuple(range(120, -10, -10))
 _PREFIXES = ("node", "evt", "agent", "run", "art")
-
-
-def check_session_id(value: object) -> str:
-    """Return ``value`` if it is a safe session id, else raise :class:`InvalidIdentifier`."""
-    if not isinstance(value, str) or SESSION_ID_RE.fullmatch(value) is None:
-        raise InvalidIdentifier(
-            f"invalid session id {value!r}: expected 1-56 characters of [A-Za-z0-9_]",
-            session_id=value,
-        )
-    return value
-
-
-def check_id(value: object, kind: str) -> str:
-    """Return ``value`` if it has the shape of a record id (node, event, agent, run, artifact)."""
-    if not isinstance(value, str) or _RECORD_ID_RE.fullmatch(value) is None:
-        raise InvalidIdentifier(
-            f"invalid {kind} id {value!r}: expected 1-128 characters of [A-Za-z0-9_-]",
-            **{f"{kind}_id": value},
-        )
-    return value
-
-
-def check_optional_id(value: object, kind: str) -> str | None:
-    """Like :func:`check_id`, letting ``None`` through."""
-    return None if value is None else check_id(value, kind)
 
 
 def new_session_id(now: datetime | None = None) -> str:

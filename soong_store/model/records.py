@@ -30,8 +30,8 @@ from soong_store.model.content import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    content_from_json,
 )
-from soong_store.model.content_json import content_from_json
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.frozen import FrozenList, freeze
 from soong_store.model.global_records import (

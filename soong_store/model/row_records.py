@@ -51,7 +51,7 @@ def node_records(session_id: str, rows: Iterable[Sequence[Any]]) -> list[NodeRec
     The hot read (a long path): no dict per row, and the loop inlined. What it builds equals
     what :func:`node_record` builds from the same row, content validated the same way.
     """
-    from soong_store.model.content_json import content_from_json
+    from soong_store.model.content import content_from_json
     from soong_store.model.records import NodeRecord
 
     out: list[NodeRecord] = []

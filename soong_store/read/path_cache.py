@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from soong_store.backends.base import backend_class_of
+from soong_store.backends.base import Backend, backend_class_of
 from soong_store.backends.link import Link, engine_connection
 from soong_store.backends.values import DataVersion, ReadOnAThread
 from soong_store.errors import NotFound
@@ -125,8 +125,14 @@ class _Entry:
 class PathCache:
     """The paths and nodes of recently read sessions, shared by a store's reader threads."""
 
-    def __init__(self, sessions: int = SESSIONS) -> None:
+    def __init__(
+        self,
+        sessions: int = SESSIONS,
+        backend: type[Backend] | None = None,
+    ) -> None:
+        """``backend``: the store's, which says where a read stands (else the connection's)."""
         self._sessions = sessions
+        self._backend = backend
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -142,7 +148,7 @@ class PathCache:
 
         ``budget``: at most that many nodes read from the database, else :class:`ReadOnAThread`.
         """
-        version = _version(connection, budget)
+        version = self._version(connection, budget)
         if version is None:
             return reads.active_path(_engines(connection), session_id, node_id, limit)
         nodes = self._read(connection, version, session_id, node_id, limit, False, budget)[0]
@@ -162,7 +168,7 @@ class PathCache:
         """
         from soong_store.model.records import context_view
 
-        version = _version(connection, budget)
+        version = self._version(connection, budget)
         if version is None:
             return reads.context(_engines(connection), session_id, node_id, limit)
         nodes, tokens = self._read(connection, version, session_id, node_id, limit, True, budget)
@@ -202,6 +208,13 @@ class PathCache:
                     chains.move_to_end(node.node_id)
                     while len(chains) > CHAINS:
                         chains.popitem(last=False)
+
+    def _version(self, connection: Link, budget: int | None) -> DataVersion | None:
+        """Where the read's snapshot stands; ``None``: no cache (refused to one with a budget)."""
+        version = (self._backend or backend_class_of(connection)).data_version(connection)
+        if version is None and budget is not None:
+            raise ReadOnAThread("no cache to bound the read by")
+        return version
 
     def _entry(self, session_id: str, version: DataVersion) -> _Entry:
         with self._lock:
@@ -244,14 +257,6 @@ class PathCache:
             return [], 0
         walk = _Walk(entry, self._lock, connection, session_id, cut, budget)
         return walk.run(target, limit)
-
-
-def _version(connection: Link, budget: int | None) -> DataVersion | None:
-    """Where the read's snapshot stands; ``None``: no cache (refused to a read with a budget)."""
-    version = backend_class_of(connection).data_version(connection)
-    if version is None and budget is not None:
-        raise ReadOnAThread("no cache to bound the read by")
-    return version
 
 
 def _engines(connection: Link) -> Connection:

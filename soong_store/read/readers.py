@@ -8,7 +8,7 @@ its caller's loop and future, a waiting reader thread takes it, and the result g
 reads (the pool is as large as the thread count): a read takes an idle one, or checks one out
 when none is idle, and leaves it idle again when it ends; a read that fails lets its connection
 go back to the pool, which resets it, so the next read starts on a clean one. An event loop may
-borrow an idle one for a read of its own (:meth:`ReaderThreads.lend`, :mod:`.loop_reads`); no
+borrow an idle one for a read of its own (:meth:`ReaderThreads.lend`, :class:`LoopReads`); no
 connection is ever made for it. A store's open that does not run on its caller's loop runs as
 the first job of its reader threads, before their engine is bound, so that the thread it starts
 serves the first read too; either way it leaves its connection idle for that read. An open on
@@ -16,6 +16,45 @@ the caller's loop leaves a :class:`~soong_store.backends.link.DriverLink` instea
 engine: the first read that needs one makes it (on a thread, or on a loop:
 :meth:`ReaderThreads.take_over`), taking the link's driver connection over as the pool's first.
 Closing ends every thread and returns every connection.
+
+Where a read runs (:class:`LoopReads`): small reads on the caller's event loop thread, with
+every wait sent to a reader thread.
+
+A timeline page or a path's tail takes a few hundred µs of SQLite and Python; handing it to a
+reader thread and back cost ~0.15 ms more on the machine ``docs/performance.md`` measures (a
+thread woken on the other CPU, then the loop in turn). Where the backend allows it
+(:attr:`~soong_store.backends.base.Capabilities.reads_on_loop`), a read the store marks small runs
+on the loop's thread, on a read connection the reader threads leave idle, as the writer runs
+its batches there at durability ``normal``. The loop must not wait, so:
+
+- while the loop has it, the connection's busy handler does not wait (``busy_timeout`` 0): a
+  busy database, like any driver error, hands the read to a reader thread, which waits and
+  retries as every read does. (SQLite's own short retries while another connection changes the
+  WAL index are not the busy handler's; the writer's batches on the loop meet them too.) The
+  wait is switched as the connection changes hands, as the writer's is: off when a loop's read
+  first takes it (:data:`NO_WAIT`), on again when a reader thread takes it, so that loop reads
+  one after another switch nothing.
+- a read that must first attach a shard (:class:`~soong_store.backends.values.BeforeBegin`)
+  goes to a reader thread, which attaches it;
+- a read is small by its arguments (a row, a page of at most :data:`SMALL_ROWS` rows) or by a
+  budget: a path is read on the loop while its walk reads at most
+  :data:`SMALL_ROWS` nodes from the database (the path cache holds the rest), and a session's
+  agents, runs, artifacts or a node's children while they are at most :data:`SMALL_ROWS`;
+  else (:class:`~soong_store.backends.values.ReadOnAThread`) on a reader thread;
+- no read makes a connection on the loop (connecting parses the schema and may switch the
+  journal mode): with none idle, the read goes to a reader thread. (A store's open may make its
+  first one there, under conditions of its own: :mod:`soong_store.store.runtime`.)
+- that first connection may be a :class:`~soong_store.backends.link.DriverLink`, with no
+  engine made yet: the reads that run on a :class:`~soong_store.backends.link.Link`
+  (:meth:`LoopReads.run_on_link`: a path, a session's row, a timeline page) run on it as it
+  is; any other read makes the engine there, whose pool takes the link's connection over
+  without a statement that could wait (the link was set up as its connections are; only its
+  busy wait is turned on), and then runs. A link is only ever read on a loop, so its busy
+  handler stays off for its whole life.
+
+A read handed to a thread runs there again from the start (reads change nothing), and what the
+thread answers or raises is the result. A read that raises the store's own error on the loop (a
+session not found, a damaged row) raises it from there: the thread would raise the same.
 """
 
 from __future__ import annotations
@@ -25,12 +64,16 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from enum import Enum
+from functools import partial
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from soong_store.backends.link import DriverLink
-from soong_store.errors import StoreClosed
+from soong_store.backends.link import DriverLink, Link
+from soong_store.backends.values import BeforeBegin, ReadOnAThread
+from soong_store.errors import SoongStoreError, StoreClosed
 
 T = TypeVar("T")
 
@@ -63,6 +106,7 @@ class ReaderThreads:
         self._local = threading.local()
         self._connections = _Connections(size)
         self._closed = False
+        self._wait_for_locks: Callable[[Link, bool], None] | None = None
 
     def submit(self, work: Callable[[], T]) -> asyncio.Future[T]:
         """Queue ``work`` for a reader thread; its result (or error) comes back on this loop."""
@@ -116,8 +160,25 @@ class ReaderThreads:
         """
         held: Connection | None = getattr(self._local, "connection", None)
         if held is None or held.closed or held.invalidated:
-            held = self._local.connection = self._connections.take(self._connect)
+            taken = self._connections.take(self._connect)
+            if taken.info.get(NO_WAIT):
+                self._wait_again(taken)
+            held = self._local.connection = taken
         return held
+
+    def _wait_again(self, connection: Connection) -> None:
+        """Turn the lock wait of a connection a loop read last back on (a thread's read waits)."""
+        try:
+            assert self._wait_for_locks is not None, "only a loop's read turns it off"
+            self._wait_for_locks(connection, True)
+        except BaseException:  # its lock wait may still be off: never used again
+            self.discard(connection)
+            raise
+        del connection.info[NO_WAIT]
+
+    def lend_to_loops(self, wait_for_locks: Callable[[Link, bool], None]) -> None:
+        """Let event loops borrow idle connections; ``wait_for_locks`` switches their lock wait."""
+        self._wait_for_locks = wait_for_locks
 
     def _connect(self, link: DriverLink | None) -> Connection:
         """A new connection of the engine, made now if need be (taking ``link``'s over)."""
@@ -321,3 +382,124 @@ def _succeed(future: asyncio.Future[Any], result: Any) -> None:
 def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
     if not future.cancelled():
         future.set_exception(exc)
+
+
+NO_WAIT = "soong_store.loop_no_wait"
+"""Set in a read connection's ``info`` (its pool record's) while its lock wait is off: a loop's
+read turned it off, and the next reader thread to take it turns it on again. Kept in the pool
+record so that it outlives a return to the pool; an invalidated connection loses it with its
+driver connection."""
+
+SMALL_ROWS = 256
+"""The most rows a read run on the loop asks for (a page, a path's tail); more go to a thread."""
+
+
+def small(limit: object) -> bool:
+    """Whether a read of at most ``limit`` rows is small enough for the loop."""
+    return type(limit) is int and 0 < limit <= SMALL_ROWS
+
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """Where a read may run besides a reader thread: declared with the read, by its caller.
+
+    Every read can run on a reader thread (where it runs when the loop misses). ``loop``: it is
+    small, so it is tried first on the caller's event loop (:class:`LoopReads`); ``link``: it
+    runs on a :class:`~soong_store.backends.link.Link` too (a path, a session's row, a timeline
+    page); ``budgeted``: it is small only while it reads at most :data:`SMALL_ROWS` rows, so on
+    the loop it is given ``budget=SMALL_ROWS`` (it raises
+    :class:`~soong_store.backends.values.ReadOnAThread` past that).
+    """
+
+    loop: bool = False
+    link: bool = False
+    budgeted: bool = False
+
+    def on_loop(self, query: Callable[..., T]) -> Callable[..., T]:
+        """The read as it runs on the loop (with its budget, if it has one)."""
+        return partial(query, budget=SMALL_ROWS) if self.budgeted else query
+
+
+ON_THREAD: Final = Runs()
+"""A read of any size: on a reader thread only."""
+ON_LOOP: Final = Runs(loop=True)
+"""A read of one row, or a bounded few: on the loop first."""
+ON_LOOP_BUDGETED: Final = Runs(loop=True, budgeted=True)
+"""A read of a session's agents, runs or artifacts, a node's children: on the loop while small."""
+ON_LINK: Final = Runs(loop=True, link=True)
+"""A read of one row that runs on a link too (a session's row)."""
+ON_LINK_BUDGETED: Final = Runs(loop=True, link=True, budgeted=True)
+"""A read of the path cache: on the loop (a link too) while its walk reads few nodes."""
+
+
+def page(limit: object, runs: Runs) -> Runs:
+    """``runs`` for a page of at most ``limit`` rows when that is small, else :data:`ON_THREAD`."""
+    return runs if small(limit) else ON_THREAD
+
+
+class _Missed(Enum):
+    """What :meth:`LoopReads.run` answers when the read must go to a reader thread."""
+
+    MISSED = "missed"
+
+
+MISSED: Final = _Missed.MISSED
+
+
+class LoopReads:
+    """Reads run on the calling event loop's thread, on an idle connection of ``readers``.
+
+    Threading contract: :meth:`run` is called on an event loop's thread and waits for no lock
+    the database holds (it answers :data:`MISSED` instead).
+    """
+
+    def __init__(
+        self, readers: ReaderThreads, wait_for_locks: Callable[[Link, bool], None]
+    ) -> None:
+        self._readers = readers
+        self._wait_for_locks = wait_for_locks
+        readers.lend_to_loops(wait_for_locks)
+
+    def run(self, query: Callable[[Connection], T]) -> T | _Missed:
+        """``query`` in one snapshot on an idle engine connection, or :data:`MISSED`.
+
+        An idle link is taken over by the engine, made here (:meth:`ReaderThreads.take_over`).
+        """
+        lent = self._readers.lend()
+        connection = self._readers.take_over(lent) if isinstance(lent, DriverLink) else lent
+        if connection is None:
+            return MISSED
+        return self._run(connection, partial(query, connection))
+
+    def run_on_link(self, query: Callable[[Link], T]) -> T | _Missed:
+        """``query`` in one snapshot on any idle read connection (a link too), or :data:`MISSED`."""
+        connection = self._readers.lend()
+        if connection is None:
+            return MISSED
+        return self._run(connection, partial(query, connection))
+
+    def _run(self, connection: Connection | DriverLink, query: Callable[[], T]) -> T | _Missed:
+        try:
+            if isinstance(connection, Connection) and not connection.info.get(NO_WAIT):
+                self._wait_for_locks(connection, False)  # a link never waits (see the module)
+                connection.info[NO_WAIT] = True
+            with connection.begin():
+                result = query()
+        except (BeforeBegin, ReadOnAThread):  # a shard to attach, or more to read than here
+            self._give_back(connection)
+            return MISSED
+        except SoongStoreError:
+            self._give_back(connection)
+            raise
+        except Exception:  # busy, or the driver failed: a reader thread reads, with its retries
+            self._readers.discard(connection)
+            return MISSED
+        except BaseException:
+            self._readers.discard(connection)
+            raise
+        self._give_back(connection)
+        return result
+
+    def _give_back(self, connection: Connection | DriverLink) -> None:
+        """Leave ``connection`` idle; a reader thread that takes it turns its lock wait on."""
+        self._readers.keep(connection)

@@ -19,7 +19,8 @@ from sqlalchemy import Integer, Table
 
 from soong_store.errors import SoongStoreError
 from soong_store.model import codec
-from soong_store.model.content_json import decode_stored_content
+from soong_store.model.checks import check_id, check_session_id
+from soong_store.model.content import decode_stored_content
 from soong_store.model.enums import (
     TERMINAL_RUN_STATUSES,
     AgentStatus,
@@ -31,7 +32,6 @@ from soong_store.model.enums import (
     RunStatus,
     SessionStatus,
 )
-from soong_store.model.ids import check_id, check_session_id
 from soong_store.rules.artifacts import check_filename, check_mime_type, check_short_text
 from soong_store.schema.session_tables import session_tables
 from soong_store.schema.tables import agents_table, artifacts_table, runs_table, sessions_table

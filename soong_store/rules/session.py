@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soong_store.model import codec
-from soong_store.model.content import artifact_refs
-from soong_store.model.content_json import decode_stored_content
+from soong_store.model.checks import SESSION_ID_RE
+from soong_store.model.content import artifact_refs, decode_stored_content
 from soong_store.model.enums import ROOT_AGENT_TYPES, AgentType, RunStatus
-from soong_store.model.ids import SESSION_ID_RE
-from soong_store.rules import tools, tree
+from soong_store.rules import tree
 from soong_store.rules.artifacts import is_artifact_file_name
 from soong_store.rules.row import KINDS, RowError, check_row
 
@@ -179,10 +178,10 @@ def session_notes(rows: SessionRows) -> list[str]:
     """What a session holds that a live append would refuse but recorded history keeps.
 
     One sentence each, naming the session: tool results without their call on the path and
-    tool calls in user nodes (:func:`soong_store.rules.tools.tool_notes`). Not damage: the
+    tool calls in user nodes (:func:`soong_store.rules.tree.tool_notes`). Not damage: the
     source wrote it so, and an import keeps it.
     """
-    return [f"session {rows.session_id}: {note}" for note in tools.tool_notes(rows.rows["node"])]
+    return [f"session {rows.session_id}: {note}" for note in tree.tool_notes(rows.rows["node"])]
 
 
 def _events_of_nodes(found: Found, rows: dict[str, list[dict[str, Any]]]) -> None:

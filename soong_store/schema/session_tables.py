@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from soong_store.model.ids import check_session_id
+from soong_store.model.checks import check_session_id
 from soong_store.schema.tables import INTEGER
 
 NODES_PREFIX = "nodes_"

@@ -5,14 +5,15 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from soong_store.model.checks import check_id, check_session_id
 from soong_store.model.global_records import ArtifactRecord
-from soong_store.model.ids import check_id, check_session_id
 from soong_store.read import record_reads
+from soong_store.read.readers import ON_LOOP, ON_LOOP_BUDGETED
 from soong_store.store import calls
-from soong_store.store.core import StoreCore
+from soong_store.store.conversation import ConversationCalls
 
 
-class ArtifactCalls(StoreCore):
+class ArtifactCalls(ConversationCalls):
     """Store, read and list artifacts; collect the files no row names."""
 
     # -- artifacts --------------------------------------------------------------------------
@@ -49,13 +50,13 @@ class ArtifactCalls(StoreCore):
         """One artifact's row."""
         aid = check_id(artifact_id, "artifact")
         query = partial(record_reads.get_artifact, artifact_id=aid)
-        return await self._read(query, query)
+        return await self._runtime.read(query, ON_LOOP)
 
     async def list_artifacts(self, session_id: str) -> list[ArtifactRecord]:
         """A session's artifacts in creation order."""
         sid = check_session_id(session_id)
         query = partial(record_reads.list_artifacts, session_id=sid)
-        return await self._read_budgeted(query)
+        return await self._runtime.read(query, ON_LOOP_BUDGETED)
 
     async def read_artifact(self, artifact_id: str) -> bytes:
         """The bytes of an artifact (``StorageError`` if its file is missing or damaged)."""

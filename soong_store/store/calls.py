@@ -14,7 +14,6 @@ command of the CLI that only lists sessions does not pay for them.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import time
 from collections.abc import Callable
@@ -24,9 +23,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Connection
 
 from soong_store.backends.link import Link
-from soong_store.errors import InvalidArgument, StorageError, StoreClosed
-from soong_store.files.artifact_op import drop_files
+from soong_store.errors import InvalidArgument, StorageError
 from soong_store.model import codec
+from soong_store.model.checks import (
+    check_bound,
+    check_id,
+    check_integer,
+    check_optional_id,
+    check_session_id,
+)
+from soong_store.model.checks import enum_value as _enum
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -37,21 +43,15 @@ from soong_store.model.enums import (
     SessionStatus,
 )
 from soong_store.model.global_records import AgentRecord, ArtifactRecord, RunRecord, SessionRecord
-from soong_store.model.ids import check_id, check_optional_id, check_session_id
 from soong_store.read import record_reads
 from soong_store.read import session_reads as reads
 from soong_store.store.runtime import StoreRuntime
-from soong_store.write.ops import artifacts_of, check_bound, check_integer
-from soong_store.write.ops import enum_value as _enum
 
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
     from soong_store.model.records import EventRecord
     from soong_store.model.search import SearchHit
     from soong_store.tasks.registry import TaskDags
     from soong_store.tasks.wal import Listener, TaskDag
-    from soong_store.write.ops import Op
-    from soong_store.write.unit_of_work import Committed
-    from soong_store.write.writer import Prerequisite
 
 T = TypeVar("T")
 Job = Callable[[Connection], T]
@@ -61,13 +61,6 @@ LinkJob = Callable[[Link], T]
 
 _EPOCH_SPAN = 1e12
 """Seconds beyond any file's age (an int too large for a float means the same)."""
-
-
-def check_lock_wait(value: object) -> float:
-    """Seconds a busy database is waited for: a finite number above 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise InvalidArgument(f"invalid lock_wait {value!r}: expected seconds > 0", lock_wait=value)
-    return float(value)
 
 
 # -- sessions, agents and runs --------------------------------------------------------------
@@ -266,31 +259,6 @@ async def search(runtime: StoreRuntime, job: Callable[..., list[SearchHit]]) -> 
     except search_run.IndexBehind:
         await runtime.write(search_run.catch_up)
     return await runtime.read(partial(job, caught_up=True))
-
-
-async def submit_ops(runtime: StoreRuntime, session_id: str, ops: list[Op]) -> Committed:
-    """Commit a unit of work's operations; its files are written first.
-
-    Files first, row second: a crash in between leaves an orphan file for gc, never a row
-    without its file. A unit that does not commit takes its files away again. Once submitted,
-    the unit goes on even if the caller is cancelled, so nothing strands.
-    """
-    from soong_store.write.unit_of_work import apply_ops
-
-    job = partial(apply_ops, session_id=session_id, ops=ops)
-    files = artifacts_of(ops)
-    if not files:
-        return await runtime.write(job)
-    file_writes: list[Prerequisite] = []
-    for f in files:
-        assert f.write is not None, "a unit of work starts each file as it is added"
-        file_writes.append(f.write)
-    discard = partial(runtime.files.discard, [f.path for f in files])
-    try:
-        return await runtime.write(job, on_abort=discard, after=file_writes)
-    except StoreClosed:  # the job never ran: its files go
-        drop_files(files)
-        raise
 
 
 async def fork_session(runtime: StoreRuntime, session_id: object, node_id: object) -> SessionRecord:

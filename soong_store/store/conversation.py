@@ -1,27 +1,72 @@
-"""The facade's calls on a session's tree and timeline: nodes, events, paths, search."""
+"""The facade's calls on a session's tree and timeline: nodes, events, paths, search.
+
+Nodes, events and artifacts are written by a unit of work (:meth:`ConversationCalls.transaction`);
+each read says where it may run (:class:`~soong_store.read.readers.Runs`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from soong_store.errors import StoreClosed
+from soong_store.model.checks import check_bound, check_id, check_optional_id, check_session_id
 from soong_store.model.enums import AgentType, EventLevel, NodeType, Role
-from soong_store.model.ids import check_id, check_optional_id, check_session_id
 from soong_store.read import session_reads as reads
-from soong_store.read.on_loop import small
+from soong_store.read.readers import ON_LINK, ON_LINK_BUDGETED, ON_LOOP, ON_LOOP_BUDGETED, page
 from soong_store.store import calls
 from soong_store.store.core import StoreCore
-from soong_store.write.ops import check_bound
 
 if TYPE_CHECKING:
     from soong_store.model.global_records import SessionRecord
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
     from soong_store.model.search import SearchHit
+    from soong_store.write.unit_of_work import UnitOfWork
 
 
 class ConversationCalls(StoreCore):
     """Append and read nodes and events; the active path, the context, the timeline, search."""
+
+    @asynccontextmanager
+    async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
+        """A unit of work: the nodes and events added in the block commit together or not at all."""
+        tx = self._unit(session_id)
+        try:
+            yield tx
+        except BaseException:
+            tx.discard()
+            raise
+        await tx.commit()
+
+    async def _one(self, session_id: str, add: Callable[[UnitOfWork], object]) -> UnitOfWork:
+        """:meth:`transaction` for a call that adds one item, without the context manager.
+
+        The async generator under ``transaction`` costs a few µs an append (docs/performance.md).
+        """
+        tx = self._unit(session_id)
+        try:
+            add(tx)
+        except BaseException:
+            tx.discard()
+            raise
+        await tx.commit()
+        return tx
+
+    def _unit(self, session_id: str) -> UnitOfWork:
+        """A new unit of work on the session (what :meth:`transaction` hands out)."""
+        from soong_store.write.unit_of_work import UnitOfWork
+
+        sid = check_session_id(session_id)
+        runtime = self._runtime
+        runtime.check_process()
+        if not runtime.is_open:
+            raise StoreClosed("the store is not open")
+        paths = self._paths
+        return UnitOfWork(
+            sid, runtime, self._policy, on_commit=lambda done: paths.written(sid, done.nodes)
+        )
 
     async def append_node(
         self,
@@ -91,26 +136,26 @@ class ConversationCalls(StoreCore):
 
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")
-        return await self._write(partial(writes.switch_node, session_id=sid, node_id=nid))
+        return await self._runtime.write(partial(writes.switch_node, session_id=sid, node_id=nid))
 
     async def get_node(self, session_id: str, node_id: str) -> NodeRecord:
         """One node of a session."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
         query = partial(reads.get_node, session_id=sid, node_id=nid)
-        return await self._read(query, query)
+        return await self._runtime.read(query, ON_LOOP)
 
     async def list_nodes(self, session_id: str) -> list[NodeRecord]:
         """Every node of a session by ``node_seq`` (the whole tree)."""
         sid = check_session_id(session_id)
-        return await self._read(partial(reads.list_nodes, session_id=sid))
+        return await self._runtime.read(partial(reads.list_nodes, session_id=sid))
 
     async def children(self, session_id: str, node_id: str) -> list[NodeRecord]:
         """The children of a node by ``node_seq``."""
         sid = check_session_id(session_id)
         nid = check_id(node_id, "node")
         query = partial(reads.children, session_id=sid, node_id=nid)
-        return await self._read_budgeted(query)
+        return await self._runtime.read(query, ON_LOOP_BUDGETED)
 
     async def active_path(
         self, session_id: str, node_id: str | None = None, limit: int | None = None
@@ -125,7 +170,7 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
         query = partial(self._paths.active_path, session_id=sid, node_id=nid, limit=count)
-        return await self._read_path(query)
+        return await self._runtime.read(query, ON_LINK_BUDGETED)
 
     async def context(
         self, session_id: str, node_id: str | None = None, limit: int | None = None
@@ -139,7 +184,7 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
         query = partial(self._paths.context, session_id=sid, node_id=nid, limit=count)
-        return await self._read_path(query)
+        return await self._runtime.read(query, ON_LINK_BUDGETED)
 
     async def timeline(
         self,
@@ -150,7 +195,7 @@ class ConversationCalls(StoreCore):
     ) -> list[EventRecord]:
         """Events by ``seq`` (``run_seq`` for one run), after ``after_seq``, at most ``limit``."""
         job = calls.timeline_job(session_id, run_id, after_seq, limit)
-        return await self._read(job, on_link=job if small(limit) else None)
+        return await self._runtime.read(job, page(limit, ON_LINK))
 
     async def search(
         self,

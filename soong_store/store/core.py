@@ -1,8 +1,10 @@
 """The state every part of the facade shares: the backend, the runtime, opening and closing.
 
-:class:`StoreCore` holds what a :class:`~soong_store.store.SessionStore` is made of and the unit
-of work every write of nodes, events and artifacts goes through; the facade's calls live in the
-sibling modules, one concept each. The functions at the end (:func:`run_read`, :func:`run_write`,
+:class:`StoreCore` holds what a :class:`~soong_store.store.SessionStore` is made of; the facade's
+calls live in the sibling modules, one concept each, and reach the runtime directly (a write
+with :meth:`~soong_store.store.runtime.StoreRuntime.write`, a read with
+:meth:`~soong_store.store.runtime.StoreRuntime.read`, where it runs declared with it).
+The functions at the end (:func:`run_read`, :func:`run_write`,
 :func:`artifact_files`, :func:`runtime_of`, :func:`backend_of`) are the store's **internal
 surface**: what the check, export and import, the CLI and the importers of this package need
 beyond the public API. They are not part of the public API (``soong_store.__all__``) and may
@@ -13,9 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from functools import partial
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Self, TypeVar
@@ -25,7 +25,6 @@ from sqlalchemy.engine import URL
 
 from soong_store.backends import default_url
 from soong_store.backends.base import Backend, Durability, open_backend
-from soong_store.backends.link import Link
 from soong_store.backends.retry import DEFAULT_DEADLINE_S, RetryPolicy
 from soong_store.errors import InvalidArgument, StoreClosed
 from soong_store.files.artifact_op import (
@@ -36,17 +35,12 @@ from soong_store.files.artifact_op import (
 )
 from soong_store.files.folder import ArtifactFiles
 from soong_store.home import default_home
-from soong_store.model.ids import check_session_id
-from soong_store.read.on_loop import SMALL_ROWS
+from soong_store.model.checks import check_bound, check_lock_wait
 from soong_store.read.path_cache import PathCache
-from soong_store.store import calls
 from soong_store.store.runtime import StoreRuntime
-from soong_store.write.ops import check_bound
 
 if TYPE_CHECKING:  # imported by the first unit of work and the first task DAG
     from soong_store.tasks.registry import TaskDags
-    from soong_store.write.unit_of_work import UnitOfWork
-    from soong_store.write.writer import Prerequisite
 
 T = TypeVar("T")
 
@@ -75,7 +69,7 @@ class StoreCore:
             self.url,
             durability=durability,
             module=sqlite_module,
-            retry=RetryPolicy(deadline=calls.check_lock_wait(lock_wait)),
+            retry=RetryPolicy(deadline=check_lock_wait(lock_wait)),
         )
         self._policy = SpillPolicy(
             max_bytes=check_bound(spill_bytes, "spill_bytes", low=1) or SPILL_BYTES,
@@ -91,7 +85,7 @@ class StoreCore:
         self._task_dags: TaskDags | None = None
         self._tasks_lock = threading.Lock()
         self._tasks_closed: int | None = None
-        self._paths = PathCache()
+        self._paths = PathCache(backend=type(self._backend))
 
     @property
     def _tasks(self) -> TaskDags:
@@ -136,81 +130,6 @@ class StoreCore:
             if dags is not None:
                 await dags.close(generation)
         await self._runtime.close()
-
-    def _write(
-        self,
-        job: Callable[[Connection], T],
-        on_abort: Callable[[], None] | None = None,
-        after: Sequence[Prerequisite] = (),
-    ) -> Awaitable[T]:
-        return self._runtime.write(job, on_abort=on_abort, after=after)
-
-    def _read(
-        self,
-        query: Callable[[Connection], T],
-        on_loop: Callable[[Connection], T] | None = None,
-        *,
-        on_link: Callable[[Link], T] | None = None,
-    ) -> Awaitable[T]:
-        """``on_loop``: the same read, small or bounded, to try on the caller's loop first.
-
-        ``on_link``: the same, for a read that runs on a link too
-        (:mod:`soong_store.store.runtime`).
-        """
-        return self._runtime.read(query, on_loop, on_link=on_link)
-
-    def _read_budgeted(self, query: partial[T]) -> Awaitable[T]:
-        """``query`` (it takes a ``budget``) on the loop within the small reads' budget.
-
-        It runs on the caller's loop while it reads at most
-        :data:`~soong_store.read.on_loop.SMALL_ROWS` rows, else on a reader thread.
-        """
-        return self._runtime.read(query, partial(query, budget=SMALL_ROWS))
-
-    def _read_path(self, query: partial[T]) -> Awaitable[T]:
-        """A read of the path cache: as :meth:`_read_budgeted`, and on a link too."""
-        return self._runtime.read(query, on_link=partial(query, budget=SMALL_ROWS))
-
-    @asynccontextmanager
-    async def transaction(self, session_id: str) -> AsyncIterator[UnitOfWork]:
-        """A unit of work: the nodes and events added in the block commit together or not at all."""
-        tx = self._unit(session_id)
-        try:
-            yield tx
-        except BaseException:
-            tx.discard()
-            raise
-        await tx.commit()
-
-    async def _one(self, session_id: str, add: Callable[[UnitOfWork], object]) -> UnitOfWork:
-        """:meth:`transaction` for a call that adds one item, without the context manager.
-
-        The async generator under ``transaction`` costs a few µs an append (docs/performance.md).
-        """
-        tx = self._unit(session_id)
-        try:
-            add(tx)
-        except BaseException:
-            tx.discard()
-            raise
-        await tx.commit()
-        return tx
-
-    def _unit(self, session_id: str) -> UnitOfWork:
-        """A new unit of work on the session (what :meth:`transaction` hands out)."""
-        from soong_store.write.unit_of_work import UnitOfWork
-
-        sid = check_session_id(session_id)
-        self._runtime.check_process()
-        if not self._runtime.is_open:
-            raise StoreClosed("the store is not open")
-        return UnitOfWork(
-            sid,
-            partial(calls.submit_ops, self._runtime, sid),
-            self._policy,
-            self._runtime.start_file,
-            on_commit=lambda done: self._paths.written(sid, done.nodes),
-        )
 
 
 # -- the internal surface -------------------------------------------------------------------

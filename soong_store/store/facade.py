@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from soong_store.tasks.wal import TaskDag
 
 
-class SessionStore(SessionCalls, ConversationCalls, ArtifactCalls):
+class SessionStore(SessionCalls, ArtifactCalls, ConversationCalls):
     """The persistence layer of one agent home: sessions, agents, runs, nodes and events.
 
     Use it as an async context manager (or call :meth:`open` and :meth:`close`)::

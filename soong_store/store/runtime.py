@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sqlalchemy import Connection, Engine
 
 from soong_store.backends.base import Backend
-from soong_store.backends.link import DriverLink, Link
+from soong_store.backends.link import DriverLink
 from soong_store.backends.values import BeforeBegin
 from soong_store.errors import SoongStoreError, StorageError, StoreClosed
 from soong_store.files.folder import ArtifactFiles
@@ -47,8 +47,7 @@ from soong_store.migrate.upgrade import (
     refuse_shards_past_head,
     shards_marked_at_head,
 )
-from soong_store.read.on_loop import MISSED, LoopReads
-from soong_store.read.readers import ReaderThreads
+from soong_store.read.readers import MISSED, ON_THREAD, LoopReads, ReaderThreads, Runs
 
 if TYPE_CHECKING:
     from soong_store.catalog.moves import Maintenance
@@ -338,30 +337,21 @@ class StoreRuntime:
         self.check_process()
         return await self._started_writer().submit(job, on_abort=on_abort, after=after)
 
-    async def read(
-        self,
-        query: Callable[[Connection], T],
-        on_loop: Callable[[Connection], T] | None = None,
-        *,
-        on_link: Callable[[Link], T] | None = None,
-    ) -> T:
+    async def read(self, query: Callable[..., T], runs: Runs = ON_THREAD) -> T:
         """Run ``query`` on a reader thread in one snapshot, retried while the database is busy.
 
-        ``on_loop``: the same read, small or bounded, to try first on the caller's event loop
-        where the backend allows it (:mod:`soong_store.read.on_loop`); ``on_link``: the same, for
-        a read that runs on a :class:`~soong_store.backends.link.Link` (a link too).
+        ``runs``: where else the read may run, declared with it (:class:`~soong_store.read.
+        readers.Runs`): a small read is tried first on the caller's event loop where the backend
+        allows it, on a link too if it takes one.
         """
         self.check_process()
         readers = self._readers
         if readers is None or not self._open:
             raise StoreClosed("the store is not open")
         loop_reads = self._loop_reads
-        if loop_reads is not None and on_link is not None:
-            linked = loop_reads.run_on_link(on_link)
-            if linked is not MISSED:
-                return linked
-        elif loop_reads is not None and on_loop is not None:
-            got = loop_reads.run(on_loop)
+        if loop_reads is not None and runs.loop:
+            on_loop = runs.on_loop(query)
+            got = loop_reads.run_on_link(on_loop) if runs.link else loop_reads.run(on_loop)
             if got is not MISSED:
                 return got
         return await readers.submit(partial(self._read_sync, readers, query))

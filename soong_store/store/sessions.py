@@ -6,6 +6,7 @@ import os
 from functools import partial
 from typing import Any
 
+from soong_store.model.checks import check_id, check_session_id
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -14,9 +15,8 @@ from soong_store.model.enums import (
     SessionStatus,
 )
 from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
-from soong_store.model.ids import check_id, check_session_id
 from soong_store.read import record_reads
-from soong_store.read.on_loop import small
+from soong_store.read.readers import ON_LINK, ON_LOOP, ON_LOOP_BUDGETED, page
 from soong_store.store import calls
 from soong_store.store.core import StoreCore
 
@@ -37,13 +37,13 @@ class SessionCalls(StoreCore):
         ``cwd`` is stored as an absolute path: the session's task logs live under it, and they
         must be found again from any working directory.
         """
-        return await self._write(calls.create_session_job(cwd, metadata, root_agent_type))
+        return await self._runtime.write(calls.create_session_job(cwd, metadata, root_agent_type))
 
     async def get_session(self, session_id: str) -> SessionRecord:
         """One session (``NotFound`` if there is none)."""
         sid = check_session_id(session_id)
         query = partial(record_reads.get_session, session_id=sid)
-        return await self._read(query, on_link=query)
+        return await self._runtime.read(query, ON_LINK)
 
     async def list_sessions(
         self,
@@ -58,14 +58,14 @@ class SessionCalls(StoreCore):
         far down costs what the first one does).
         """
         job = calls.list_sessions_job(status, limit, after)
-        return await self._read(job, job if small(limit) else None)
+        return await self._runtime.read(job, page(limit, ON_LOOP))
 
     async def archive_session(self, session_id: str) -> SessionRecord:
         """Make a session read-only (it can still be read, exported, forked and deleted)."""
         from soong_store.write import lifecycle as writes
 
         sid = check_session_id(session_id)
-        return await self._write(partial(writes.archive_session, session_id=sid))
+        return await self._runtime.write(partial(writes.archive_session, session_id=sid))
 
     async def delete_session(self, session_id: str) -> None:
         """Remove a session's rows, tables and artifact files (shared files stay while named)."""
@@ -92,19 +92,19 @@ class SessionCalls(StoreCore):
         job = calls.create_agent_job(
             session_id, agent_type, parent_agent_id, created_by_run_id, fork_from_node_id, metadata
         )
-        return await self._write(job)
+        return await self._runtime.write(job)
 
     async def get_agent(self, agent_id: str) -> AgentRecord:
         """One agent."""
         aid = check_id(agent_id, "agent")
         query = partial(record_reads.get_agent, agent_id=aid)
-        return await self._read(query, query)
+        return await self._runtime.read(query, ON_LOOP)
 
     async def list_agents(self, session_id: str) -> list[AgentRecord]:
         """A session's agents in creation order."""
         sid = check_session_id(session_id)
         query = partial(record_reads.list_agents, session_id=sid)
-        return await self._read_budgeted(query)
+        return await self._runtime.read(query, ON_LOOP_BUDGETED)
 
     async def update_agent(
         self,
@@ -114,7 +114,7 @@ class SessionCalls(StoreCore):
         metadata: Any = None,
     ) -> AgentRecord:
         """Change an agent's status, result or metadata (terminal statuses are final)."""
-        return await self._write(calls.update_agent_job(agent_id, status, result, metadata))
+        return await self._runtime.write(calls.update_agent_job(agent_id, status, result, metadata))
 
     async def start_run(
         self,
@@ -124,19 +124,21 @@ class SessionCalls(StoreCore):
         metadata: Any = None,
     ) -> RunRecord:
         """Start a run of an agent; a session's main agent runs one at a time."""
-        return await self._write(calls.start_run_job(session_id, agent_id, status, metadata))
+        return await self._runtime.write(
+            calls.start_run_job(session_id, agent_id, status, metadata)
+        )
 
     async def get_run(self, run_id: str) -> RunRecord:
         """One run."""
         rid = check_id(run_id, "run")
         query = partial(record_reads.get_run, run_id=rid)
-        return await self._read(query, query)
+        return await self._runtime.read(query, ON_LOOP)
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         """A session's runs in creation order."""
         sid = check_session_id(session_id)
         query = partial(record_reads.list_runs, session_id=sid)
-        return await self._read_budgeted(query)
+        return await self._runtime.read(query, ON_LOOP_BUDGETED)
 
     async def update_run(
         self,
@@ -148,7 +150,7 @@ class SessionCalls(StoreCore):
     ) -> RunRecord:
         """Move a run forward (queued, pending, running) or record its counters."""
         job = calls.update_run_job(run_id, status, turn_count, usage, metadata)
-        return await self._write(job)
+        return await self._runtime.write(job)
 
     async def finish_run(
         self,
@@ -161,4 +163,4 @@ class SessionCalls(StoreCore):
     ) -> RunRecord:
         """End a run with a terminal status and an end reason."""
         job = calls.finish_run_job(run_id, status, end_reason, usage, error, turn_count)
-        return await self._write(job)
+        return await self._runtime.write(job)

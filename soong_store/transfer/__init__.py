@@ -40,10 +40,10 @@ from soong_store.catalog.lookup import create_pair, tables_of
 from soong_store.errors import InvalidArgument, StorageError
 from soong_store.files.folder import ArtifactFiles
 from soong_store.model import codec
-from soong_store.model.content import map_artifact_refs
-from soong_store.model.content_json import content_to_json, decode_stored_content
+from soong_store.model.checks import check_session_id
+from soong_store.model.content import content_to_json, decode_stored_content, map_artifact_refs
 from soong_store.model.first_event import created_event_row
-from soong_store.model.ids import check_session_id, new_id, new_session_id, utc_now
+from soong_store.model.ids import new_id, new_session_id, utc_now
 from soong_store.read import record_reads
 from soong_store.rules.row import KINDS
 from soong_store.schema.session_tables import session_tables

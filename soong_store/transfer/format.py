@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from soong_store.errors import InvalidArgument, SoongStoreError
 from soong_store.model import codec
-from soong_store.model.ids import check_session_id
+from soong_store.model.checks import check_session_id
 from soong_store.rules.row import KINDS
 from soong_store.rules.session import (
     IMPORTED_KEY,

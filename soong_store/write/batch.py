@@ -1,9 +1,9 @@
 """One transaction of the writer: a batch of jobs, a savepoint each, their outcomes handed back.
 
 :class:`~soong_store.write.writer.Writer` decides when a batch runs and where (its thread, or the
-callers' event loop), :mod:`~soong_store.write.batch_retry` what happens when it fails as a whole
-(busy, lost connection, a failed ``COMMIT``); this module is one attempt at it (:func:`attempt`)
-and the way its outcomes reach the callers (:func:`deliver`, :func:`settle_here`).
+callers' event loop); this module is one attempt at it (:func:`attempt`), what happens when it
+fails as a whole (:func:`run_to_outcome`: busy, lost connection, a failed ``COMMIT``) and the
+way its outcomes reach the callers (:func:`deliver`, :func:`settle_here`).
 
 Two costs are cut here, both paid once per job before:
 
@@ -24,14 +24,19 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from soong_store.backends.base import Backend
+from soong_store.backends.retry import Attempts, RetryPolicy
 from soong_store.backends.values import BeforeBegin
+from soong_store.errors import StorageError
+
+if TYPE_CHECKING:  # the writer's connection, on which the batches of this module run
+    from soong_store.write.writer import WriteConnection
 
 T = TypeVar("T")
 Job = Callable[[Connection], T]
@@ -212,3 +217,123 @@ def _settle(group: list[Pending]) -> None:
             item.future.set_result(value)
         else:
             item.future.set_exception(value)
+
+
+log = logging.getLogger(__name__)
+
+_PREPARES = 100
+"""How many times one batch may stop to prepare its connection (attach a file) before the job
+that keeps asking fails: a session moved that often meanwhile is a bug, not contention."""
+
+
+def run_to_outcome(
+    link: WriteConnection, backend: type[Backend], policy: RetryPolicy, batch: list[Pending]
+) -> None:
+    """Run ``batch`` to an outcome for every job, on the thread (its callers are told after)."""
+    retry = policy.start()
+    pending = list(batch)
+    in_doubt = False  # asking whether a COMMIT whose answer was lost took effect
+    doubtful: list[Pending] = []  # failed, but their rows may have committed
+    prepares = 0
+    try:
+        while pending:
+            try:
+                done = attempt(link.for_thread(), backend, pending)
+                # A later job met a lock another transaction holds (or needs its connection
+                # prepared): the jobs before it have committed, the rest run in a new one.
+                pending = pending[done:]
+            except BeforeBegin as needed:  # the first job needs a file attached, say
+                link.recover()
+                prepares += 1
+                try:
+                    if prepares > _PREPARES:
+                        raise StorageError(f"the write could not be prepared: {needed}")
+                    needed.prepare(link.for_thread())
+                except Exception as exc:
+                    link.recover()
+                    pending[0].outcome = (False, exc)
+                    del pending[0]
+            except JobAborted as aborted:
+                # The failing job took the others' work down with it: fail it alone and run
+                # the rest again in a fresh transaction.
+                link.recover()
+                pending[aborted.index].outcome = (False, aborted.cause)
+                del pending[aborted.index]
+            except CommitUnknown as unknown:
+                link.recover()
+                in_doubt = True
+                committed = _commit_outcome(link, backend, unknown.token, retry)
+                in_doubt = False
+                if committed:
+                    pending = pending[unknown.done :]
+                    continue
+                if committed is None:
+                    fail_all(
+                        pending,
+                        StorageError(
+                            "the connection was lost at COMMIT and the database could not say "
+                            f"within {policy.deadline:g} s whether the write took effect"
+                        ),
+                    )
+                    doubtful = pending
+                    break
+                retry.wait()  # nothing of it committed: the same jobs run again
+            except (BatchBusy, OperationalError) as exc:
+                if isinstance(exc, OperationalError) and not backend.is_transient(exc):
+                    link.recover()
+                    fail_all(pending, exc)
+                    break
+                if retry.expired:
+                    fail_all(pending, _gave_up(backend, policy, exc))
+                    break
+                link.recover()
+                retry.wait()
+            except Exception as exc:  # commit failed: disk full, I/O error, damaged file
+                link.recover()
+                fail_all(pending, exc)
+                break
+    except Exception as exc:  # a bug in the handling itself: what did not commit fails
+        log.exception("write batch failed unexpectedly")
+        fail_all(pending, StorageError(f"unexpected {type(exc).__name__}: {exc}"))
+        link.drop()
+        if in_doubt:
+            doubtful = pending
+    kept = {id(item) for item in doubtful}  # files that rows may name stay (gc decides)
+    for item in batch:
+        if not item.outcome[0] and id(item) not in kept:
+            abort(item)
+
+
+def _gave_up(backend: type[Backend], policy: RetryPolicy, exc: BaseException) -> StorageError:
+    waited = policy.deadline
+    cause = exc.__cause__ if isinstance(exc, BatchBusy) else exc
+    if cause is not None and backend.is_lost(cause):
+        return StorageError(f"the database could not be reached for {waited:g} s")
+    return StorageError(f"the database stayed locked for {waited:g} s")
+
+
+def _commit_outcome(
+    link: WriteConnection, backend: type[Backend], token: str | None, retry: Attempts
+) -> bool | None:
+    """Whether the transaction whose COMMIT lost its answer took effect (``None``: unknown).
+
+    Asked on a new connection, waiting (under the batch's retry deadline) while the
+    database cannot be reached or the transaction is still finishing.
+    """
+    if token is None:  # it wrote nothing: its jobs' results stand either way
+        return True
+    while True:
+        try:
+            connection = link.for_thread()
+            with connection.begin():
+                outcome = backend.commit_outcome(connection, token)
+            if outcome is not None:
+                return outcome
+        except Exception as exc:
+            if not backend.is_transient(exc):
+                log.warning("could not ask whether a commit took effect", exc_info=True)
+                return None
+            link.recover()
+        if retry.expired:
+            return None
+        retry.wait()

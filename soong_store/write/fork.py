@@ -16,8 +16,12 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from soong_store.errors import NotFound, StorageError
-from soong_store.model.content import artifact_refs, map_artifact_refs
-from soong_store.model.content_json import content_from_json, content_to_json
+from soong_store.model.content import (
+    artifact_refs,
+    content_from_json,
+    content_to_json,
+    map_artifact_refs,
+)
 from soong_store.model.ids import new_id, new_session_id, utc_now
 from soong_store.model.records import SessionRecord, session_record
 from soong_store.read import record_reads

@@ -1,97 +1,41 @@
 """Validated write operations: what a unit of work queues before anything touches the database.
 
-Every argument a caller gives is checked here, once, before the writer sees it: enums, ids,
-content blocks (and the spill of large JSON into artifacts), JSON values. A bad input raises an
-:class:`~soong_store.errors.InvalidArgument` at the call, with nothing queued.
+Every argument a caller gives is checked once, with :mod:`soong_store.model.checks`, as its
+operation is built (:class:`~soong_store.write.unit_of_work.UnitOfWork`'s ``add_*``,
+:meth:`EventOp.build`), before the writer sees it: enums, ids, content blocks, JSON values. A
+bad input raises an :class:`~soong_store.errors.InvalidArgument` at the call, with nothing
+queued.
+
+The spill (:func:`spill_large_json`): a :class:`~soong_store.model.content.JsonBlock` whose data
+is over the byte or token threshold (:class:`~soong_store.files.artifact_op.SpillPolicy`)
+becomes an artifact in the node's own unit of work; the stored block keeps a short summary of
+the data's shape and the reference, so the context never carries the large JSON again.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from soong_store.errors import InvalidArgument
-from soong_store.files.artifact_op import ArtifactOp, SpillPolicy
+from soong_store.files.artifact_op import ArtifactOp, SpillPolicy, drop_files
 from soong_store.files.folder import StartFile
 from soong_store.model import codec
+from soong_store.model.checks import (
+    check_event_type,
+    check_optional_id,
+    enum_value,
+)
+from soong_store.model.content import ContentBlock, JsonBlock, Place, encode_content
 from soong_store.model.enums import EventLevel, NodeType, Role
-from soong_store.model.ids import check_optional_id, new_id
+from soong_store.model.ids import new_id
 
-if TYPE_CHECKING:  # the content blocks are imported by the first node built, not by the checks
+if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from soong_store.model.content import ContentBlock
-
-E = TypeVar("E", bound=StrEnum)
-
 NODE_CREATED = "node_created"
-_MAX_EVENT_TYPE = 128
-
-
-def enum_value(enum: type[E], value: object, what: str) -> E:
-    """Convert ``value`` to a member of ``enum`` or raise :class:`InvalidArgument` naming it."""
-    if type(value) is str or type(value) is enum:  # a member, or its value as a plain string
-        members: dict[str, E] = _members(enum)
-        found = members.get(value)
-        if found is not None:
-            return found
-    try:
-        return enum(value)  # type: ignore[arg-type]  # anything else is refused below
-    except ValueError:
-        allowed = ", ".join(member.value for member in enum)
-        raise InvalidArgument(f"invalid {what} {value!r}: expected one of {allowed}") from None
-
-
-@cache
-def _members(enum: type[E]) -> dict[str, E]:
-    """``enum``'s members by value (a member is its own key: it equals its value)."""
-    return {member.value: member for member in enum}
-
-
-def check_event_type(event_type: object) -> str:
-    """An event type is free text, but a short non-empty one."""
-    return codec.check_text(event_type, "event type", max_len=_MAX_EVENT_TYPE)
-
-
-MAX_INTEGER = 2**63 - 1
-"""The largest integer an ``INTEGER`` column holds: a count or bound beyond it is refused here."""
-
-
-def _shown(value: object) -> str:
-    """``repr(value)``, but a huge integer by its size (Python refuses to print one as text)."""
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"<an integer of {value.bit_length()} bits>"
-    return repr(value)
-
-
-def check_integer(value: object, what: str, *, low: int = 0) -> int | None:
-    """An integer from ``low`` to :data:`MAX_INTEGER`, or ``None``."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_INTEGER:
-        raise InvalidArgument(
-            f"invalid {what} {_shown(value)}: expected an integer from {low} to {MAX_INTEGER}"
-        )
-    return value
-
-
-def check_bound(value: object, what: str, *, low: int = 0) -> int | None:
-    """A bound of a read (a limit, a cursor): an integer >= ``low``, capped at the column's range.
-
-    A bound beyond every stored number means the same as the largest one, so it is taken as that
-    rather than refused.
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_INTEGER:
-        return MAX_INTEGER
-    return check_integer(value, what, low=low)
-
-
-def check_token_count(value: object) -> int | None:
-    """``token_count`` is an integer from 0 to :data:`MAX_INTEGER`, or ``None``."""
-    return check_integer(value, "token_count")
 
 
 @dataclass(slots=True)
@@ -168,7 +112,7 @@ class EventOp:
 
 @dataclass(slots=True)
 class NodeOp:
-    """A validated node waiting for its parent, agent and ``node_seq``."""
+    """A validated node waiting for its parent, agent and ``node_seq`` (``UnitOfWork.add_node``)."""
 
     node_id: str
     role: Role
@@ -191,67 +135,8 @@ class NodeOp:
     artifacts: list[ArtifactOp] = field(default_factory=list)
     artifact_refs: list[str] = field(default_factory=list)
 
-    @classmethod
-    def build(
-        cls,
-        session_id: str,
-        role: object,
-        node_type: object,
-        content: object,
-        *,
-        policy: SpillPolicy,
-        start_file: StartFile,
-        agent_id: object = None,
-        run_id: object = None,
-        parent_id: object = None,
-        metadata: Any = None,
-        token_count: object = None,
-        event: str | Mapping[str, Any] | None = None,
-    ) -> NodeOp:
-        """Validate caller input into a node operation (raises before anything is queued).
 
-        Large JSON blocks are moved to artifacts here, so the node's stored content is final;
-        their files start with ``start_file``. Everything else is checked first, so that only
-        the content itself can fail once a file is on its way (and then the files are dropped).
-        """
-        from soong_store.files.spill import spill_large_json
-        from soong_store.model.content import artifact_refs, validate_content
-
-        node_id = new_id("node")
-        role_value = enum_value(Role, role, "role")
-        type_value = enum_value(NodeType, node_type, "node type")
-        agent = check_optional_id(agent_id, "agent")
-        run = check_optional_id(run_id, "run")
-        parent = check_optional_id(parent_id, "node")
-        metadata_json, metadata_value = codec.encode_column(metadata, what="node metadata")
-        tokens = check_token_count(token_count)
-        own_event = None if event is None else _node_event(event, node_id)
-        created = EventOp.own(NODE_CREATED, node_id=node_id) if own_event is None else None
-        content_json, stored, spilled = spill_large_json(
-            session_id, validate_content(content), policy, start_file
-        )
-        for artifact in spilled:
-            artifact.node_id = node_id
-        return cls(
-            node_id=node_id,
-            role=role_value,
-            node_type=type_value,
-            content_json=content_json,
-            content=stored,
-            agent_id=agent,
-            run_id=run,
-            parent_id=parent,
-            metadata_json=metadata_json,
-            metadata=metadata_value,
-            token_count=tokens,
-            event=own_event,
-            created=created,
-            artifacts=spilled,
-            artifact_refs=artifact_refs(stored),
-        )
-
-
-def _node_event(event: str | Mapping[str, Any], node_id: str) -> EventOp:
+def node_event(event: str | Mapping[str, Any], node_id: str) -> EventOp:
     """The event a node asked for instead of ``node_created``."""
     spec: dict[str, Any] = {"event_type": event} if isinstance(event, str) else dict(event)
     if "node_id" in spec or "agent_id" in spec or "run_id" in spec:
@@ -285,3 +170,103 @@ def artifacts_of(ops: list[Op]) -> list[ArtifactOp]:
         elif isinstance(op, NodeOp):
             found.extend(op.artifacts)
     return found
+
+
+_SUMMARY_CHARS = 600
+
+
+def estimate_tokens(data: bytes) -> int:
+    """Rough token count of UTF-8 text: ~4 bytes per token for ASCII, one per wide character."""
+    text = data.decode("utf-8", errors="replace")
+    wide = (len(data) - len(text)) // 2
+    return math.ceil((len(text) - wide) / 4) + wide
+
+
+def summarize_json(value: Any, size: int) -> str:
+    """A short description of a JSON value's shape for the model: keys, lengths, first values."""
+    head = f"JSON {_human(size)}: "
+    return head + _shape(value, 3, _SUMMARY_CHARS - len(head))
+
+
+def _human(size: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def _shape(value: Any, depth: int, budget: int) -> str:
+    if isinstance(value, dict):
+        if depth == 0 or not value:
+            return f"object with {len(value)} keys"
+        parts: list[str] = []
+        for key, item in value.items():
+            part = f"{_short(key)}: {_shape(item, depth - 1, budget // 4)}"
+            if sum(len(p) + 2 for p in parts) + len(part) > budget - 20:
+                parts.append(f"... {len(value) - len(parts)} more keys")
+                break
+            parts.append(part)
+        return _clip("{" + ", ".join(parts) + "}", budget)
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        if depth == 0:
+            return f"list of {len(value)} items"
+        first = _shape(value[0], depth - 1, budget // 2)
+        return _clip(f"list of {len(value)} items, first: {first}", budget)
+    if isinstance(value, str):
+        return _short(value) + (f" ({len(value)} chars)" if len(value) > 40 else "")
+    return _clip(repr(value), budget)
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def _clip(text: str, budget: int) -> str:
+    budget = max(budget, 16)
+    return text if len(text) <= budget else text[: budget - 3] + "..."
+
+
+def spill_large_json(
+    session_id: str,
+    blocks: list[ContentBlock],
+    policy: SpillPolicy,
+    start_file: StartFile,
+) -> tuple[str, list[ContentBlock], list[ArtifactOp]]:
+    """Encode a node's content, moving every JSON block over the thresholds to an artifact.
+
+    Returns the ``content_json`` text, the blocks as a read returns them and the artifacts. Each
+    JSON block's data is encoded once (:func:`~soong_store.model.content.encode_content`):
+    its bytes are measured, and either written to the artifact's file or put into the text. A
+    spilled block's file starts (``start_file``) before its bytes are checked for NaN, so the
+    check overlaps the disk; a failure drops every file started here.
+    """
+    spilled: list[ArtifactOp] = []
+
+    def spill(place: Place, block: JsonBlock, data: bytes) -> JsonBlock | None:
+        if len(data) <= policy.max_bytes and (
+            len(data) <= policy.max_tokens or estimate_tokens(data) <= policy.max_tokens
+        ):
+            return None
+        op = ArtifactOp.build(
+            session_id,
+            data,
+            policy=policy,
+            mime_type="application/json",
+            tool_call_id=None if place.owner is None else place.owner.tool_call_id,
+        )
+        op.event = False
+        spilled.append(op)
+        op.write = start_file(op.path, data)
+        op.summary = summarize_json(block.data, len(data))  # bounded by construction
+        codec.check_finite(data, block.data, what=f"{place.where}.data")
+        return JsonBlock(summary=op.summary, artifact_ref=op.artifact_id)
+
+    try:
+        content_json, stored = encode_content(blocks, spill=spill)
+    except BaseException:
+        drop_files(spilled)
+        raise
+    return content_json, stored, spilled

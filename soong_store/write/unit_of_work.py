@@ -11,16 +11,21 @@ discarded unit removes them again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import Connection
 
-from soong_store.errors import InvalidArgument
+from soong_store.errors import InvalidArgument, StoreClosed
 from soong_store.files.artifact_op import ArtifactOp, SpillPolicy, drop_files
-from soong_store.files.folder import StartFile
+from soong_store.files.folder import ArtifactFiles, PendingFile
+from soong_store.model import codec
+from soong_store.model.checks import check_optional_id, check_token_count, enum_value
+from soong_store.model.content import artifact_refs, validate_content
 from soong_store.model.enums import EventLevel, NodeType, Role
+from soong_store.model.ids import new_id
 from soong_store.model.records import (
     ArtifactRecord,
     EventRecord,
@@ -29,8 +34,39 @@ from soong_store.model.records import (
     written_event_record,
     written_node_record,
 )
-from soong_store.write.ops import EventOp, NodeOp, Op, StepOp, artifacts_of
+from soong_store.write.ops import (
+    NODE_CREATED,
+    EventOp,
+    NodeOp,
+    Op,
+    StepOp,
+    artifacts_of,
+    node_event,
+    spill_large_json,
+)
 from soong_store.write.session_writer import SessionWriter
+
+if TYPE_CHECKING:
+    from soong_store.write.writer import Prerequisite
+
+T = TypeVar("T")
+
+
+class Runtime(Protocol):
+    """What a unit of work runs on: the store's writer and its artifact files."""
+
+    files: ArtifactFiles
+
+    def write(
+        self,
+        job: Callable[[Connection], T],
+        on_abort: Callable[[], None] | None = None,
+        after: Sequence[Prerequisite] = (),
+    ) -> Awaitable[T]:
+        """Run ``job`` in the writer, in its transaction (``on_abort``: it did not commit)."""
+
+    def start_file(self, path: str, data: bytes) -> PendingFile:
+        """Begin writing an artifact file (it is done before the unit's job is queued)."""
 
 
 @dataclass(slots=True)
@@ -63,15 +99,14 @@ class UnitOfWork:
     def __init__(
         self,
         session_id: str,
-        submit: Callable[[list[Op]], Awaitable[Committed]],
+        runtime: Runtime,
         policy: SpillPolicy,
-        start_file: StartFile,
         on_commit: Callable[[Committed], None] | None = None,
     ) -> None:
         self.session_id = session_id
-        self._submit = submit
+        self._runtime = runtime
         self._policy = policy
-        self._start_file = start_file
+        self._start_file = runtime.start_file
         self._on_commit = on_commit
         self._ops: list[Op] = []
         self._done = False
@@ -92,24 +127,49 @@ class UnitOfWork:
         token_count: int | None = None,
         event: str | Mapping[str, Any] | None = None,
     ) -> str:
-        """Queue a node; return its id at once."""
+        """Queue a node; return its id at once.
+
+        Every argument is checked here, before anything is queued. Large JSON blocks are moved
+        to artifacts here too, so the node's stored content is final; their files start now.
+        Everything else is checked first, so that only the content itself can fail once a file
+        is on its way (and then the files are dropped).
+        """
         self._check_open()
-        op = NodeOp.build(
-            self.session_id,
-            role,
-            node_type,
-            content,
-            policy=self._policy,
-            start_file=self._start_file,
-            agent_id=agent_id,
-            run_id=run_id,
-            parent_id=parent_id,
-            metadata=metadata,
-            token_count=token_count,
-            event=event,
+        node_id = new_id("node")
+        role_value = enum_value(Role, role, "role")
+        type_value = enum_value(NodeType, node_type, "node type")
+        agent = check_optional_id(agent_id, "agent")
+        run = check_optional_id(run_id, "run")
+        parent = check_optional_id(parent_id, "node")
+        metadata_json, metadata_value = codec.encode_column(metadata, what="node metadata")
+        tokens = check_token_count(token_count)
+        own_event = None if event is None else node_event(event, node_id)
+        created = EventOp.own(NODE_CREATED, node_id=node_id) if own_event is None else None
+        content_json, stored, spilled = spill_large_json(
+            self.session_id, validate_content(content), self._policy, self._start_file
         )
-        self._ops.append(op)
-        return op.node_id
+        for artifact in spilled:
+            artifact.node_id = node_id
+        self._ops.append(
+            NodeOp(
+                node_id=node_id,
+                role=role_value,
+                node_type=type_value,
+                content_json=content_json,
+                content=stored,
+                agent_id=agent,
+                run_id=run,
+                parent_id=parent,
+                metadata_json=metadata_json,
+                metadata=metadata_value,
+                token_count=tokens,
+                event=own_event,
+                created=created,
+                artifacts=spilled,
+                artifact_refs=artifact_refs(stored),
+            )
+        )
+        return node_id
 
     def add_event(
         self,
@@ -188,6 +248,29 @@ class UnitOfWork:
             self.artifacts = committed.artifacts
             if self._on_commit is not None:
                 self._on_commit(committed)
+
+    async def _submit(self, ops: list[Op]) -> Committed:
+        """The unit's operations as one writer job; its files are written first.
+
+        Files first, row second: a crash in between leaves an orphan file for gc, never a row
+        without its file. A unit that does not commit takes its files away again. Once
+        submitted, the unit goes on even if the caller is cancelled, so nothing strands.
+        """
+        runtime = self._runtime
+        job = partial(apply_ops, session_id=self.session_id, ops=ops)
+        files = artifacts_of(ops)
+        if not files:
+            return await runtime.write(job)
+        file_writes: list[Prerequisite] = []
+        for f in files:
+            assert f.write is not None, "a unit of work starts each file as it is added"
+            file_writes.append(f.write)
+        discard = partial(runtime.files.discard, [f.path for f in files])
+        try:
+            return await runtime.write(job, on_abort=discard, after=file_writes)
+        except StoreClosed:  # the job never ran: its files go
+            drop_files(files)
+            raise
 
     def discard(self) -> None:
         """Drop everything gathered (the block raised), the files already started too."""

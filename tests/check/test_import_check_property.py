@@ -42,8 +42,7 @@ from soong_store.schema.tables import (
     session_files_table,
     sessions_table,
 )
-from soong_store.search.index import search_text_table
-from soong_store.search.text import node_text
+from soong_store.search.index import node_text, search_text_table
 from soong_store.transfer import export_session, read_export
 from tests.conftest import db_path
 

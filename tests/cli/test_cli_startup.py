@@ -48,9 +48,8 @@ WRITE_SIDE = (
 
 CONTENT = (
     "soong_store.model.content",
-    "soong_store.model.content_json",
     "soong_store.model.records",
-    "soong_store.files.spill",
+    "soong_store.write.ops",
     "soong_store.cli.render_nodes",
 )
 """The content blocks and every module that needs them: a listing shows no node."""

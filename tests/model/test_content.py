@@ -17,9 +17,10 @@ from soong_store.model.content import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    content_from_json,
+    content_to_json,
     validate_content,
 )
-from soong_store.model.content_json import content_from_json, content_to_json
 
 json_values = st.recursive(
     st.none()

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from soong_store.errors import InvalidContent
-from soong_store.files import spill as spill_module
 from soong_store.files.artifact_op import ArtifactOp, SpillPolicy
-from soong_store.model import codec, content_json
+from soong_store.model import codec
+from soong_store.model import content as content_module
 from soong_store.model.content import (
     CONTENT,
     ArtifactRefBlock,
@@ -31,9 +31,11 @@ from soong_store.model.content import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    content_from_json,
+    encode_content,
     validate_content,
 )
-from soong_store.model.content_json import content_from_json, encode_content
+from soong_store.write import ops as spill_module
 
 
 def reference_encode(blocks: list[Any]) -> tuple[str, list[Any]]:
@@ -310,7 +312,7 @@ def test_plain_content_is_neither_parsed_back_nor_encoded_twice(monkeypatch):
     def forbidden(*_: Any) -> Any:
         raise AssertionError("the whole content was encoded again and parsed back")
 
-    monkeypatch.setattr(content_json, "_encode_exact", forbidden)
+    monkeypatch.setattr(content_module, "_encode_exact", forbidden)
     data = {"rows": [{"id": i, "name": f"row {i}", "v": [i, None]} for i in range(300)]}
     encoded: list[Any] = []
     real_encode = codec.encode
@@ -337,14 +339,14 @@ def test_plain_content_is_neither_parsed_back_nor_encoded_twice(monkeypatch):
 
 
 def test_nesting_is_refused_exactly_where_the_reader_stops():
-    deepest = content_json._READER_DEPTH - 2
+    deepest = content_module._READER_DEPTH - 2
     for data in (nested(deepest), nested(deepest, []), nested(deepest, {})):  # empty: no deeper
         text, stored = encode_content(validate_content([{"type": "json", "data": data}]))
         assert stored == content_from_json(text)
     for data in (nested(deepest + 1), nested(deepest + 1, []), [nested(deepest, [0])]):
         with pytest.raises(InvalidContent, match="content cannot be read back"):
             encode_content(validate_content([{"type": "json", "data": data}]))
-    inner = content_json._READER_DEPTH - 4  # a tool result's item holds its data two deeper
+    inner = content_module._READER_DEPTH - 4  # a tool result's item holds its data two deeper
     item = {"type": "json", "data": nested(inner)}
     encode_content(
         validate_content([{"type": "tool_result", "tool_call_id": "c", "content": [item]}])

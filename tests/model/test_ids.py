@@ -6,14 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from soong_store.errors import InvalidIdentifier
-from soong_store.model.ids import (
-    check_id,
-    check_session_id,
-    crockford26,
-    new_id,
-    new_session_id,
-    utc_now,
-)
+from soong_store.model.checks import check_id, check_session_id
+from soong_store.model.ids import crockford26, new_id, new_session_id, utc_now
 
 
 def test_session_id_format():

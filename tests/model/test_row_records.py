@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from soong_store.errors import StorageError
 from soong_store.model import codec
-from soong_store.model.content import validate_content
-from soong_store.model.content_json import content_to_json, decode_stored_content
+from soong_store.model.content import content_to_json, decode_stored_content, validate_content
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.frozen import FrozenDict, FrozenList
 from soong_store.model.records import EventRecord, NodeRecord, event_record, node_record

@@ -6,7 +6,7 @@ import orjson
 
 from soong_store.backends.sqlite.search import match_expression
 from soong_store.model.search_query import MAX_PHRASE_CHARS, MAX_PHRASES, fts5_string, parse_query
-from soong_store.search.text import node_text
+from soong_store.search.index import node_text
 
 
 def test_words_and_quoted_phrases() -> None:

@@ -23,7 +23,7 @@ from soong_store.backends.sqlite import backend as sqlite_backend
 from soong_store.catalog import lookup as catalog
 from soong_store.read import record_reads
 from soong_store.read import session_reads as reads
-from soong_store.read.on_loop import SMALL_ROWS
+from soong_store.read.readers import ON_LOOP, SMALL_ROWS
 from soong_store.store import runtime_of
 from tests.conftest import idle_link
 from tests.conftest import text as text_blocks
@@ -50,9 +50,9 @@ async def test_a_small_read_runs_on_the_loop_without_waiting_for_locks(
     store: SessionStore,
 ) -> None:
     runtime, here = runtime_of(store), threading.get_ident()
-    assert await runtime.read(where, where) == here  # on the connection the open left
+    assert await runtime.read(where, ON_LOOP) == here  # on the connection the open left
     assert await runtime.read(where) != here  # not small: a reader thread
-    assert await runtime.read(busy_timeout, busy_timeout) == 0
+    assert await runtime.read(busy_timeout, ON_LOOP) == 0
     # The same connection (the only one), back with a reader thread: it waits again.
     assert await runtime.read(busy_timeout) == sqlite_backend.BUSY_TIMEOUT_MS
 
@@ -70,12 +70,12 @@ async def test_with_no_idle_connection_a_small_read_goes_to_a_thread(
         taken.append(connection)
     assert taken
     try:
-        assert await runtime.read(where, where) != here
+        assert await runtime.read(where, ON_LOOP) != here
         assert len(connects) == 1  # made by the reader thread, not on the loop
     finally:
         for connection in taken:
             readers.keep(connection)
-    assert await runtime.read(where, where) == here
+    assert await runtime.read(where, ON_LOOP) == here
 
 
 async def test_small_reads_through_the_api_answer_as_the_threads_do(store: SessionStore) -> None:
@@ -84,7 +84,7 @@ async def test_small_reads_through_the_api_answer_as_the_threads_do(store: Sessi
         await store.append_node(sid, "user", "message", text_blocks(f"q{n}"), token_count=n)
         await store.append_event(sid, "mark", payload={"n": n})
     runtime, here = runtime_of(store), threading.get_ident()
-    assert await runtime.read(where, where) == here
+    assert await runtime.read(where, ON_LOOP) == here
     whole = await store.timeline(sid)
     assert await store.timeline(sid, after_seq=whole[3].seq, limit=5) == whole[4:9]
     path = await store.active_path(sid)
@@ -118,7 +118,7 @@ async def test_a_store_error_on_the_loop_keeps_the_connection(store: SessionStor
         with pytest.raises(NotFound):
             await store.get_session("0" * 26)
     assert checkins == []
-    assert await runtime.read(where, where) == here
+    assert await runtime.read(where, ON_LOOP) == here
 
 
 async def test_a_driver_error_on_the_loop_sends_the_read_to_a_thread(store: SessionStore) -> None:
@@ -133,13 +133,13 @@ async def test_a_driver_error_on_the_loop_sends_the_read_to_a_thread(store: Sess
         on_thread.append(busy_timeout(connection))
         return "from a thread"
 
-    assert await runtime.read(busy_on_the_loop, busy_on_the_loop) == "from a thread"
+    assert await runtime.read(busy_on_the_loop, ON_LOOP) == "from a thread"
     assert len(dropped) == 1 and on_thread == [sqlite_backend.BUSY_TIMEOUT_MS]
     driver_error = read_engine(store).dialect.loaded_dbapi.ProgrammingError
     with pytest.raises(driver_error, match="closed"):  # never used again without its lock wait
         dropped[0].execute("SELECT 1")
-    assert await runtime.read(where, where) == here  # the thread's connection, idle now
-    assert await runtime.read(busy_timeout, busy_timeout) == 0
+    assert await runtime.read(where, ON_LOOP) == here  # the thread's connection, idle now
+    assert await runtime.read(busy_timeout, ON_LOOP) == 0
 
 
 async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(
@@ -158,7 +158,7 @@ async def test_a_small_read_of_a_session_in_a_shard_goes_to_a_thread(
         assert away
         async with SessionStore(home=home) as store:  # new connections: no shard attached
             runtime, here = runtime_of(store), threading.get_ident()
-            assert await runtime.read(where, where) == here  # the engine, made on the loop
+            assert await runtime.read(where, ON_LOOP) == here  # the engine, made on the loop
             handed = count_thread_reads(store, monkeypatch)
             await store.timeline(away[0], limit=2)
             assert len(handed) == 1  # the shard is attached on a reader thread
@@ -197,7 +197,7 @@ async def test_close_returns_every_read_connection(home: Path) -> None:
     store = SessionStore(home=home)
     await store.open()
     runtime = runtime_of(store)
-    assert await runtime.read(where, where) == threading.get_ident()
+    assert await runtime.read(where, ON_LOOP) == threading.get_ident()
     await asyncio.gather(*(runtime.read(where) for _ in range(8)))
     engine = read_engine(store)
     held = engine.pool.checkedout()  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ from soong_store import (
 from soong_store.backends.sqlite.backend import SQLiteBackend
 from soong_store.read import path_cache as cache
 from soong_store.read import session_reads as reads
-from soong_store.read.on_loop import SMALL_ROWS
+from soong_store.read.readers import SMALL_ROWS
 from tests.conftest import text
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]

@@ -17,11 +17,10 @@ from soong_store import JsonBlock, SessionStore, TextBlock
 from soong_store.files.artifact_op import SpillPolicy
 from soong_store.model.records import ContextView, NodeRecord
 from soong_store.read import session_reads as reads
-from soong_store.read.on_loop import SMALL_ROWS
 from soong_store.read.path_cache import PathCache
-from soong_store.store import run_read, run_write, runtime_of
-from soong_store.write.ops import Op
-from soong_store.write.unit_of_work import Committed, UnitOfWork, apply_ops
+from soong_store.read.readers import SMALL_ROWS
+from soong_store.store import run_read, runtime_of
+from soong_store.write.unit_of_work import Committed, UnitOfWork
 from tests.conftest import text
 from tests.read.test_path_cache import Climbs, other_process, session_of
 
@@ -153,13 +152,8 @@ async def test_a_unit_of_work_tells_what_it_committed_and_only_then(store: Sessi
     sid, ids = await session_of(store, 3)
     told: list[Committed] = []
 
-    async def submit(ops: list[Op]) -> Committed:
-        committed: Committed = await run_write(store, partial(apply_ops, session_id=sid, ops=ops))
-        return committed
-
     def unit() -> UnitOfWork:
-        start_file = runtime_of(store).start_file
-        return UnitOfWork(sid, submit, SpillPolicy(), start_file, on_commit=told.append)
+        return UnitOfWork(sid, runtime_of(store), SpillPolicy(), on_commit=told.append)
 
     tx = unit()
     node_id = tx.add_node("assistant", "message", text("told"))

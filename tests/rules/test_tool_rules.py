@@ -1,4 +1,4 @@
-"""The tool rules of :mod:`soong_store.rules.tools`, without a database."""
+"""The tool rules of :mod:`soong_store.rules.tree`, without a database."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from soong_store.errors import InvalidContent
-from soong_store.model.content import TextBlock, ToolCallBlock, ToolResultBlock
-from soong_store.model.content_json import content_to_json
-from soong_store.rules import tools
+from soong_store.model.content import TextBlock, ToolCallBlock, ToolResultBlock, content_to_json
+from soong_store.rules import tree
 
 
 def call(i: str) -> ToolCallBlock:
@@ -32,10 +31,10 @@ def never_read() -> Iterator[Collection[str]]:
 
 def test_tool_ids_of_blocks_and_of_their_stored_text():
     blocks = [TextBlock(text='{"type":"tool_call","tool_call_id":"no"}'), call("c1"), result("c0")]
-    assert tools.tool_ids(blocks) == (("c1",), ("c0",))
-    assert tools.stored_tool_ids(content_to_json(blocks)) == (("c1",), ("c0",))
-    assert tools.stored_tool_ids('[{"type":"text","text":"hi"}]') == ((), ())
-    assert tools.stored_tool_ids("[not json") == ((), ())
+    assert tree.tool_ids(blocks) == (("c1",), ("c0",))
+    assert tree.stored_tool_ids(content_to_json(blocks)) == (("c1",), ("c0",))
+    assert tree.stored_tool_ids('[{"type":"text","text":"hi"}]') == ((), ())
+    assert tree.stored_tool_ids("[not json") == ((), ())
 
 
 def test_the_climb_stops_once_every_result_has_its_call():
@@ -46,21 +45,21 @@ def test_the_climb_stops_once_every_result_has_its_call():
             read.append(depth)
             yield calls
 
-    ids = tools.ToolIds((), ("c1", "c2"))
-    assert tools.unanswered(ids, above()) == []
+    ids = tree.ToolIds((), ("c1", "c2"))
+    assert tree.unanswered(ids, above()) == []
     assert read == [0, 1, 2]
-    assert tools.unanswered(tools.ToolIds((), ("c9", "c1", "c9")), iter([("c1",)])) == ["c9"]
-    assert tools.unanswered(tools.ToolIds(("c1",), ("c1",)), never_read()) == []
+    assert tree.unanswered(tree.ToolIds((), ("c9", "c1", "c9")), iter([("c1",)])) == ["c9"]
+    assert tree.unanswered(tree.ToolIds(("c1",), ("c1",)), never_read()) == []
 
 
 def test_a_live_append_is_refused_naming_the_call():
-    tools.check_tool_blocks("n", "tool", tools.ToolIds((), ("c1",)), lambda: [("c1",)])
-    tools.check_tool_blocks("n", "assistant", tools.ToolIds(("c1",), ()), never)
+    tree.check_tool_blocks("n", "tool", tree.ToolIds((), ("c1",)), lambda: [("c1",)])
+    tree.check_tool_blocks("n", "assistant", tree.ToolIds(("c1",), ()), never)
     with pytest.raises(InvalidContent, match="'c2', which no tool_call on its path made") as e:
-        tools.check_tool_blocks("n", "tool", tools.ToolIds((), ("c1", "c2")), lambda: [("c1",)])
+        tree.check_tool_blocks("n", "tool", tree.ToolIds((), ("c1", "c2")), lambda: [("c1",)])
     assert (e.value.node_id, e.value.tool_call_id) == ("n", "c2")
     with pytest.raises(InvalidContent, match="user node with tool call 'c3'") as e:
-        tools.check_tool_blocks("n", "user", tools.ToolIds(("c3",), ()), never)
+        tree.check_tool_blocks("n", "user", tree.ToolIds(("c3",), ()), never)
     assert e.value.tool_call_id == "c3"
 
 
@@ -84,6 +83,6 @@ def test_notes_of_stored_nodes():
         node(7, 8, "tool", result("c1")),  # a parent chain that loops ends
         node(8, 7, "tool", result("c1")),
     ]
-    notes = tools.tool_notes(nodes)
+    notes = tree.tool_notes(nodes)
     assert [note.split()[1] for note in notes] == ["n4", "n5", "n6", "n7", "n8"]
     assert "'c_none'" in notes[1] and "user node with tool call 'c6'" in notes[2]

@@ -28,6 +28,7 @@ from soong_store import (
 )
 from soong_store.backends.sqlite.backend import make_engine
 from soong_store.schema import session_tables as factory
+from soong_store.store import run_read, run_write
 from tests.conftest import RAW_SQLITE, connect_raw, db_path, snapshot, text
 
 pytestmark = pytest.mark.sqlite
@@ -294,15 +295,16 @@ async def test_durability_sets_synchronous_on_the_write_connection(
     home: Path, durability: Any, synchronous: int
 ) -> None:
     async with SessionStore(home=home, durability=durability) as opened:
-        pragmas = await opened._write(
+        pragmas = await run_write(
+            opened,
             lambda c: (
                 c.exec_driver_sql("PRAGMA synchronous").scalar(),
                 c.exec_driver_sql("PRAGMA foreign_keys").scalar(),
                 c.exec_driver_sql("PRAGMA temp_store").scalar(),
-            )
+            ),
         )
-        read_temp_store = await opened._read(
-            lambda c: c.exec_driver_sql("PRAGMA temp_store").scalar()
+        read_temp_store = await run_read(
+            opened, lambda c: c.exec_driver_sql("PRAGMA temp_store").scalar()
         )
     # The writer's savepoints keep their journals in memory (2); reads keep SQLite's default.
     assert pragmas == (synchronous, 1, 2)

@@ -28,8 +28,8 @@ from soong_store import (
     ToolResultBlock,
 )
 from soong_store.check.run import check_store
-from soong_store.files.spill import estimate_tokens
 from soong_store.store import runtime_of
+from soong_store.write.ops import estimate_tokens
 from tests.backends import Backend
 from tests.conftest import text
 from tests.helpers import execute, snapshot

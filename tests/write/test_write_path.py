@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from soong_store import SessionStore
-from soong_store.model import content_json, records
+from soong_store.model import content, records
 
 pytestmark = pytest.mark.asyncio
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.asyncio
 def spy_on_decoding(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The JSON columns turned back into values, and each whole content parsed back."""
     decoded: list[str] = []
-    column, content = records._stored, content_json.CONTENT.validate_json
+    column, parse = records._stored, content.CONTENT.validate_json
 
     def stored(row: Any, name: str) -> Any:
         decoded.append(name)
@@ -24,10 +24,10 @@ def spy_on_decoding(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     def parsed(text: Any) -> Any:
         decoded.append("content_json")
-        return content(text)
+        return parse(text)
 
     monkeypatch.setattr(records, "_stored", stored)
-    monkeypatch.setattr(content_json, "content_from_json", parsed)
+    monkeypatch.setattr(content, "content_from_json", parsed)
     monkeypatch.setattr(records, "content_from_json", parsed)
     return decoded
 

@@ -14,9 +14,9 @@ import pytest
 
 from soong_store import SessionStore, StorageError
 from soong_store.store import runtime_of
-from soong_store.write import batch_retry as write_retry
+from soong_store.write import batch as write_retry
 from soong_store.write.batch import CommitUnknown
-from soong_store.write.connection import WriteConnection
+from soong_store.write.writer import WriteConnection
 from tests.conftest import text
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]

@@ -24,8 +24,7 @@ from soong_store.errors import InvalidArgument
 from soong_store.migrate.upgrade import upgrade
 from soong_store.store import runtime_of
 from soong_store.write import writer as writer_module
-from soong_store.write.connection import WriteConnection
-from soong_store.write.writer import Writer
+from soong_store.write.writer import WriteConnection, Writer
 from tests.conftest import LoopTicker, connect_raw
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.asyncio]

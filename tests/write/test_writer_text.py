@@ -17,7 +17,7 @@ from soong_store.catalog import lookup as catalog
 from soong_store.schema.session_tables import session_tables
 from soong_store.schema.tables import sessions_table
 from soong_store.write import statements
-from soong_store.write.session_open import _pair_lookup
+from soong_store.write.session_writer import _pair_lookup
 from soong_store.write.statements import ACTIVE_HAS_CHILD, MAX_NODE_SEQ, MAX_SEQ
 from tests.conftest import db_path, text
 

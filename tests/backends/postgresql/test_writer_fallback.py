@@ -20,7 +20,7 @@ import pytest
 from soong_store import SessionStore, StorageError
 from soong_store.check.run import check_store
 from soong_store.store import run_write, runtime_of
-from soong_store.write.connection import WriteConnection
+from soong_store.write.writer import WriteConnection
 from tests.conftest import text
 from tests.helpers import side_door
 
