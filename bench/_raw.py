@@ -9,7 +9,7 @@ is the statements, as the store runs them today:
   ``max(node_seq)``, ``max(seq)`` and whether the active node has a child; the node insert; the
   ``node_created`` event insert; the node's ``search_text`` row (its text found with the store's
   :func:`soong_store.search.index.node_text`), and every 64 of those the store's own statements that
-  take the waiting rows into the FTS5 index (:mod:`soong_store.backends.sqlite.search_pending`); the
+  take the waiting rows into the FTS5 index (:mod:`soong_store.backends.sqlite.search`); the
   session's active node and ``updated_at``; ``COMMIT``. WAL, ``foreign_keys=ON``,
   ``temp_store=MEMORY`` like the store's write connection, ``synchronous`` NORMAL or FULL like the
   store's two durabilities;
@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from soong_store.backends.sqlite.search_pending import CATCH_UP, CATCH_UP_AT
+from soong_store.backends.sqlite.search import CATCH_UP, CATCH_UP_AT
 from soong_store.search.index import node_text
 
 JSON_COLUMNS = ("content_json", "metadata_json", "payload_json")

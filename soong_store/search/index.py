@@ -95,7 +95,7 @@ def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -
 
     One statement per :data:`_CHUNK` rows rather than one per node. On SQLite the rows wait above
     FTS5's mark and are taken into its index by batches
-    (:mod:`~soong_store.backends.sqlite.search_pending`), so that a lone node's commit does not
+    (:mod:`~soong_store.backends.sqlite.search`), so that a lone node's commit does not
     write a segment of FTS5's index of its own.
     """
     for start in range(0, len(rows), _CHUNK):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from soong_store import SessionStore
-from soong_store.backends.sqlite.search_pending import CATCH_UP_AT
+from soong_store.backends.sqlite.search import CATCH_UP_AT
 from soong_store.check.run import check_store
 from tests.conftest import connect_raw, db_path, text
 from tests.search.test_search_sqlite import downgrade_to

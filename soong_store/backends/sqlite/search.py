@@ -1,11 +1,29 @@
 """Search on SQLite: an FTS5 index over ``search_text`` as external content.
 
-``search_fts`` indexes ``search_text.body`` (its rows are ``search_text.doc_id``) and stores no copy
-of the text: snippets and the ``delete`` of a row read it from ``search_text``. The rows above the
-mark in ``search_mark`` wait for the index, which takes them in by batches before any search or
-check reads it (:mod:`~soong_store.backends.sqlite.search_pending`); a trigger takes a deleted row
-out in the same transaction. ``search_text`` is never updated. Why external content rather than
-contentless: the figures are in ``docs/search.md``.
+``search_fts`` indexes ``search_text.body`` (its rows are ``search_text.doc_id``) and stores no
+copy of the text: snippets and the ``delete`` of a row read it from ``search_text``. A trigger
+takes a deleted row out in the same transaction; ``search_text`` is never updated. Why external
+content rather than contentless: the figures are in ``docs/search.md``.
+
+Rows wait above a mark. A lone node's commit would otherwise pay FTS5's whole per-commit write
+(a new segment, its structure record, document sizes, a term-index row) for one row. Instead the
+node's ``search_text`` row is written in its transaction, and nothing else: the index holds the
+rows up to ``search_mark.indexed_upto``, the rows above it wait. The index takes the waiting rows
+in by batches (:func:`catch_up`), each batch one segment, and moves the mark to the last row:
+
+- in the writer's transaction that brings the rows this writer inserted to :data:`CATCH_UP_AT`;
+- before a search that finds rows waiting (the store runs :func:`catch_up` in its writer, then
+  searches: every node committed before the search was called is found, ranked as if it had
+  been indexed at once, since BM25 reads only the totals of the index);
+- before FTS5's ``integrity-check`` (the check compares the index with all of ``search_text``).
+
+A mark rather than a list of waiting rows (revision 0005's ``search_pending``) because a node's
+commit then writes no row, page or trigger step of its own for the index. ``doc_id`` is
+``search_text``'s rowid, so a new row takes the largest one plus one: above the mark, unless the
+rows at the top were deleted after they were taken in, which is why the delete trigger of
+:data:`CREATE` lowers the mark to the largest row left. A row deleted while waiting leaves
+``search_text`` only; one taken in leaves FTS5 too. PostgreSQL's GIN index is kept by the
+server: its side of :class:`~soong_store.backends.search.Searcher` does nothing for these.
 
 A SQLite library built without FTS5 still opens, writes and reads every database: revision
 0004 then creates ``search_text`` alone, and the first :meth:`FTS5Search.check_ready` says that
@@ -22,12 +40,61 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from soong_store.backends.base import backend_class_of
 from soong_store.backends.search import Filters
-from soong_store.backends.sqlite import search_pending as pending
-from soong_store.backends.sqlite.search_pending import LAST_ROW, MARK_TABLE
 from soong_store.errors import StorageError
 
 if TYPE_CHECKING:  # a query is parsed only to search: the writer, which notes rows, needs none
     from soong_store.model.search_query import SearchQuery
+
+MARK_TABLE: Final = "search_mark"
+CATCH_UP_AT: Final = 64
+"""Rows a writer inserts before its own transaction takes them into the index."""
+_NOTED: Final = "soong_store.search_noted"
+"""``connection.info`` key: rows this connection inserted since it last caught up."""
+
+_WAITING: Final = f"FROM search_text WHERE doc_id > (SELECT indexed_upto FROM {MARK_TABLE})"
+LAST_ROW: Final = "(SELECT coalesce(max(doc_id), 0) FROM search_text)"
+"""The largest ``doc_id`` (0 for none): one step down the rowid tree."""
+MOVE_MARK: Final = f"UPDATE {MARK_TABLE} SET indexed_upto = {LAST_ROW}"
+"""Every row is in the index (run after the index took them in, in the same transaction)."""
+CATCH_UP: Final = (
+    f"INSERT INTO search_fts(rowid, body) SELECT doc_id, body {_WAITING} ORDER BY doc_id",
+    MOVE_MARK,
+)
+_BEHIND: Final = f"SELECT 1 {_WAITING} LIMIT 1"
+
+
+def behind(connection: Connection) -> bool:
+    """Whether rows of ``search_text`` wait to enter the index."""
+    return connection.exec_driver_sql(_BEHIND).first() is not None
+
+
+def catch_up(connection: Connection) -> None:
+    """Take every waiting row into FTS5's index, in the caller's transaction (one segment)."""
+    for statement in CATCH_UP:
+        connection.exec_driver_sql(statement)
+    connection.info[_NOTED] = 0
+
+
+def noted(connection: Connection, count: int) -> None:
+    """Count ``count`` rows just inserted; at :data:`CATCH_UP_AT`, catch up in this transaction.
+
+    The count is this connection's alone (another process's rows are taken in by whichever
+    catch-up comes first); a count that outlives a rolled back transaction only brings the next
+    catch-up forward. Without the index, or with a SQLite library without FTS5 on a database
+    that has one, rows stay waiting (nothing else of the write needs FTS5) for the next
+    catch-up that can run.
+    """
+    seen = connection.info.get(_NOTED, 0) + count
+    connection.info[_NOTED] = seen
+    if seen < CATCH_UP_AT:
+        return
+    try:
+        connection.exec_driver_sql(_PROBE)
+    except OperationalError:
+        connection.info[_NOTED] = 0
+        return
+    catch_up(connection)
+
 
 FTS_TABLE: Final = "search_fts"
 SNIPPET_TOKENS = 12
@@ -48,7 +115,7 @@ MARK: Final = (
     f"INSERT INTO {MARK_TABLE}(indexed_upto) VALUES (0)",
 )
 CREATE: Final = (TABLE, *MARK, *TRIGGERS)
-"""The index, its mark and its trigger (:mod:`.pending`), as the newest revision has them.
+"""The index, its mark and its trigger (the mark above), as the newest revision has them.
 
 No trigger on insert: a row above the mark waits. A delete takes the row out of the index if
 it was taken in (external content: FTS5 deletes by the text it indexed, which ``old.body``
@@ -99,7 +166,7 @@ def build_missing_index(connection: Connection) -> bool:
         return False
     if _has_table(connection, FTS_TABLE) or not _has_table(connection, "search_text"):
         return False
-    for statement in (*CREATE, REBUILD, pending.MOVE_MARK):
+    for statement in (*CREATE, REBUILD, MOVE_MARK):
         connection.exec_driver_sql(statement)
     return True
 
@@ -233,7 +300,7 @@ class FTS5Search:
         if not has_fts5(connection):
             return []
         try:
-            pending.catch_up(connection)
+            catch_up(connection)
             connection.exec_driver_sql(
                 f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)"
             )
@@ -244,16 +311,16 @@ class FTS5Search:
         return []
 
     def noted(self, connection: Connection, count: int) -> None:
-        """Rows were inserted: at enough of them, take them into the index (:mod:`.pending`)."""
-        pending.noted(connection, count)
+        """Rows were inserted: at enough of them, take them into the index (the mark above)."""
+        noted(connection, count)
 
     def behind(self, connection: Connection) -> bool:
         """Whether ``search_text`` has rows above the index's mark."""
-        return pending.behind(connection)
+        return behind(connection)
 
     def catch_up(self, connection: Connection) -> None:
         """Take the waiting rows into the index in one statement (one segment)."""
-        pending.catch_up(connection)
+        catch_up(connection)
 
 
 def _version(connection: Connection) -> str:
