@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import Connection, Engine, event, text
 
 from soong_store import SessionStore
-from soong_store.backends.sqlite import wal as sqlite_wal
+from soong_store.backends.sqlite import connect as sqlite_connect
 from soong_store.backends.sqlite.backend import SQLiteBackend, make_engine
 from soong_store.errors import InvalidArgument
 from soong_store.migrate.upgrade import upgrade
@@ -192,7 +192,7 @@ async def checkpointed(
 async def test_checkpoints_run_on_the_writers_thread_and_never_in_a_commit(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_wal, "RESTART_FRAMES", 600)
+    monkeypatch.setattr(sqlite_connect, "RESTART_FRAMES", 600)
     checkpoints, frames, restarts, pragma = await checkpointed(engine, monkeypatch, 2000)
     assert pragma == 0  # SQLite's own checkpoint, inside a COMMIT, is off
     assert {thread for thread, _ in checkpoints} == {WRITER_THREAD}
@@ -221,7 +221,7 @@ async def test_writes_are_held_for_a_checkpoint_only_once_the_log_is_long(
     assert len(owed) >= 5  # one per 256 rows changed
     assert len(checkpoints) == len(owed)  # ~3,000 frames, below RESTART_FRAMES: no second step
     assert not any(answer for _, answer in checkpoints)
-    assert 2000 < frames < sqlite_wal.RESTART_FRAMES
+    assert 2000 < frames < sqlite_connect.RESTART_FRAMES
     assert restarts == 0
 
 

@@ -21,8 +21,8 @@ pysqlite's own transaction handling is switched off (``isolation_level = None``)
 issues ``BEGIN`` itself; that is also what lets ``PRAGMA journal_mode=WAL`` work on every driver
 (old pysqlite3 builds refuse it inside their implicit transaction). SQLite's busy handler waits
 ``BUSY_TIMEOUT_MS`` for a lock; past that, the store's retry policy tries the work again.
-What each new connection is given is :mod:`.sqlite_connect`; the write connection's lock wait
-and checkpoints :mod:`.sqlite_wal`; shard files :mod:`.sqlite_files`.
+What each new connection is given, and the write connection's lock wait and checkpoints, are
+:mod:`.connect`; shard files :mod:`.files`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.sqlite import connect as sqlite_connect
 from soong_store.backends.sqlite import files as sqlite_files
 from soong_store.backends.sqlite import shards as migrate_shards
-from soong_store.backends.sqlite import wal as sqlite_wal
 from soong_store.backends.translation import ErrorKind
 from soong_store.backends.values import DataVersion, Integrity
 from soong_store.errors import InvalidArgument, SoongStoreError, StorageError
@@ -388,18 +387,18 @@ class SQLiteBackend(Backend, ShardFiles):
 
     @classmethod
     def wait_for_locks(cls, connection: Link, wait: bool) -> None:
-        """``busy_timeout``: the store's wait, or none (:mod:`.sqlite_wal`)."""
-        sqlite_wal.wait_for_locks(connection, BUSY_TIMEOUT_MS if wait else 0)
+        """``busy_timeout``: the store's wait, or none (:mod:`.connect`)."""
+        sqlite_connect.wait_for_locks(connection, BUSY_TIMEOUT_MS if wait else 0)
 
     @classmethod
     def claim_checkpoint(cls, connection: Connection) -> bool:
-        """Enough rows changed since the last checkpoint owed (:mod:`.sqlite_wal`)."""
-        return sqlite_wal.claim_checkpoint(connection)
+        """Enough rows changed since the last checkpoint owed (:mod:`.connect`)."""
+        return sqlite_connect.claim_checkpoint(connection)
 
     @classmethod
     def checkpoint(cls, connection: Connection) -> bool:
-        """A ``PASSIVE`` WAL checkpoint; true once the log is long (:mod:`.sqlite_wal`)."""
-        return sqlite_wal.checkpoint(connection)
+        """A ``PASSIVE`` WAL checkpoint; true once the log is long (:mod:`.connect`)."""
+        return sqlite_connect.checkpoint(connection)
 
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:
