@@ -488,7 +488,10 @@ class Maintenance:
         self._limits = limits
         self._started = False
         self._shard = ShardConnection(backend)
-        self._failed = False
+        self.failed = False
+        """Whether the last round failed (the next round, after the next batch, archives again)."""
+        self.marks = frozenset({pair_files.JOURNALED, pair_files.HOT_GREW})
+        """A journal row to settle, or pairs to count: what a job leaves for a round."""
         self._left: set[str] | None = None  # shards pairs left since the last reclaim (None: all)
         self._last: str | None = None  # the last shard at the last reclaim
 
@@ -530,19 +533,13 @@ class Maintenance:
         hot = _read_all(driver, "SELECT count(*) FROM session_files WHERE file = ?", MAIN)
         return bool(journal), int(hot[0][0])
 
-    def owed(self, connection: Connection) -> bool:
-        """Whether the writer owes a round: a journal row to settle, pairs to count, a retry."""
-        info = connection.info
-        owed = info.get(pair_files.JOURNALED) or info.get(pair_files.HOT_GREW)
-        return self._failed or bool(owed)
-
     def __call__(self, connection: Connection) -> bool:
         """One round; whether more is left (the writer calls again while no job waits)."""
         try:
             return self._round(connection)
         except BaseException:
             self._shard.close()
-            self._failed = True  # the next round (after the next batch) archives again
+            self.failed = True  # the next round (after the next batch) archives again
             raise
 
     def _round(self, connection: Connection) -> bool:
@@ -559,8 +556,8 @@ class Maintenance:
         settle = info.pop(pair_files.JOURNALED, None)
         if settle:
             self._note_left(recover(connection, sorted(settle)))
-        grew = info.pop(pair_files.HOT_GREW, False) or self._failed
-        self._failed = False
+        grew = info.pop(pair_files.HOT_GREW, False) or self.failed
+        self.failed = False
         if (
             grew
             and self._look(connection)[1] > limits.hot

@@ -66,8 +66,11 @@ class Maintenance(Protocol):
     def __call__(self, connection: Connection) -> bool:
         """One round of it; whether more is left."""
 
-    def owed(self, connection: Connection) -> bool:
-        """Whether the jobs that ran on ``connection`` left it work (a batch on a loop asks)."""
+    marks: frozenset[str]
+    """Keys a job leaves in its connection's ``info`` when it owes a round (a batch on a loop
+    looks for them, as the thread does not run the maintenance after it)."""
+    failed: bool
+    """Whether the last round failed: the next batch owes one more."""
 
 
 class Prerequisite(Protocol):
@@ -296,7 +299,10 @@ class Writer:
                 return 0
             if link.claim_checkpoint():
                 self._queue.put(_CHECKPOINT)
-            if self._maintenance is not None and self._maintenance.owed(connection):
+            maintenance = self._maintenance
+            if maintenance is not None and (
+                maintenance.failed or not maintenance.marks.isdisjoint(connection.info)
+            ):
                 self._queue.put(_MAINTAIN)
             return done
         except Exception:  # the recovery itself failed: the thread starts on a new connection
