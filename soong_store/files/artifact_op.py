@@ -5,7 +5,7 @@ that path relative to ``<home>/artifacts`` so a home can move. Files are written
 (:class:`~soong_store.files.folder.ArtifactFiles`) *before* the row is committed; a unit of
 work that fails removes them again, and a crash between the two leaves an orphan that ``gc``
 removes. A file is removed only when no row names it. Large JSON blocks become artifacts too
-(:mod:`soong_store.write.ops`).
+(:mod:`soong_store.write.unit_of_work`).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from soong_store.read import session_reads as reads
 from soong_store.schema.tables import artifacts_table
 from soong_store.write.lifecycle import create_session
 from soong_store.write.session_writer import SessionWriter
+from soong_store.write.unit_of_work import EventOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,17 +125,21 @@ def fork_session(
             if ref not in placed:
                 placed.add(ref)
                 _copy_artifact_row(connection, writer, ref, plan.files[ref], fork, new_node_id)
-        writer.lifecycle_event(
-            "node_created",
-            node_id=new_node_id,
-            agent_id=fork.root_agent_id,
-            payload={"copied_from": {"session_id": session_id, "node_id": row["node_id"]}},
+        writer.add_event(
+            EventOp.own(
+                "node_created",
+                node_id=new_node_id,
+                agent_id=fork.root_agent_id,
+                payload={"copied_from": {"session_id": session_id, "node_id": row["node_id"]}},
+            )
         )
     writer.set_active(copied.get(node_id))
-    writer.lifecycle_event(
-        "session_forked",
-        node_id=copied.get(node_id),
-        payload={"from_session_id": session_id, "from_node_id": node_id},
+    writer.add_event(
+        EventOp.own(
+            "session_forked",
+            node_id=copied.get(node_id),
+            payload={"from_session_id": session_id, "from_node_id": node_id},
+        )
     )
     writer.finish()
     return session_record(writer.session)

@@ -37,6 +37,7 @@ from soong_store.rules import tree
 from soong_store.schema.tables import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.search.index import unindex_session
 from soong_store.write.session_writer import SessionWriter
+from soong_store.write.unit_of_work import EventOp
 
 
 def create_session(
@@ -130,12 +131,14 @@ def create_agent(
         metadata_json=metadata_json,
     )
     connection.execute(agents_table.insert(), row)
-    writer.lifecycle_event(
-        "agent_created",
-        agent_id=row["agent_id"],
-        run_id=created_by_run_id,
-        node_id=fork_from_node_id,
-        payload={"agent_type": str(agent_type), "parent_agent_id": parent_agent_id},
+    writer.add_event(
+        EventOp.own(
+            "agent_created",
+            agent_id=row["agent_id"],
+            run_id=created_by_run_id,
+            node_id=fork_from_node_id,
+            payload={"agent_type": str(agent_type), "parent_agent_id": parent_agent_id},
+        )
     )
     writer.finish()
     return agent_record(row)
@@ -154,10 +157,12 @@ def update_agent(
     values: dict[str, Any] = {"updated_at": utc_now()}
     if tree.agent_status_changes(agent_id, current.status, status):
         values["status"] = str(status)
-        writer.lifecycle_event(
-            "agent_status_changed",
-            agent_id=agent_id,
-            payload={"from": str(current.status), "to": str(status)},
+        writer.add_event(
+            EventOp.own(
+                "agent_status_changed",
+                agent_id=agent_id,
+                payload={"from": str(current.status), "to": str(status)},
+            )
         )
     if result_json is not None:
         values["result_json"] = result_json
@@ -222,10 +227,12 @@ def start_run(
         "updated_at": now,
     }
     connection.execute(runs_table.insert(), row)
-    writer.lifecycle_event(
-        "run_started" if status == RunStatus.RUNNING else f"run_{status}",
-        run_id=row["run_id"],
-        payload={"status": str(status)},
+    writer.add_event(
+        EventOp.own(
+            "run_started" if status == RunStatus.RUNNING else f"run_{status}",
+            run_id=row["run_id"],
+            payload={"status": str(status)},
+        )
     )
     writer.finish()
     return run_record(row)
@@ -246,10 +253,12 @@ def update_run(
     if status is not None and tree.run_status_changes(run_id, current.status, status):
         _check_main_run_slot(writer, current.agent_id, status, run_id)
         values["status"] = str(status)
-        writer.lifecycle_event(
-            "run_started" if status == RunStatus.RUNNING else "run_status_changed",
-            run_id=run_id,
-            payload={"from": str(current.status), "to": str(status)},
+        writer.add_event(
+            EventOp.own(
+                "run_started" if status == RunStatus.RUNNING else "run_status_changed",
+                run_id=run_id,
+                payload={"from": str(current.status), "to": str(status)},
+            )
         )
     if turn_count is not None:
         values["turn_count"] = turn_count
@@ -284,11 +293,13 @@ def finish_run(
     if turn_count is not None:
         values["turn_count"] = turn_count
     failed = status == RunStatus.FAILED
-    writer.lifecycle_event(
-        "run_finished",
-        run_id=run_id,
-        level=EventLevel.ERROR if failed else EventLevel.INFO,
-        payload={"status": str(status), "end_reason": str(end_reason)},
+    writer.add_event(
+        EventOp.own(
+            "run_finished",
+            run_id=run_id,
+            level=EventLevel.ERROR if failed else EventLevel.INFO,
+            payload={"status": str(status), "end_reason": str(end_reason)},
+        )
     )
     row = writer.update_run(run_id, **values)
     writer.finish()
@@ -308,8 +319,8 @@ def switch_node(connection: Connection, session_id: str, node_id: str | None) ->
         tree.check_switch(node_id, agent_id, root_agent_id=writer.session["root_agent_id"])
     previous = writer.session["active_node_id"]
     writer.set_active(node_id)
-    writer.lifecycle_event(
-        "node_switched", node_id=node_id, payload={"from": previous, "to": node_id}
+    writer.add_event(
+        EventOp.own("node_switched", node_id=node_id, payload={"from": previous, "to": node_id})
     )
     writer.finish()
     return session_record(writer.session)
@@ -322,7 +333,7 @@ def archive_session(connection: Connection, session_id: str) -> SessionRecord:
     if row["status"] == SessionStatus.ARCHIVED:
         return session_record(row)
     writer = SessionWriter.open(connection, session_id)
-    writer.lifecycle_event("session_archived")
+    writer.add_event(EventOp.own("session_archived"))
     connection.execute(
         update(sessions_table)
         .where(sessions_table.c.session_id == session_id)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
@@ -44,12 +44,14 @@ from soong_store.model.ids import utc_now
 from soong_store.rules import tree
 from soong_store.schema.tables import session_files_table, sessions_table
 from soong_store.search.index import index_rows, search_row
-from soong_store.write.ops import EventOp, NodeOp
 from soong_store.write.statements import ACTIVE_HAS_CHILD as _ACTIVE_HAS_CHILD
 from soong_store.write.statements import MAX_NODE_SEQ as _MAX_NODE_SEQ
 from soong_store.write.statements import MAX_SEQ as _MAX_SEQ
 from soong_store.write.statements import RUN_FIELDS, SessionStatements
 from soong_store.write.statements import session_statements as _statements
+
+if TYPE_CHECKING:  # built by the unit of work, which runs this module's writer
+    from soong_store.write.unit_of_work import EventOp, NodeOp
 
 LOOKUPS = 4
 """Nodes read one by one above a tool result looking for its call: most often the parent made
@@ -364,10 +366,6 @@ class SessionWriter:
         }
         self._db.execute(self._sql.insert_artifact, row)
         return row
-
-    def lifecycle_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        """Write an event of the store's own (``run_started``, ``node_switched`` ...)."""
-        return self.add_event(EventOp.own(event_type, **fields))
 
     def set_active(self, node_id: str | None) -> None:
         """Move the session's active node (written at :meth:`finish`)."""

@@ -49,7 +49,7 @@ WRITE_SIDE = (
 CONTENT = (
     "soong_store.model.content",
     "soong_store.model.records",
-    "soong_store.write.ops",
+    "soong_store.write.unit_of_work",
     "soong_store.cli.render_nodes",
 )
 """The content blocks and every module that needs them: a listing shows no node."""

@@ -8,7 +8,7 @@ import pytest
 
 from soong_store import StorageError
 from soong_store.files.folder import ArtifactFiles
-from soong_store.write.ops import summarize_json
+from soong_store.write.unit_of_work import summarize_json
 
 pytestmark = pytest.mark.asyncio
 

@@ -35,7 +35,7 @@ from soong_store.model.content import (
     encode_content,
     validate_content,
 )
-from soong_store.write import ops as spill_module
+from soong_store.write import unit_of_work as spill_module
 
 
 def reference_encode(blocks: list[Any]) -> tuple[str, list[Any]]:

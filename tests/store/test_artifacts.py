@@ -29,7 +29,7 @@ from soong_store import (
 )
 from soong_store.check.run import check_store
 from soong_store.store import runtime_of
-from soong_store.write.ops import estimate_tokens
+from soong_store.write.unit_of_work import estimate_tokens
 from tests.backends import Backend
 from tests.conftest import text
 from tests.helpers import execute, snapshot
