@@ -266,15 +266,18 @@ class Backend(ABC):
         return Translated((cls,))
 
     @classmethod
-    @abstractmethod
     def lock_session(cls, connection: Connection, session_id: str) -> bool | None:
         """Take the write lock of one session for the rest of the transaction.
 
         Called by every writer job that writes to a session or creates one, before it reads the
         session's counters or checks a rule, so that seqs stay dense and rules hold with writers
         in other processes and hosts. Returns whether the session's row exists when taking the
-        lock tells (``None``: not known).
+        lock tells (``None``: not known). The default takes nothing, which is right only where
+        the writer's transaction already locks the whole database (SQLite's ``BEGIN
+        IMMEDIATE``); a database that runs writers of different sessions at once must override
+        it (PostgreSQL: the session's row).
         """
+        return None
 
     @classmethod
     def data_version(cls, connection: Link) -> DataVersion | None:
@@ -471,6 +474,22 @@ def open_backend(
 def backend_class_of(bind: Link | Engine) -> type[Backend]:
     """The backend of the database a connection or engine talks to."""
     return backend_class(bind.dialect.name)
+
+
+_searchers: dict[type[Backend], Searcher] = {}
+
+
+def searcher_of(bind: Link | Engine) -> Searcher:
+    """How the database ``bind`` talks to answers a search (``StorageError``: it cannot yet).
+
+    Each backend's :meth:`Backend.searcher` is asked once (it loads its module then): a write
+    notes its search rows through this on every commit.
+    """
+    cls = backend_class(bind.dialect.name)
+    found = _searchers.get(cls)
+    if found is None:
+        found = _searchers[cls] = cls.searcher()
+    return found
 
 
 def lock_session(connection: Connection, session_id: str) -> bool | None:

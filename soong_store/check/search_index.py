@@ -13,7 +13,7 @@ from functools import partial
 
 from sqlalchemy import Connection
 
-from soong_store.backends.base import backend_class_of
+from soong_store.backends.base import searcher_of
 from soong_store.errors import StorageError
 from soong_store.rules.session import Problem
 from soong_store.search.index import indexed_sessions
@@ -47,7 +47,7 @@ def _orphans(connection: Connection, sessions: set[str]) -> list[Problem]:
 
 def _index_lines(connection: Connection) -> list[str]:
     try:
-        searcher = backend_class_of(connection).searcher()
+        searcher = searcher_of(connection)
     except StorageError:  # a backend without search yet has no index of its own to check
         return []
     return searcher.index_problems(connection)

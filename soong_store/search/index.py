@@ -12,7 +12,7 @@ Its table is the backend's, not Alembic's models': revision 0004 creates it with
 backend adds over it (SQLite: an FTS5 index reading it as external content, kept by triggers),
 so autogenerate skips every table named ``search_*`` (:func:`is_search_table`). How a query runs
 is the backend's (:class:`~soong_store.backends.search.Searcher`, from
-``Backend.searcher()``).
+:func:`~soong_store.backends.base.searcher_of`).
 
 The text: the searchable text of a node is what its content blocks say, never an artifact's bytes.
 
@@ -43,7 +43,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from soong_store.backends.base import backend_class_of
+from soong_store.backends.base import searcher_of
 from soong_store.backends.prepared import Prepared, Runner
 
 SEARCH_PREFIX = "search_"
@@ -102,7 +102,7 @@ def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -
         chunk = rows[start : start + _CHUNK]
         params = {f"{name}_{i}": row[name] for i, row in enumerate(chunk) for name in _COLUMNS}
         db.execute(_insert(connection.dialect, len(chunk)), params)
-    backend_class_of(connection).searcher().noted(connection, len(rows))
+    searcher_of(connection).noted(connection, len(rows))
 
 
 def unindex_session(connection: Connection, session_id: str) -> None:

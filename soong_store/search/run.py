@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from soong_store.backends.base import backend_class_of
+from soong_store.backends.base import searcher_of
 from soong_store.backends.search import Filters
 from soong_store.errors import SoongStoreError
 from soong_store.model.search import SearchHit
@@ -34,7 +34,7 @@ def search(
     the index raise :class:`IndexBehind`, unless ``caught_up``: the writer has just taken them
     in, and rows noted since are of writes that came after the search was called.
     """
-    searcher = backend_class_of(connection).searcher()
+    searcher = searcher_of(connection)
     searcher.check_ready(connection)
     if query.empty:
         return []
@@ -46,4 +46,4 @@ def search(
 
 def catch_up(connection: Connection) -> None:
     """The writer job that takes the rows waiting for the index in (before a search runs)."""
-    backend_class_of(connection).searcher().catch_up(connection)
+    searcher_of(connection).catch_up(connection)

@@ -166,14 +166,14 @@ async def checkpointed(
     """``commits`` one-row commits; each checkpoint's thread and answer, the -wal's frames, how
     often the log was started again and ``wal_autocheckpoint`` on the write connection."""
     checkpoints: list[tuple[str, bool]] = []
-    original = SQLiteBackend.checkpoint.__func__  # type: ignore[attr-defined]
+    original = SQLiteBackend.checkpoint
 
-    def spy(cls: type[SQLiteBackend], connection: Connection) -> bool:
-        answer: bool = original(cls, connection)
+    def spy(connection: Connection) -> bool:
+        answer = original(connection)
         checkpoints.append((threading.current_thread().name, answer))
         return answer
 
-    monkeypatch.setattr(SQLiteBackend, "checkpoint", classmethod(spy))
+    monkeypatch.setattr(SQLiteBackend, "checkpoint", staticmethod(spy))
     writer = await started(engine)
     pragma = await writer.submit(
         lambda conn: conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()

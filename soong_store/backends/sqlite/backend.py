@@ -282,25 +282,12 @@ class SQLiteBackend(Backend, ShardFiles):
         """The links where shard files live, the shard folder included (:mod:`.sqlite_files`)."""
         return sqlite_files.shard_links(sqlite_files.folder(connection))
 
-    @classmethod
-    def attached_as(cls, connection: Connection, file: str) -> str | None:
-        """The alias of an attached shard file (:mod:`.sqlite_files`)."""
-        return sqlite_files.attached_as(connection, file)
-
-    @classmethod
-    def attached_files(cls, connection: Connection) -> list[str]:
-        """The shard files attached to ``connection`` (:mod:`.sqlite_files`)."""
-        return sqlite_files.attached_files(connection)
-
-    @classmethod
-    def attach(cls, connection: Connection, file: str) -> str:
-        """Attach a shard file, least recently used detached first (:mod:`.sqlite_files`)."""
-        return sqlite_files.attach(connection, file)
-
-    @classmethod
-    def detach(cls, connection: Connection, file: str) -> None:
-        """Detach a shard file if attached (:mod:`.sqlite_files`)."""
-        sqlite_files.detach(connection, file)
+    # The shard part's and the checkpoints' functions themselves, not methods that forward to
+    # them: several run on every write.
+    attached_as = staticmethod(sqlite_files.attached_as)
+    attached_files = staticmethod(sqlite_files.attached_files)
+    attach = staticmethod(sqlite_files.attach)
+    detach = staticmethod(sqlite_files.detach)
 
     def _file(self) -> Path:
         """The database file the URL names (an in-memory database is refused)."""
@@ -354,10 +341,6 @@ class SQLiteBackend(Backend, ShardFiles):
         return None
 
     @classmethod
-    def lock_session(cls, connection: Connection, session_id: str) -> None:
-        """Nothing to take: the writer's ``BEGIN IMMEDIATE`` already holds the database's lock."""
-
-    @classmethod
     def data_version(cls, connection: Link) -> DataVersion:
         """``PRAGMA data_version``, then ``schema_version``, of the main file.
 
@@ -390,15 +373,8 @@ class SQLiteBackend(Backend, ShardFiles):
         """``busy_timeout``: the store's wait, or none (:mod:`.connect`)."""
         sqlite_connect.wait_for_locks(connection, BUSY_TIMEOUT_MS if wait else 0)
 
-    @classmethod
-    def claim_checkpoint(cls, connection: Connection) -> bool:
-        """Enough rows changed since the last checkpoint owed (:mod:`.connect`)."""
-        return sqlite_connect.claim_checkpoint(connection)
-
-    @classmethod
-    def checkpoint(cls, connection: Connection) -> bool:
-        """A ``PASSIVE`` WAL checkpoint; true once the log is long (:mod:`.connect`)."""
-        return sqlite_connect.checkpoint(connection)
+    claim_checkpoint = staticmethod(sqlite_connect.claim_checkpoint)
+    checkpoint = staticmethod(sqlite_connect.checkpoint)
 
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:
