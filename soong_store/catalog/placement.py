@@ -165,18 +165,25 @@ def attach(connection: Connection, file: str) -> None:
     """Attach shard ``file`` to ``connection`` (a ``BeforeBegin``'s preparation).
 
     A file gone since the catalog was read (the writer's maintenance removes a shard once no
-    pair is left in it) is nothing to attach: the next snapshot finds the pair where it went.
-    One still named by the catalog is missing, and says so.
+    pair is left in it) is nothing to attach, whether the backend finds it missing or it
+    vanishes under the ``ATTACH`` (SQLite then says "disk I/O error"): the next snapshot finds
+    the pair where it went. One still named by the catalog is missing or unreadable, and says so.
     """
     try:
         shards_of(connection).attach(connection, file)
     except StorageError as exc:
-        if getattr(exc, "file", None) != file:
+        if getattr(exc, "file", None) != file or _named(connection, file):
             raise
-        with connection.begin():
-            named = select(session_files_table.c.file).where(session_files_table.c.file == file)
-            if connection.execute(named.limit(1)).first() is not None:
-                raise
+    except connection.dialect.loaded_dbapi.Error:
+        if _named(connection, file):
+            raise
+
+
+def _named(connection: Connection, file: str) -> bool:
+    """Whether the catalog names ``file`` now (in a snapshot of its own)."""
+    with connection.begin():
+        named = select(session_files_table.c.file).where(session_files_table.c.file == file)
+        return connection.execute(named.limit(1)).first() is not None
 
 
 def look_again(connection: Connection) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from sqlalchemy import create_engine
 
 from soong_store import NotFound, SessionStore, StorageError
 from soong_store.backends.sqlite import files as sqlite_files
+from soong_store.backends.sqlite.backend import SQLiteBackend
 from soong_store.catalog import lookup as catalog
 from soong_store.catalog import moves
 from soong_store.catalog import placement as pair_files
@@ -382,6 +384,31 @@ async def test_a_shard_removed_since_the_catalog_was_read_is_looked_for_again(
             assert sqlite_files.attached_files(connection) == []
             (home / named).rename(home / "moved-away.sqlite")
             with pytest.raises(StorageError, match=named.split("/")[-1]):
+                pair_files.attach(connection, named)
+    finally:
+        engine.dispose()
+
+
+async def test_a_shard_that_vanishes_under_attach_is_looked_for_again(
+    home: Path, small_limits: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard removed while SQLite opens it fails the ``ATTACH`` with an I/O error, not a
+    missing file: a file the catalog no longer names is looked for again; one it names is a
+    real failure, raised as it came."""
+    async with SessionStore(home=home) as store:
+        await fill(store)
+        placed = await settle(store)
+    named = next(file for file, _ in placed.values() if file != catalog.MAIN)
+
+    def vanishing(connection: Any, file: str) -> str:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(SQLiteBackend, "attach", staticmethod(vanishing))
+    engine = create_engine(f"sqlite:///{home / 'sessions.sqlite'}")
+    try:
+        with engine.connect() as connection:
+            pair_files.attach(connection, "shards/0999.sqlite")
+            with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
                 pair_files.attach(connection, named)
     finally:
         engine.dispose()
