@@ -1,0 +1,218 @@
+"""The source's token usage becomes the nodes' ``token_count`` and per-turn runs (DESIGN §18).
+
+Expected values are computed here from the source lines themselves (a reading independent of
+the importers'), on copies of the shared corpus's real files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soong_store import SessionStore
+from soong_store.check.run import check_store
+from soong_store.importers import import_path
+from soong_store.importers._rows import identity
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+if not CORPUS.is_dir():  # the corpus sits beside the checkout
+    CORPUS = Path(os.environ.get("SOONG_CORPUS", "../shared/corpus")).resolve()
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not here")
+
+CLAUDE = CORPUS / "acceptance" / "claude-code" / "lanegrid__agtrace__claude_session.jsonl"
+CLAUDE_LONG = CORPUS / "acceptance" / "claude-code" / "marot__spotter__subagent.jsonl"
+
+
+def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    out = []
+    for lineno, line in enumerate(path.read_bytes().splitlines(), 1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append((lineno, record))
+    return out
+
+
+def _claude_expected(path: Path) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    """The calls' usage (one per message id, its last line's) and each line's output tokens."""
+    calls: dict[str, dict[str, Any]] = {}
+    tokens: dict[int, int] = {}
+    counted: dict[str, int] = {}
+    for lineno, r in _records(path):
+        message = r.get("message")
+        if r.get("type") != "assistant" or not isinstance(message, dict):
+            continue
+        usage = message.get("usage")
+        if not isinstance(usage, dict) or message.get("model") == "<synthetic>":
+            continue
+        names = {
+            "input_tokens": "input_tokens",
+            "output_tokens": "output_tokens",
+            "cache_read_input_tokens": "cache_read_tokens",
+            "cache_creation_input_tokens": "cache_write_tokens",
+        }
+        found = {"model": message["model"]}
+        found |= {ours: usage[theirs] for theirs, ours in names.items() if theirs in usage}
+        calls[str(message.get("id"))] = found
+        tokens[lineno] = usage["output_tokens"] - counted.get(str(message.get("id")), 0)
+        counted[str(message.get("id"))] = usage["output_tokens"]
+    return list(calls.values()), tokens
+
+
+async def _runs(store: SessionStore, sid: str) -> dict[str, Any]:
+    """The session's runs by the identity of the node that opened their turn, comparable."""
+    nodes = await store.list_nodes(sid)
+    names: dict[str, str] = {}
+    seen: Counter[str] = Counter()
+    for node in nodes:
+        ident = identity(node.metadata["imported_from"])
+        seen[ident] += 1
+        names[node.node_id] = f"{ident}#{seen[ident]}"
+    members: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.run_id is not None:
+            members.setdefault(node.run_id, []).append(names[node.node_id])
+    return {
+        names[run.metadata["imported_from"]["turn"]]: (
+            run.agent_id,
+            run.status.value,
+            run.usage,
+            run.created_at,
+            run.updated_at,
+            sorted(members[run.run_id]),
+        )
+        for run in await store.list_runs(sid)
+    }
+
+
+async def _import(home: Path, path: Path) -> tuple[str, list[Any]]:
+    async with SessionStore(home=home) as store:
+        await import_path(store, path)
+        (session,) = await store.list_sessions()
+        runs = await store.list_runs(session.session_id)
+        nodes = await store.list_nodes(session.session_id)
+        assert (await check_store(store)).ok
+        return session.session_id, [runs, nodes]
+
+
+@pytest.mark.parametrize("source", [CLAUDE, CLAUDE_LONG], ids=lambda p: p.stem)
+async def test_claude_code_usage_becomes_token_counts_and_runs(
+    tmp_path: Path, source: Path
+) -> None:
+    copy = tmp_path / "home" / source.name
+    copy.parent.mkdir()
+    shutil.copy(source, copy)
+    calls, tokens = _claude_expected(source)
+    _, (runs, nodes) = await _import(tmp_path / "store", copy)
+    assert [u for run in runs for u in run.usage] == calls
+    by_line = {n.metadata["imported_from"]["line"]: n for n in nodes}
+    assert {line: by_line[line].token_count for line in tokens} == tokens
+    others = [n for line, n in by_line.items() if line not in tokens]
+    assert all(n.token_count is None for n in others)
+    for run in runs:
+        mine = [n for n in nodes if n.run_id == run.run_id]
+        assert {n.agent_id for n in mine} == {run.agent_id}
+        assert run.status.value == "completed"
+        assert run.created_at == min(n.created_at for n in mine)
+        assert run.updated_at == max(n.created_at for n in mine)
+        assert (
+            mine[0].role.value == "user"
+            and mine[0].node_id == run.metadata["imported_from"]["turn"]
+        )
+
+
+async def test_a_source_without_usage_gets_no_runs(tmp_path: Path) -> None:
+    source = CORPUS / "claude-code" / "claude-code-transcripts__sample_session.jsonl"
+    copy = tmp_path / source.name
+    shutil.copy(source, copy)
+    _, (runs, nodes) = await _import(tmp_path / "store", copy)
+    assert runs == [] and all(n.run_id is None and n.token_count is None for n in nodes)
+
+
+async def test_damaged_usage_fields_are_dropped_and_the_import_goes_on(tmp_path: Path) -> None:
+    lines = CLAUDE.read_bytes().splitlines(keepends=True)
+    damaged = []
+    bad_values: list[Any] = [-5, "12", 1.5, 10**15]
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        message = record.get("message")
+        if isinstance(message, dict) and "usage" in message and bad_values:
+            message["usage"]["output_tokens"] = bad_values.pop()
+            message["usage"]["cache_read_input_tokens"] = None
+            lines[i] = json.dumps(record).encode() + b"\n"
+            damaged.append(i + 1)
+    copy = tmp_path / CLAUDE.name
+    copy.write_bytes(b"".join(lines))
+    async with SessionStore(home=tmp_path / "store") as store:
+        summary = await import_path(store, copy)
+        (session,) = await store.list_sessions()
+        runs = await store.list_runs(session.session_id)
+        nodes = await store.list_nodes(session.session_id)
+        assert (await check_store(store)).ok
+    recovered = [i for found in summary.issues.values() for i in found]
+    assert sorted(i.line for i in recovered) == damaged
+    assert all(i.action == "recovered" and "output_tokens" in i.reason for i in recovered)
+    calls = [u for run in runs for u in run.usage]
+    assert len(calls) == len(_claude_expected(CLAUDE)[0])
+    by_line = {n.metadata["imported_from"]["line"]: n for n in nodes}
+    for line in damaged:
+        assert by_line[line].token_count is None
+    assert all("model" in u and "input_tokens" in u for u in calls)
+
+
+async def test_every_cut_of_a_transcript_continues_to_the_one_shot_runs(tmp_path: Path) -> None:
+    data = CLAUDE.read_bytes()
+    lines = data.splitlines(keepends=True)
+    target = tmp_path / "home" / CLAUDE.name
+    target.parent.mkdir()
+    target.write_bytes(data)
+    async with SessionStore(home=tmp_path / "one") as store:
+        await import_path(store, target)
+        (session,) = await store.list_sessions()
+        expected = await _runs(store, session.session_id)
+    assert expected
+    named = next(i for i, line in enumerate(lines) if b'"sessionId"' in line)
+    for at in range(named + 1, len(lines)):
+        target.write_bytes(b"".join(lines[:at]))
+        async with SessionStore(home=tmp_path / f"cut{at}") as store:
+            await import_path(store, target)
+            target.write_bytes(data)
+            summary = await import_path(store, target)
+            assert {s.status for s in summary.sources} <= {"continued", "up to date"}, at
+            (session,) = await store.list_sessions()
+            got = await _runs(store, session.session_id)
+            agents = {a.agent_id: a.agent_type for a in await store.list_agents(session.session_id)}
+            assert {k: (agents[v[0]], *v[1:]) for k, v in got.items()} == {
+                k: ("main", *v[1:]) for k, v in expected.items()
+            }, at
+            assert (await check_store(store)).ok, at
+        shutil.rmtree(tmp_path / f"cut{at}")
+
+
+async def test_an_unchanged_source_with_runs_writes_nothing(tmp_path: Path) -> None:
+    copy = tmp_path / "home" / CLAUDE_LONG.name
+    copy.parent.mkdir()
+    shutil.copy(CLAUDE_LONG, copy)
+    async with SessionStore(home=tmp_path / "store") as store:
+        await import_path(store, copy)
+        (session,) = await store.list_sessions()
+        before = (
+            await store.list_runs(session.session_id),
+            await store.timeline(session.session_id),
+        )
+        os.utime(copy, (1, 1))  # touched: read again, found the same
+        summary = await import_path(store, copy)
+        assert [s.status for s in summary.sources] == ["up to date"]
+        after = (
+            await store.list_runs(session.session_id),
+            await store.timeline(session.session_id),
+        )
+        assert after == before
