@@ -27,17 +27,26 @@ pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus i
 
 CLAUDE = CORPUS / "acceptance" / "claude-code" / "lanegrid__agtrace__claude_session.jsonl"
 CLAUDE_LONG = CORPUS / "acceptance" / "claude-code" / "marot__spotter__subagent.jsonl"
+CODEX = CORPUS / "acceptance" / "codex" / "lanegrid__agtrace__codex_session.jsonl"
+CODEX_SUB = CORPUS / "acceptance" / "codex" / "kenn-io__agentsview__rollout_subagent.jsonl"
+PI = CORPUS / "acceptance" / "pi" / "kvsankar__agent-history__session-01.jsonl"
+PI_LONG = CORPUS / "pi" / "pi-mono__session.jsonl"
+PI_FIXTURE = CORPUS / "acceptance" / "pi" / "kenn-io__agentsview__session.jsonl"
 
 
 def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """Every JSON object of every line (a line of two joined objects gives both)."""
     out = []
-    for lineno, line in enumerate(path.read_bytes().splitlines(), 1):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append((lineno, record))
+    decoder = json.JSONDecoder()
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        at = 0
+        while at < len(line.rstrip()):
+            try:
+                record, at = decoder.raw_decode(line, at)
+            except ValueError:
+                break
+            if isinstance(record, dict):
+                out.append((lineno, record))
     return out
 
 
@@ -65,6 +74,56 @@ def _claude_expected(path: Path) -> tuple[list[dict[str, Any]], dict[int, int]]:
         tokens[lineno] = usage["output_tokens"] - counted.get(str(message.get("id")), 0)
         counted[str(message.get("id"))] = usage["output_tokens"]
     return list(calls.values()), tokens
+
+
+def _codex_expected(path: Path) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    """One call per ``token_count`` that does not repeat the total before it; no node counts."""
+    calls: list[dict[str, Any]] = []
+    model = None
+    total = None
+    for _, r in _records(path):
+        payload = r.get("payload") or {}
+        if r.get("type") == "turn_context":
+            model = payload.get("model", model)
+        if r.get("type") != "event_msg" or payload.get("type") != "token_count":
+            continue
+        info = payload.get("info")
+        if not info or info.get("total_token_usage") == total:
+            continue
+        total = info.get("total_token_usage")
+        last = info["last_token_usage"]
+        calls.append(
+            {
+                "model": model,
+                "input_tokens": last["input_tokens"] - last["cached_input_tokens"],
+                "output_tokens": last["output_tokens"],
+                "cache_read_tokens": last["cached_input_tokens"],
+            }
+        )
+    return calls, {}
+
+
+def _pi_expected(path: Path) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    """One call per assistant message with usage; its output tokens on its node."""
+    calls: list[dict[str, Any]] = []
+    tokens: dict[int, int] = {}
+    names = {
+        "input": "input_tokens",
+        "output": "output_tokens",
+        "cacheRead": "cache_read_tokens",
+        "cacheWrite": "cache_write_tokens",
+    }
+    for lineno, r in _records(path):
+        message = r.get("message") or {}
+        if message.get("role") != "assistant" or "usage" not in message:
+            continue
+        usage = message["usage"]
+        found = {"model": message["model"]}
+        found |= {ours: usage[theirs] for theirs, ours in names.items() if theirs in usage}
+        found["cost_usd"] = usage["cost"]["total"]
+        calls.append(found)
+        tokens[lineno] = usage["output"]
+    return calls, tokens
 
 
 async def _runs(store: SessionStore, sid: str) -> dict[str, Any]:
@@ -103,30 +162,49 @@ async def _import(home: Path, path: Path) -> tuple[str, list[Any]]:
         return session.session_id, [runs, nodes]
 
 
-@pytest.mark.parametrize("source", [CLAUDE, CLAUDE_LONG], ids=lambda p: p.stem)
-async def test_claude_code_usage_becomes_token_counts_and_runs(
-    tmp_path: Path, source: Path
-) -> None:
+EXPECTED = {"claude-code": _claude_expected, "codex": _codex_expected, "pi": _pi_expected}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "source"),
+    [
+        ("claude-code", CLAUDE),
+        ("claude-code", CLAUDE_LONG),
+        ("codex", CODEX),
+        ("codex", CODEX_SUB),
+        ("pi", PI),
+        ("pi", PI_LONG),
+        ("pi", PI_FIXTURE),
+    ],
+    ids=lambda p: p.stem if isinstance(p, Path) else p,
+)
+async def test_usage_becomes_token_counts_and_runs(tmp_path: Path, fmt: str, source: Path) -> None:
     copy = tmp_path / "home" / source.name
     copy.parent.mkdir()
     shutil.copy(source, copy)
-    calls, tokens = _claude_expected(source)
+    calls, tokens = EXPECTED[fmt](source)
+    assert calls
     _, (runs, nodes) = await _import(tmp_path / "store", copy)
+    runs.sort(key=lambda run: (run.created_at, run.run_id))
     assert [u for run in runs for u in run.usage] == calls
-    by_line = {n.metadata["imported_from"]["line"]: n for n in nodes}
-    assert {line: by_line[line].token_count for line in tokens} == tokens
-    others = [n for line, n in by_line.items() if line not in tokens]
+    by_line: dict[int, list[Any]] = {}
+    for n in nodes:
+        by_line.setdefault(n.metadata["imported_from"]["line"], []).append(n)
+    counted = {  # a line may hold two joined records: one count at most per line
+        line: [n.token_count for n in by_line[line] if n.token_count is not None] for line in tokens
+    }
+    assert counted == {line: [count] for line, count in tokens.items()}
+    others = [n for line, found in by_line.items() if line not in tokens for n in found]
     assert all(n.token_count is None for n in others)
+    assert sum(n.token_count or 0 for n in nodes) == sum(tokens.values())
     for run in runs:
         mine = [n for n in nodes if n.run_id == run.run_id]
         assert {n.agent_id for n in mine} == {run.agent_id}
         assert run.status.value == "completed"
         assert run.created_at == min(n.created_at for n in mine)
         assert run.updated_at == max(n.created_at for n in mine)
-        assert (
-            mine[0].role.value == "user"
-            and mine[0].node_id == run.metadata["imported_from"]["turn"]
-        )
+        (opener,) = [n for n in mine if n.node_id == run.metadata["imported_from"]["turn"]]
+        assert opener.role.value == "user"
 
 
 async def test_a_source_without_usage_gets_no_runs(tmp_path: Path) -> None:
@@ -168,10 +246,19 @@ async def test_damaged_usage_fields_are_dropped_and_the_import_goes_on(tmp_path:
     assert all("model" in u and "input_tokens" in u for u in calls)
 
 
-async def test_every_cut_of_a_transcript_continues_to_the_one_shot_runs(tmp_path: Path) -> None:
-    data = CLAUDE.read_bytes()
+@pytest.mark.parametrize(
+    ("source", "first"),
+    [(CLAUDE, b'"sessionId"'), (PI, b'"type":"session"'), (CODEX, b'"type":"message"')],
+    ids=lambda v: v.stem if isinstance(v, Path) else "",
+)
+async def test_every_cut_of_a_transcript_continues_to_the_one_shot_runs(
+    tmp_path: Path, source: Path, first: bytes
+) -> None:
+    """Cut after every line from the first that names the conversation (Codex: from its first
+    message item, see ``CUT_FILES`` in test_import_path), imported, then imported whole."""
+    data = source.read_bytes()
     lines = data.splitlines(keepends=True)
-    target = tmp_path / "home" / CLAUDE.name
+    target = tmp_path / "home" / source.name
     target.parent.mkdir()
     target.write_bytes(data)
     async with SessionStore(home=tmp_path / "one") as store:
@@ -179,7 +266,7 @@ async def test_every_cut_of_a_transcript_continues_to_the_one_shot_runs(tmp_path
         (session,) = await store.list_sessions()
         expected = await _runs(store, session.session_id)
     assert expected
-    named = next(i for i, line in enumerate(lines) if b'"sessionId"' in line)
+    named = next(i for i, line in enumerate(lines) if first in line)
     for at in range(named + 1, len(lines)):
         target.write_bytes(b"".join(lines[:at]))
         async with SessionStore(home=tmp_path / f"cut{at}") as store:
