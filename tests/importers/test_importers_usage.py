@@ -19,6 +19,7 @@ from soong_store import SessionStore
 from soong_store.check.run import check_store
 from soong_store.importers import import_path
 from soong_store.importers._rows import identity
+from soong_store.model import codec
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 if not CORPUS.is_dir():  # the corpus sits beside the checkout
@@ -303,3 +304,42 @@ async def test_an_unchanged_source_with_runs_writes_nothing(tmp_path: Path) -> N
             await store.timeline(session.session_id),
         )
         assert after == before
+
+
+async def _all_runs(store: SessionStore) -> dict[str, Any]:
+    """Every session's runs by its source id, their agents by type and source (not ids)."""
+    out = {}
+    for session in await store.list_sessions():
+        sid = session.session_id
+        agents = {
+            a.agent_id: f"{a.agent_type.value}:{codec.dumps_text(a.metadata)}"
+            for a in await store.list_agents(sid)
+        }
+        runs = await _runs(store, sid)
+        source = session.metadata["imported_from"]["source_session_id"]
+        out[source] = {k: (agents[v[0]], *v[1:]) for k, v in runs.items()}
+    return out
+
+
+@pytest.mark.parametrize(
+    "order",
+    [("main", "sub1", "sub2", "old", "old_sub"), ("sub2", "old_sub", "sub1", "old", "main")],
+    ids="-".join,
+)
+async def test_sub_agent_runs_are_the_same_in_any_order_of_arrival(
+    tmp_path: Path, order: tuple[str, ...]
+) -> None:
+    from tests.importers.test_import_path import _project
+
+    _project(tmp_path / "one")
+    async with SessionStore(home=tmp_path / "one-store") as store:
+        await import_path(store, tmp_path / "one")
+        expected = await _all_runs(store)
+    subs = [run for runs in expected.values() for run in runs.values() if run[0].startswith("sub")]
+    assert subs  # the sub-agents' transcripts record usage: their turns are runs of theirs
+    files = _project(tmp_path / "home")
+    async with SessionStore(home=tmp_path / "store") as store:
+        for name in order:
+            await import_path(store, files[name])
+        assert await _all_runs(store) == expected
+        assert (await check_store(store)).ok
