@@ -105,7 +105,7 @@ class Event:
 
 @dataclass(slots=True)
 class Call:
-    """One model call the source records usage of (the usage of DESIGN §18, one dict).
+    """One model call the source records usage of (one dict of a run's usage).
 
     ``key`` names the call within its transcript: a later call of the same key (the same
     response written over several lines) replaces the earlier one. ``entry`` is the entry it
@@ -127,7 +127,7 @@ _MAX_COST = 10**6
 def usage_of(
     model: Any, counts: dict[str, Any], line: int, issues: list[LineIssue]
 ) -> dict[str, Any]:
-    """A call's usage in the §18 shape, from the model and counts (by §18 key) the source gives.
+    """A call's usage as a run holds it, from the model and counts (by usage key) the source gives.
 
     Keys the source does not give (``None``) are left out. A count that is not a
     non-negative integer (or is absurdly large), a cost that is not a non-negative number,

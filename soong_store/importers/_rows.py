@@ -10,7 +10,7 @@ earlier item's time (else the nearest later one, else ``fallback``), its raw val
 
 Where the source records usage (the session's ``calls``), each *turn* (a user message and what
 follows it in its agent, up to the agent's next user message) whose calls recorded usage is a
-completed run of its agent: its nodes link to it, its ``usage`` is the list of its calls' §18
+completed run of its agent: its nodes link to it, its ``usage`` is the list of its calls' usage
 dicts, its times the source's. A run's ``imported_from`` names the node of the message that
 opened its turn: a turn that grows in the source grows its run.
 """

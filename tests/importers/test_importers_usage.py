@@ -1,4 +1,4 @@
-"""The source's token usage becomes the nodes' ``token_count`` and per-turn runs (DESIGN §18).
+"""The source's token usage becomes the nodes' ``token_count`` and per-turn runs.
 
 Expected values are computed here from the source lines themselves (a reading independent of
 the importers'), on copies of the shared corpus's real files.
@@ -127,6 +127,24 @@ def _pi_expected(path: Path) -> tuple[list[dict[str, Any]], dict[int, int]]:
     return calls, tokens
 
 
+def _openhands_expected(path: Path) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    """One call per model response an action names (by its id); no node counts."""
+    calls: dict[str, dict[str, Any]] = {}
+    for event in json.loads(path.read_text()):
+        response = (event.get("tool_call_metadata") or {}).get("model_response") or {}
+        usage = response.get("usage")
+        if not usage or "action" not in event:
+            continue
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        found = {"model": response["model"]}
+        found["input_tokens"] = usage["prompt_tokens"] - (cached or 0)
+        found["output_tokens"] = usage["completion_tokens"]
+        if cached is not None:
+            found["cache_read_tokens"] = cached
+        calls[response["id"]] = found
+    return list(calls.values()), {}
+
+
 async def _runs(store: SessionStore, sid: str) -> dict[str, Any]:
     """The session's runs by the identity of the node that opened their turn, comparable."""
     nodes = await store.list_nodes(sid)
@@ -163,7 +181,12 @@ async def _import(home: Path, path: Path) -> tuple[str, list[Any]]:
         return session.session_id, [runs, nodes]
 
 
-EXPECTED = {"claude-code": _claude_expected, "codex": _codex_expected, "pi": _pi_expected}
+EXPECTED = {
+    "claude-code": _claude_expected,
+    "codex": _codex_expected,
+    "pi": _pi_expected,
+    "openhands": _openhands_expected,
+}
 
 
 @pytest.mark.parametrize(
@@ -176,6 +199,11 @@ EXPECTED = {"claude-code": _claude_expected, "codex": _codex_expected, "pi": _pi
         ("pi", PI),
         ("pi", PI_LONG),
         ("pi", PI_FIXTURE),
+        ("openhands", CORPUS / "openhands" / "openhands__trajs-wrong_initial_state.json"),
+        (
+            "openhands",
+            CORPUS / "acceptance" / "openhands" / "All-Hands-AI__OpenHands__trajs-basic.json",
+        ),
     ],
     ids=lambda p: p.stem if isinstance(p, Path) else p,
 )
@@ -190,7 +218,7 @@ async def test_usage_becomes_token_counts_and_runs(tmp_path: Path, fmt: str, sou
     assert [u for run in runs for u in run.usage] == calls
     by_line: dict[int, list[Any]] = {}
     for n in nodes:
-        by_line.setdefault(n.metadata["imported_from"]["line"], []).append(n)
+        by_line.setdefault(n.metadata["imported_from"].get("line", 0), []).append(n)
     counted = {  # a line may hold two joined records: one count at most per line
         line: [n.token_count for n in by_line[line] if n.token_count is not None] for line in tokens
     }
