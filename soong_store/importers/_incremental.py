@@ -10,6 +10,11 @@ recorded history (the one an import and a fork write through), with the import's
 in it, so a conversation is continued whole or not at all. Two imports that read the session
 at once and both append find out under the session's lock: the second is told to read again
 (:class:`Moved`).
+
+Runs grow with their turns: a run the store holds takes the new nodes of its turn, its usage,
+end and times as the new reading has them; held nodes of a turn that now has a run (its first
+usage came after the cut) are linked to it. So a transcript imported in parts holds the runs
+of the one-shot import.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ from soong_store.backends.base import lock_files
 from soong_store.catalog.lookup import tables_of
 from soong_store.errors import InvalidArgument
 from soong_store.files.folder import ArtifactFiles
+from soong_store.importers._read import format_time
 from soong_store.importers._rows import Known, Rows, agent_identity, identity
 from soong_store.model import codec
 from soong_store.model.content import encode_content
+from soong_store.model.global_records import RunRecord
 from soong_store.model.records import NodeRecord
-from soong_store.schema.tables import agents_table
+from soong_store.schema.tables import agents_table, runs_table
 from soong_store.store import SessionStore, artifact_files, run_write
 from soong_store.write import session_keys
 from soong_store.write.file_jobs import named_paths, remove_unreferenced
@@ -59,6 +66,8 @@ class Held:
     last_seq: int = 0
     active: str | None = None
     """The session's active node."""
+    runs: dict[str, RunRecord] = field(default_factory=dict)
+    """The imported runs by id."""
 
 
 def _source(metadata: Any) -> dict[str, Any] | None:
@@ -96,6 +105,11 @@ async def held(store: SessionStore, session_id: str) -> Held:
             known.lines[transcript] = max(known.lines.get(transcript, 0), line)
         else:
             known.lines.setdefault(transcript, 0)
+    for run in await store.list_runs(session_id):
+        source = _source(run.metadata)
+        if source is not None and isinstance(source.get("turn"), str):
+            known.runs[source["turn"]] = run.run_id
+            found.runs[run.run_id] = run
     for event in await store.timeline(session_id):
         found.last_seq = max(found.last_seq, event.seq)
         payload = event.payload
@@ -120,11 +134,26 @@ class Increment:
     artifacts: list[dict[str, Any]]
     active: str | None
     move_active: bool
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """The runs the store does not hold."""
+    grown: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The changed columns of held runs, by id."""
+    linked: dict[str, str] = field(default_factory=dict)
+    """The run of held nodes that had none, by node id."""
 
     @property
     def empty(self) -> bool:
         """Whether there is nothing to write."""
-        return not (self.agents or self.renewed or self.nodes or self.events or self.artifacts)
+        return not (
+            self.agents
+            or self.renewed
+            or self.nodes
+            or self.events
+            or self.artifacts
+            or self.runs
+            or self.grown
+            or self.linked
+        )
 
 
 def diff(rows: Rows, found: Held, transcripts: Iterable[str], has_main: bool) -> Increment:
@@ -163,7 +192,51 @@ def diff(rows: Rows, found: Held, transcripts: Iterable[str], has_main: bool) ->
     artifacts = list(rows.artifacts)
     active = rows.session["active_node_id"]
     move = has_main and active is not None
-    return Increment(agents, renewed, made, events, artifacts, active, move)
+    runs, grown, linked = _runs(rows, found, made)
+    return Increment(agents, renewed, made, events, artifacts, active, move, runs, grown, linked)
+
+
+_GROWS = ("start_node_id", "end_node_id", "usage_json", "created_at", "updated_at")
+
+
+def _runs(
+    rows: Rows, found: Held, made: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, str]]:
+    """The new runs, the held runs' changes and the held nodes to link, after ``made`` is written.
+
+    A run starts and ends at its first and last node by ``node_seq``: the held nodes keep
+    theirs, the new ones take the next numbers in the order they are written.
+    """
+    seq = {node_id: record.node_seq for node_id, record in found.records.items()}
+    seq.update((row["node_id"], found.last_node_seq + i) for i, row in enumerate(made, 1))
+    members: dict[str, list[str]] = {}
+    for node_id, run_id in rows.run_of.items():
+        members.setdefault(run_id, []).append(node_id)
+    new: list[dict[str, Any]] = []
+    grown: dict[str, dict[str, Any]] = {}
+    for row in rows.runs:
+        mine = sorted(members[row["run_id"]], key=seq.__getitem__)
+        want = dict(row, start_node_id=mine[0], end_node_id=mine[-1])
+        held = found.runs.get(row["run_id"])
+        if held is None:
+            new.append(want)
+            continue
+        has = {
+            "start_node_id": held.start_node_id,
+            "end_node_id": held.end_node_id,
+            "usage_json": codec.dumps_text(held.usage),
+            "created_at": format_time(held.created_at),
+            "updated_at": format_time(held.updated_at),
+        }
+        changed = {k: want[k] for k in _GROWS if has[k] != want[k]}
+        if changed:
+            grown[row["run_id"]] = changed
+    linked = {
+        node_id: run_id
+        for node_id, run_id in rows.run_of.items()
+        if node_id in found.records and found.records[node_id].run_id != run_id
+    }
+    return new, grown, linked
 
 
 def _same_record(stored: NodeRecord, row: dict[str, Any]) -> None:
@@ -248,6 +321,8 @@ def _append_job(
             published.append(rel)
     for agent in increment.agents:
         connection.execute(agents_table.insert(), agent)
+    if increment.runs:
+        connection.execute(runs_table.insert(), increment.runs)
     for agent_id, metadata in increment.renewed.items():
         connection.execute(
             agents_table.update()
@@ -260,6 +335,16 @@ def _append_job(
         writer.restore_event(event)
     for item in increment.artifacts:
         writer.restore_artifact(item["row"])
+    for run_id, changed in increment.grown.items():
+        connection.execute(
+            runs_table.update().where(runs_table.c.run_id == run_id).values(**changed)
+        )
+    if increment.linked and tables is not None:
+        nodes = tables.nodes
+        for node_id, run_id in increment.linked.items():
+            connection.execute(
+                nodes.update().where(nodes.c.node_id == node_id).values(run_id=run_id)
+            )
     if increment.move_active and increment.active != writer.session["active_node_id"]:
         writer.set_active(increment.active)
     writer.finish()

@@ -9,6 +9,7 @@ its key. :mod:`soong_store.importers._tree` rearranges the tree (compactions) an
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -103,6 +104,60 @@ class Event:
 
 
 @dataclass(slots=True)
+class Call:
+    """One model call the source records usage of (one dict of a run's usage).
+
+    ``key`` names the call within its transcript: a later call of the same key (the same
+    response written over several lines) replaces the earlier one. ``entry`` is the entry it
+    was read from, if any; else ``agent`` and ``position`` place it in its turn.
+    """
+
+    key: str
+    usage: dict[str, Any]
+    position: int
+    entry: str | None = None
+    agent: str = MAIN
+
+
+_MAX_TOKENS = 10**12
+"""More tokens than any one model call holds: a count above it is damage, not usage."""
+_MAX_COST = 10**6
+
+
+def usage_of(
+    model: Any, counts: dict[str, Any], line: int, issues: list[LineIssue]
+) -> dict[str, Any]:
+    """A call's usage as a run holds it, from the model and counts (by usage key) the source gives.
+
+    Keys the source does not give (``None``) are left out. A count that is not a
+    non-negative integer (or is absurdly large), a cost that is not a non-negative number,
+    or a model that is not a string is dropped and reported in ``issues`` as recovered.
+    """
+    usage: dict[str, Any] = {}
+    if isinstance(model, str) and model:
+        usage["model"] = model
+    elif model is not None:
+        issues.append(LineIssue(line, "recovered", f"usage: model {model!r:.40} dropped"))
+    for name, value in counts.items():
+        if value is None:
+            continue
+        if name == "cost_usd":
+            ok = (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and 0 <= value <= _MAX_COST
+            )
+        else:
+            ok = type(value) is int and 0 <= value <= _MAX_TOKENS
+        if ok:
+            usage[name] = value
+        else:
+            issues.append(LineIssue(line, "recovered", f"usage: {name} {value!r:.40} dropped"))
+    return usage
+
+
+@dataclass(slots=True)
 class Agent:
     """A sub-agent or fork found in the source (the root agent is implicit)."""
 
@@ -123,6 +178,8 @@ class SourceSession:
     entries: list[Entry] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     agents: list[Agent] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    """The model calls the source records usage of (in source order)."""
     leaf: str | None = None
     time: datetime | None = None
 

@@ -7,6 +7,12 @@ bytes. Ids are new (the source's are kept in metadata); every node carries
 every node has a ``node_created`` event and every failed tool result a ``tool_failed`` event.
 Timestamps are the source's where it has valid ones; an item without one takes the nearest
 earlier item's time (else the nearest later one, else ``fallback``), its raw value kept.
+
+Where the source records usage (the session's ``calls``), each *turn* (a user message and what
+follows it in its agent, up to the agent's next user message) whose calls recorded usage is a
+completed run of its agent: its nodes link to it, its ``usage`` is the list of its calls' usage
+dicts, its times the source's. A run's ``imported_from`` names the node of the message that
+opened its turn: a turn that grows in the source grows its run.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from soong_store.errors import InvalidContent
 from soong_store.importers._model import (
     MAIN,
     Artifact,
+    Call,
     Entry,
     Event,
     SourceSession,
@@ -59,6 +66,8 @@ class Known:
     nodes: dict[str, str] = field(default_factory=dict)
     agents: dict[str, str] = field(default_factory=dict)
     lines: dict[str, int] = field(default_factory=dict)
+    runs: dict[str, str] = field(default_factory=dict)
+    """Run ids by the node id of the message that opened their turn."""
 
 
 @dataclass(slots=True)
@@ -79,6 +88,10 @@ class Rows:
     """Node id by entry key."""
     new_nodes: set[str]
     """The ids of the node rows the store does not hold (all, without ``known``)."""
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """Every run of the session (held ones too), its start and end as this reading orders them."""
+    run_of: dict[str, str] = field(default_factory=dict)
+    """Run id by node id, for the nodes in a run."""
 
 
 def identity(source: dict[str, Any]) -> str:
@@ -119,6 +132,7 @@ def build(
     lines = chain(
         (codec.dumps_text(rows.header), _line("session", rows.session)),
         (_line("agent", row) for row in rows.agents),
+        (_line("run", row) for row in rows.runs),
         (_line("node", row) for row in rows.nodes),
         (_line("event", row) for row in rows.events),
         (codec.dumps_text({"kind": "artifact", **item}) for item in rows.artifacts),
@@ -160,9 +174,11 @@ def build_rows(
         if held is None:
             new_nodes.add(node_ids[e.key])
     fresh = [e for e in nodes if node_ids[e.key] in new_nodes]
+    run_rows, run_of = _runs(session, nodes, sid, node_ids, agent_ids, times, known)
     art_ids = {art.key: new_id("art") for entry in fresh for art in entry.artifacts}
     node_rows = (  # made as the import reads them: one node's row and line at a time
         _node_row(sid, seq, e, session.format, node_ids, agent_ids, art_ids, times[id(e)], spool)
+        | {"run_id": run_of.get(node_ids[e.key])}
         for seq, e in enumerate(nodes, 1)
     )
     artifacts = (
@@ -216,7 +232,7 @@ def build_rows(
         "with_artifacts": True,
         "counts": {
             "agents": len(agent_rows),
-            "runs": 0,
+            "runs": len(run_rows),
             "nodes": len(nodes),
             "events": len(pending),
             "artifacts": len(art_ids),
@@ -235,7 +251,91 @@ def build_rows(
         nodes,
         node_ids,
         new_nodes,
+        run_rows,
+        run_of,
     )
+
+
+def _runs(
+    session: SourceSession,
+    nodes: list[Entry],
+    sid: str,
+    node_ids: dict[str, str],
+    agent_ids: dict[str, str],
+    times: dict[int, str],
+    known: Known | None,
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The runs of the session's turns that recorded usage, and the run of each of their nodes.
+
+    A turn is found in source order within its agent, so what a node belongs to depends only
+    on the source before it: a transcript read in two parts gives the same runs as read whole.
+    """
+    if not session.calls:
+        return [], {}
+    turns: dict[str, list[Entry]] = {}  # by the key of the entry that opened the turn
+    turn_of: dict[str, str] = {}
+    opened: dict[str, str] = {}  # the open turn of each agent
+    for e in sorted(nodes, key=lambda e: e.position):
+        if e.role == "user" and e.node_type == "message":
+            opened[e.agent] = e.key
+            turns[e.key] = []
+        if e.agent in opened:
+            turns[opened[e.agent]].append(e)
+            turn_of[e.key] = opened[e.agent]
+    calls: dict[str, dict[str, Call]] = {}  # by turn, by call key (the last reading wins)
+    agent_of = {e.key: e.agent for e in nodes}
+    starts = {
+        agent: sorted((turns[k][0].position, k) for k in turns if turns[k][0].agent == agent)
+        for agent in {turns[k][0].agent for k in turns}
+    }
+    for call in session.calls:
+        if call.entry is not None:
+            turn = turn_of.get(call.entry)
+        else:
+            turn = _turn_at(starts.get(call.agent, []), call.position)
+        if turn is not None and call.usage:
+            calls.setdefault(turn, {})[call.key] = call
+    order = {e.key: seq for seq, e in enumerate(nodes)}
+    rows: list[dict[str, Any]] = []
+    run_of: dict[str, str] = {}
+    for turn, found in calls.items():
+        members = sorted(turns[turn], key=lambda e: order[e.key])
+        opener = node_ids[turn]
+        run_id = known.runs.get(opener) if known is not None else None
+        run_id = run_id or new_id("run")
+        stamps = sorted(times[id(e)] for e in members)
+        usage = [c.usage for c in sorted(found.values(), key=lambda c: c.position)]
+        rows.append(
+            {
+                "run_id": run_id,
+                "session_id": sid,
+                "agent_id": agent_ids[agent_of[turn]],
+                "status": "completed",
+                "start_node_id": node_ids[members[0].key],
+                "end_node_id": node_ids[members[-1].key],
+                "end_reason": "completed",
+                "turn_count": None,
+                "usage_json": codec.dumps_text(usage, what="run usage"),
+                "error_json": None,
+                "metadata_json": codec.dumps_text(
+                    {"imported_from": {"format": session.format, "turn": opener}}
+                ),
+                "created_at": stamps[0],
+                "updated_at": stamps[-1],
+            }
+        )
+        run_of.update((node_ids[e.key], run_id) for e in members)
+    return rows, run_of
+
+
+def _turn_at(starts: list[tuple[int, str]], position: int) -> str | None:
+    """The turn open at ``position`` (the last one opened before it), if any."""
+    found = None
+    for at, key in starts:
+        if at > position:
+            break
+        found = key
+    return found
 
 
 def _line(kind: str, row: dict[str, Any]) -> str:

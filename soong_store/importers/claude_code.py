@@ -26,11 +26,13 @@ from soong_store.importers import _blocks as b
 from soong_store.importers._model import (
     MAIN,
     Agent,
+    Call,
     Entry,
     Event,
     LineIssue,
     ParsedFile,
     SourceSession,
+    usage_of,
 )
 from soong_store.importers._read import JsonLines, parse_time, read_json, stamp
 from soong_store.importers._spool import ContentSpool
@@ -72,7 +74,7 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
     records = JsonLines(path, data)
     reader = _Transcript(MAIN, 0, spool=spool)
     reader.read(records)
-    issues = records.issues
+    issues = records.issues + reader.issues
     session = reader.session
     session.metadata.update({"agent": meta} if meta else {})
     for sub_path in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
@@ -97,7 +99,7 @@ def parse_transcript(path: Path, spool: ContentSpool | None = None) -> ParsedFil
         reader = _Transcript(MAIN, 0, spool=spool)
         records = JsonLines(path)
         reader.read(records)
-        return ParsedFile(FORMAT, [reader.session], records.issues, spool)
+        return ParsedFile(FORMAT, [reader.session], records.issues + reader.issues, spool)
     session = SourceSession(FORMAT, "", None, {})
     issues = join_sub(session, path, _SUB_START, spool)
     if not session.source_id:  # no line names its session: the new layout's folder does
@@ -124,9 +126,11 @@ def join_sub(
     session.agents.append(Agent(key, "sub", source))
     session.entries += sub.session.entries
     session.events += sub.session.events
+    session.calls += sub.session.calls
     session.source_id = session.source_id or sub.session.source_id
     session.cwd = session.cwd or sub.session.cwd
-    return [LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in sub_records.issues]
+    found = sub_records.issues + sub.issues
+    return [LineIssue(i.line, i.action, f"{sub_path.name}: {i.reason}") for i in found]
 
 
 def _meta(data: bytes) -> dict[str, Any]:
@@ -151,6 +155,8 @@ class _Transcript:
         self._by_key: dict[str, Entry] = {}
         self.sidechains = True
         self._subs: dict[str, str | None] = {}  # sub-agent key -> its agentId
+        self.issues: list[LineIssue] = []
+        self._output: dict[str, int] = {}  # a call's output tokens counted by earlier lines
 
     def read(self, records: Iterable[tuple[int, dict[str, Any]]]) -> None:
         uuids: set[str] = set()
@@ -195,6 +201,8 @@ class _Transcript:
             previous = key
             if record.get("type") in ("user", "assistant") and entry.agent == MAIN:
                 leaf = key
+            if record.get("type") == "assistant":
+                self._call(record, entry, lineno)
             if self.spool is not None:
                 self.spool.park(entry)
             del record, entry
@@ -202,6 +210,37 @@ class _Transcript:
             self._dissolve_crossed()
         named = self._latest.get(str(s.metadata.get("leafUuid")))
         s.leaf = leaf or named or previous
+
+    def _call(self, record: dict[str, Any], entry: Entry, lineno: int) -> None:
+        """The usage an assistant line records: its model call's, and the line's own tokens.
+
+        The lines of one response (one ``message.id``) repeat its usage, the output count
+        growing to the response's: the call keeps the last line's usage, and each line's node
+        counts the output tokens it adds to those of the lines before it. Claude Code's own
+        ``<synthetic>`` messages are not model calls.
+        """
+        message = record.get("message")
+        if not isinstance(message, dict):
+            return
+        usage = message.get("usage")
+        if not isinstance(usage, dict) or message.get("model") == "<synthetic>":
+            return
+        counts = {
+            "input_tokens": usage.get("input_tokens"),
+            "output_tokens": usage.get("output_tokens"),
+            "cache_read_tokens": usage.get("cache_read_input_tokens"),
+            "cache_write_tokens": usage.get("cache_creation_input_tokens"),
+            "cost_usd": record.get("costUSD"),
+        }
+        found = usage_of(message.get("model"), counts, lineno, self.issues)
+        ident = message.get("id")
+        key = f"{self.agent}:{ident if isinstance(ident, str) else lineno}:{found.get('model')}"
+        out = found.get("output_tokens")
+        if out is not None:
+            before = self._output.get(key, 0)
+            entry.token_count = out - before if out >= before else None
+            self._output[key] = max(out, before)
+        self.session.calls.append(Call(key, found, entry.position, entry.key))
 
     def _parent(
         self, record: dict[str, Any], previous: str | None, linked: bool

@@ -11,6 +11,13 @@ items (they repeat them otherwise). A later ``session_meta`` with ``forked_from_
 ``fork`` agent (from the main agent's latest node), one with ``parent_thread_id`` or a
 ``source.subagent`` a ``sub`` agent; the records after it belong to that agent until the next
 ``session_meta``, and one naming neither returns to the main agent.
+
+Usage: an ``event_msg`` of type ``token_count`` is one model call of the current agent, its
+``info.last_token_usage`` the call's counts and the latest ``turn_context``'s ``model`` its model
+(a ``token_count`` whose ``info.total_token_usage`` repeats the one before it is a repeat, not a
+call). Codex counts cached input inside ``input_tokens``: the call's ``input_tokens`` are the
+uncached ones, as the other formats count them. A call answers several items (reasoning,
+messages, tool calls), so no node gets a ``token_count``.
 """
 
 from __future__ import annotations
@@ -25,10 +32,13 @@ from soong_store.importers import _blocks as b
 from soong_store.importers._model import (
     MAIN,
     Agent,
+    Call,
     Entry,
     Event,
+    LineIssue,
     ParsedFile,
     SourceSession,
+    usage_of,
 )
 from soong_store.importers._read import JsonLines, stamp
 from soong_store.importers._spool import ContentSpool
@@ -68,7 +78,7 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
         del record
     session = reader.session
     session.leaf = reader.last.get(MAIN)
-    return ParsedFile(FORMAT, [session], records.issues, spool)
+    return ParsedFile(FORMAT, [session], records.issues + reader.issues, spool)
 
 
 class _Rollout:
@@ -80,6 +90,9 @@ class _Rollout:
         self.agent = MAIN
         self.last: dict[str, str] = {}
         self.calls: dict[str, b.ToolCalls] = {}
+        self.issues: list[LineIssue] = []
+        self.model: Any = None
+        self.totals: dict[str, Any] = {}  # the last total usage of each agent
         self.items_hold_messages = any(
             r.get("type") == "response_item"
             and isinstance(r.get("payload"), dict)
@@ -111,6 +124,10 @@ class _Rollout:
             self.add(entry)
             return
         sub = item.get("type") if kind == "event_msg" else None
+        if kind == "turn_context" and "model" in item:
+            self.model = item["model"]
+        elif sub == "token_count":
+            self._usage(item, lineno, position)
         level = _LEVELS.get(str(sub), "info")
         event = {"format": FORMAT, "type": kind, "line": lineno, "record": record}
         call = item.get("call_id") if isinstance(item.get("call_id"), str) else None
@@ -118,6 +135,32 @@ class _Rollout:
         if self.spool is not None:
             self.spool.park_event(made)
         self.session.events.append(made)
+
+    def _usage(self, item: dict[str, Any], lineno: int, position: int) -> None:
+        info = item.get("info")
+        if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
+            return
+        last, total = info["last_token_usage"], info.get("total_token_usage")
+        if total is not None and total == self.totals.get(self.agent):
+            return
+        self.totals[self.agent] = total
+        counts = {
+            "input_tokens": last.get("input_tokens"),
+            "output_tokens": last.get("output_tokens"),
+            "cache_read_tokens": last.get("cached_input_tokens"),
+        }
+        usage = usage_of(self.model, counts, lineno, self.issues)
+        if "input_tokens" in usage and "cache_read_tokens" in usage:
+            given, cached = usage["input_tokens"], usage["cache_read_tokens"]
+            if cached <= given:
+                usage["input_tokens"] = given - cached
+            else:  # more cached than in all: one of the two is wrong
+                del usage["input_tokens"]
+                self.issues.append(
+                    LineIssue(lineno, "recovered", f"usage: input_tokens {given!r} dropped")
+                )
+        key = f"{self.agent}:{lineno}"
+        self.session.calls.append(Call(key, usage, position, agent=self.agent))
 
     @staticmethod
     def _said(item: dict[str, Any]) -> bool:

@@ -11,6 +11,11 @@ else the oldest open call) are tool results, failed when the observation is ``er
 ``success`` is false or the exit code is not 0 (nor -1, "still running"). A ``recall``
 observation is a ``memory_context`` node. State changes, ``null`` observations and actions of
 the environment become events.
+
+Usage: an action's ``tool_call_metadata.model_response`` is the model call that made it (its
+``id`` names it: the actions of one response share it), with its ``model`` and ``usage``
+(``prompt_tokens`` less ``prompt_tokens_details.cached_tokens``, ``completion_tokens``, the
+cached ones). A response may make several actions, so no node gets a ``token_count``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from soong_store.importers import _blocks as b
-from soong_store.importers._model import Entry, Event, LineIssue, ParsedFile, SourceSession
+from soong_store.importers._model import (
+    Call,
+    Entry,
+    Event,
+    LineIssue,
+    ParsedFile,
+    SourceSession,
+    usage_of,
+)
 from soong_store.importers._read import read_json, read_jsonl, stamp
 
 FORMAT = "openhands"
@@ -37,32 +50,37 @@ def parse(path: Path, data: bytes) -> ParsedFile:
             document = read_json(data)
         except ValueError:
             document = None
+    found: list[LineIssue] = []
     if isinstance(document, list):
-        return ParsedFile(FORMAT, [_session(document, {}, "")])
+        return ParsedFile(FORMAT, [_session(document, {}, "", found)], found)
     if isinstance(document, dict) and isinstance(document.get("history"), list):
-        return ParsedFile(FORMAT, [_run(document)])
+        return ParsedFile(FORMAT, [_run(document, found)], found)
     records, issues = read_jsonl(data)
     parsed = ParsedFile(FORMAT, [], issues)
     for lineno, record in records:
         if isinstance(record.get("history"), list):
-            parsed.sessions.append(_run(record))
+            parsed.sessions.append(_run(record, found, lineno))
+            parsed.issues += found
+            found.clear()
         else:
             parsed.issues.append(LineIssue(lineno, "skipped", "a record without a history"))
     return parsed
 
 
-def _run(record: dict[str, Any]) -> SourceSession:
+def _run(record: dict[str, Any], issues: list[LineIssue], line: int = 0) -> SourceSession:
     meta = {k: v for k, v in record.items() if k != "history"}
     issue = b.mapping(record.get("issue"))
     source_id = record.get("instance_id") or (
         f"{issue.get('owner')}/{issue.get('repo')}#{issue.get('number')}" if issue else ""
     )
-    return _session(record["history"], meta, str(source_id))
+    return _session(record["history"], meta, str(source_id), issues, line)
 
 
-def _session(events: list[Any], meta: dict[str, Any], source_id: str) -> SourceSession:
+def _session(
+    events: list[Any], meta: dict[str, Any], source_id: str, issues: list[LineIssue], line: int = 0
+) -> SourceSession:
     session = SourceSession(FORMAT, source_id, None, {"openhands": meta} if meta else {})
-    reader = _Stream(session)
+    reader = _Stream(session, issues, line)
     for position, event in enumerate(events):
         if isinstance(event, dict):
             reader.event(event, position)
@@ -74,8 +92,8 @@ def _session(events: list[Any], meta: dict[str, Any], source_id: str) -> SourceS
 
 
 class _Stream:
-    def __init__(self, session: SourceSession) -> None:
-        self.session = session
+    def __init__(self, session: SourceSession, issues: list[LineIssue], line: int) -> None:
+        self.session, self.issues, self.line = session, issues, line
         self.calls = b.ToolCalls()
         self.by_event: dict[str | int | None, str] = {}  # action id -> tool call id
         self.last: str | None = None
@@ -118,6 +136,33 @@ class _Stream:
         entry.position, entry.artifacts = position, out.artifacts
         self.session.entries.append(entry)
         self.last = key
+        if action is not None:
+            self._usage(b.mapping(meta.get("model_response")), entry)
+
+    def _usage(self, response: dict[str, Any], entry: Entry) -> None:
+        """The model call that made an action, where its response records usage."""
+        usage = b.mapping(response.get("usage"))
+        if not usage:
+            return
+        cached = b.mapping(usage.get("prompt_tokens_details")).get("cached_tokens")
+        counts = {
+            "input_tokens": usage.get("prompt_tokens"),
+            "output_tokens": usage.get("completion_tokens"),
+            "cache_read_tokens": cached,
+        }
+        found = usage_of(response.get("model"), counts, self.line, self.issues)
+        given, read = found.get("input_tokens"), found.get("cache_read_tokens")
+        if given is not None and read is not None:
+            if read <= given:
+                found["input_tokens"] = given - read
+            else:
+                del found["input_tokens"]
+                self.issues.append(
+                    LineIssue(self.line, "recovered", f"usage: input_tokens {given!r} dropped")
+                )
+        ident = response.get("id")
+        key = f"response:{ident}" if isinstance(ident, str) and ident else f"action:{entry.key}"
+        self.session.calls.append(Call(key, found, entry.position, entry.key))
 
     def _action(
         self,

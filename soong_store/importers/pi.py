@@ -12,6 +12,10 @@ entries from ``firstKeptEntryId`` (v2+) or ``firstKeptEntryIndex`` (v1, an index
 file's entries with the header at 0). Settings and extension entries (``model_change``,
 ``thinking_level_change``, ``custom``, ``label``, ``session_info``, unknown types) are
 ``system_note`` nodes holding the entry. The active leaf is the last entry.
+
+Usage: an assistant message is one model call; its ``usage`` (``input``, ``output``,
+``cacheRead``, ``cacheWrite``, ``cost.total``) and ``model`` are the call's, and its ``output``
+is the node's ``token_count``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from soong_store.importers import _blocks as b
-from soong_store.importers._model import Entry, ParsedFile, SourceSession
+from soong_store.importers._model import (
+    Call,
+    Entry,
+    LineIssue,
+    ParsedFile,
+    SourceSession,
+    usage_of,
+)
 from soong_store.importers._read import JsonLines, parse_time, stamp
 from soong_store.importers._spool import ContentSpool
 
@@ -55,6 +66,7 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
     previous: str | None = None
     compactions: list[tuple[Entry, Any, Any]] = []  # with firstKeptEntryId and -Index
     calls = b.ToolCalls()
+    issues: list[LineIssue] = []
     index = -1
     for lineno, record in records:  # not enumerate(): its tuple would keep the last record
         index += 1
@@ -73,6 +85,7 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
             if block["type"] == "tool_call":
                 keys.setdefault(block["tool_call_id"], key)
         by_index[index] = key
+        _usage(session, record, entry, lineno, issues)
         session.entries.append(entry)
         previous = key
         if entry.node_type == "compaction":
@@ -87,7 +100,34 @@ def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = No
         elif isinstance(at, int) and not isinstance(at, bool):
             entry.keeps_from = by_index.get(at)
     session.leaf = previous
-    return ParsedFile(FORMAT, [session], records.issues, spool)
+    return ParsedFile(FORMAT, [session], records.issues + issues, spool)
+
+
+def _usage(
+    session: SourceSession,
+    record: dict[str, Any],
+    entry: Entry,
+    lineno: int,
+    issues: list[LineIssue],
+) -> None:
+    """The model call an assistant message records, and its output tokens on its node."""
+    message = record.get("message")
+    if record.get("type") != "message" or not isinstance(message, dict):
+        return
+    usage = message.get("usage")
+    if message.get("role") != "assistant" or not isinstance(usage, dict):
+        return
+    cost = usage.get("cost")
+    counts = {
+        "input_tokens": usage.get("input"),
+        "output_tokens": usage.get("output"),
+        "cache_read_tokens": usage.get("cacheRead"),
+        "cache_write_tokens": usage.get("cacheWrite"),
+        "cost_usd": cost.get("total") if isinstance(cost, dict) else cost,
+    }
+    found = usage_of(message.get("model"), counts, lineno, issues)
+    entry.token_count = found.get("output_tokens")
+    session.calls.append(Call(entry.key, found, entry.position, entry.key))
 
 
 def _parent(ref: Any, keys: dict[str, str], session_id: str, entry: Entry) -> str | None:

@@ -486,6 +486,7 @@ def _merged(pieces: list[_Piece]) -> SourceSession:
         base.agents += sub.agents
         base.entries += sub.entries
         base.events += sub.events
+        base.calls += sub.calls
         base.cwd = base.cwd or sub.cwd
         base.source_id = base.source_id or sub.source_id
     return base
