@@ -23,7 +23,8 @@ def test_no_module_is_named_like_an_installed_distribution() -> None:
     ours = set()
     for top in LINTED:
         for path in (ROOT / top).rglob("*"):
-            if ".venv" in path.parts or "__pycache__" in path.parts:
+            rel = path.relative_to(ROOT).parts
+            if "__pycache__" in rel or any(part.startswith(".venv") for part in rel):
                 continue
             if path.suffix == ".py" or path.is_dir():
                 ours.add(path.stem)
