@@ -157,3 +157,16 @@ async def test_a_damaged_sample_is_refused_and_nothing_is_written(
     with pytest.raises(InvalidArgument, match="not a JSON document"):
         await import_file(store, broken, sample.parent.name)
     assert await store.list_sessions() == []
+
+
+async def test_an_export_whose_first_conversation_is_damaged_is_still_told(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    conversations = orjson.loads((DATA / "chatgpt/chatgpt-modern-export.json").read_bytes())
+    damaged = [c for c in conversations if "mapping" not in c]
+    moved = tmp_path / "conversations.json"
+    moved.write_bytes(orjson.dumps(damaged + [c for c in conversations if "mapping" in c]))
+    report = await import_report(store, moved, cwd=tmp_path)
+    assert report.format == "chatgpt"
+    assert len(report.sessions) == len(conversations) - len(damaged) > 0
+    assert [i.reason for i in report.issues] == ["item 0 is not a conversation"]
