@@ -62,18 +62,41 @@ def _document(data: bytes) -> Any:
 
 
 def _document_format(document: Any) -> str | None:
+    """The format of a JSON document: of its first items that name one, the first's.
+
+    An export is a list of conversations (or one), and one of them may be damaged (a ChatGPT
+    export can hold a conversation without its ``mapping``), so a few items are looked at.
+    """
     items = document if isinstance(document, list) else [document]
-    first = next((item for item in items if isinstance(item, dict)), None)
-    if first is None:
-        return None
-    if "mapping" in first and "current_node" in first:
-        return "chatgpt"
-    if isinstance(first.get("chat"), dict) and "history" in first["chat"]:
-        return "openwebui"
-    if "conversationId" in first and isinstance(first.get("messages"), list):
-        return "librechat"
-    if isinstance(document, list) and ("action" in first or "observation" in first):
+    dicts = [item for item in items[:_ITEMS] if isinstance(item, dict)]
+    for item in dicts:
+        found = _item_format(item)
+        if found is not None:
+            return found
+    if isinstance(document, list) and dicts and ("action" in dicts[0] or "observation" in dicts[0]):
         return "openhands"
+    return None
+
+
+_ITEMS = 20
+"""How many items of a JSON list :func:`_document_format` looks at."""
+
+
+def _item_format(item: dict[str, Any]) -> str | None:
+    if isinstance(item.get("mapping"), dict) and "current_node" in item:
+        return "chatgpt"
+    chat = item.get("chat")
+    if isinstance(chat, dict) and (
+        isinstance(chat.get("history"), dict) or isinstance(chat.get("messages"), list)
+    ):
+        return "openwebui"  # a chat row of "Export All Chats" or "Export chat (.json)"
+    history = item.get("history")
+    if isinstance(history, dict) and isinstance(history.get("messages"), dict):
+        return "openwebui"  # a chat object alone (older versions' export)
+    if "conversationId" in item and (
+        isinstance(item.get("messages"), list) or isinstance(item.get("messagesTree"), list)
+    ):
+        return "librechat"
     return None
 
 

@@ -1,12 +1,12 @@
 """LibreChat conversation exports (JSON, ``recursive`` or flat) to the model.
 
-Messages nest through ``children`` (``recursive: true``) or form a flat list; either way each
-names its parent with ``parentMessageId``, the all-zero UUID (or a parent not in the file,
-``parent_missing``) making a root, so an export can hold several roots. ``isCreatedByUser``
-gives the role. ``content`` parts (agents endpoints) become blocks (text, tool calls with their
-output as a result, anything else verbatim), else ``text`` is one text block. ``tokenCount``
-is the node's token count. The active leaf is the last message in file order (an export names
-none).
+The messages are the export's ``messages`` list (``messagesTree`` in older versions). They nest
+through ``children`` (``recursive: true``) or form a flat list; either way each names its parent
+with ``parentMessageId``, the all-zero UUID (or a parent not in the file, ``parent_missing``)
+making a root, so an export can hold several roots. ``isCreatedByUser`` gives the role.
+``content`` parts (agents endpoints) become blocks (text, tool calls with their output as a
+result, anything else verbatim), else ``text`` is one text block. ``tokenCount`` is the node's
+token count. The active leaf is the last message in file order (an export names none).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def parse(path: Path, data: bytes) -> ParsedFile:
     items = document if isinstance(document, list) else [document]
     parsed = ParsedFile(FORMAT, [])
     for index, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("messages"), list):
+        if not isinstance(item, dict) or not isinstance(_messages(item), list):
             parsed.issues.append(LineIssue(0, "skipped", f"item {index} is not a conversation"))
             continue
         parsed.sessions.append(_conversation(item, parsed.issues))
@@ -36,14 +36,14 @@ def parse(path: Path, data: bytes) -> ParsedFile:
 
 
 def _conversation(conv: dict[str, Any], issues: list[LineIssue]) -> SourceSession:
-    meta = {k: v for k, v in conv.items() if k != "messages"}
+    meta = {k: v for k, v in conv.items() if k not in ("messages", "messagesTree")}
     session = SourceSession(
         FORMAT, str(conv.get("conversationId") or ""), None, {"librechat": meta}
     )
     if isinstance(conv.get("title"), str):
         session.metadata["title"] = conv["title"]
     flat: list[tuple[dict[str, Any], str | None]] = []
-    stack: list[tuple[Any, str | None]] = [(m, None) for m in reversed(conv["messages"])]
+    stack: list[tuple[Any, str | None]] = [(m, None) for m in reversed(_messages(conv))]
     while stack:
         message, outer = stack.pop()
         if not isinstance(message, dict) or not isinstance(message.get("messageId"), str):
@@ -66,6 +66,12 @@ def _conversation(conv: dict[str, Any], issues: list[LineIssue]) -> SourceSessio
                 entry.source["parent_missing"] = True
     session.leaf = session.entries[-1].key if session.entries else None
     return session
+
+
+def _messages(conv: dict[str, Any]) -> Any:
+    """The conversation's messages: ``messages``, else the older exports' ``messagesTree``."""
+    listed = conv.get("messages")
+    return listed if isinstance(listed, list) else conv.get("messagesTree")
 
 
 def _entry(message: dict[str, Any], key: str, position: int) -> Entry:

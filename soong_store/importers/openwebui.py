@@ -1,10 +1,16 @@
-"""Open WebUI chat exports (a JSON list of chats) to the model: one session per chat.
+"""Open WebUI chat exports (JSON) to the model: one session per chat.
 
-``chat.history.messages`` maps ids to messages linked by ``parentId``/``childrenIds``;
-``chat.history.currentId`` is the active leaf. A message's structured ``output`` items, when
+An export is a list of chat rows (``{"id", "title", "created_at", "chat": {...}}``: "Export All
+Chats", or "Export chat (.json)" with one row), one such row alone, or a chat object alone
+(``{"title", "history", "messages", ...}``, as older versions export it).
+``chat.history.messages`` maps ids to messages linked by ``parentId`` (``childrenIds`` gives the
+order of the children where it lists them; some exports leave it empty);
+``chat.history.currentId`` is the active leaf. A chat whose ``history`` holds no messages is read
+from its ``messages`` list instead (linked by ``parentId`` where the messages carry it, else one
+after the other), its last message the active leaf. A message's structured ``output`` items, when
 present, become its blocks (reasoning kept verbatim, ``function_call`` a tool call,
-``function_call_output`` its result, ``message`` items their text) and the rendered
-``content`` text stays in the record; otherwise ``content`` is one text block.
+``function_call_output`` its result, ``message`` items their text) and the rendered ``content``
+text stays in the record; otherwise ``content`` is one text block.
 """
 
 from __future__ import annotations
@@ -27,23 +33,57 @@ def parse(path: Path, data: bytes) -> ParsedFile:
     items = document if isinstance(document, list) else [document]
     parsed = ParsedFile(FORMAT, [])
     for index, item in enumerate(items):
-        chat = item.get("chat") if isinstance(item, dict) else None
-        history = chat.get("history") if isinstance(chat, dict) else None
-        if not isinstance(history, dict) or not isinstance(history.get("messages"), dict):
+        wrapped = isinstance(item, dict) and isinstance(item.get("chat"), dict)
+        chat = item["chat"] if wrapped else item
+        alone = isinstance(item, dict) and isinstance(item.get("history"), dict)
+        messages = _messages(chat) if wrapped or alone else None
+        if messages is None:
             parsed.issues.append(LineIssue(0, "skipped", f"item {index} is not a chat"))
             continue
-        parsed.sessions.append(_chat(item, history))
+        parsed.sessions.append(_chat(item, chat, wrapped, *messages))
     return parsed
 
 
-def _chat(item: dict[str, Any], history: dict[str, Any]) -> SourceSession:
-    messages = {k: v for k, v in history["messages"].items() if isinstance(v, dict)}
-    meta = {k: v for k, v in item.items() if k != "chat"}
-    meta["chat"] = {k: v for k, v in item["chat"].items() if k != "history"}
-    session = SourceSession(FORMAT, str(item.get("id") or ""), None, {"openwebui": meta})
-    if isinstance(item.get("title"), str):
-        session.metadata["title"] = item["title"]
-    session.time, _ = parse_time(item.get("created_at"))
+def _messages(chat: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], str | None, str] | None:
+    """The chat's messages by id, its active leaf and the key they came from, or ``None``."""
+    history = chat.get("history")
+    listed = chat.get("messages")
+    if isinstance(history, dict):
+        by_id = history.get("messages")
+        if isinstance(by_id, dict) and (by_id or not isinstance(listed, list) or not listed):
+            found = {k: v for k, v in by_id.items() if isinstance(v, dict)}
+            return found, b.name(history.get("currentId")), "history"
+    if not isinstance(listed, list) or not isinstance(history, dict | None):
+        return None
+    found = {}
+    linked = any(isinstance(m, dict) and "parentId" in m for m in listed)
+    previous: str | None = None
+    for message in listed:
+        key = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(key, str) or key in found:
+            continue
+        found[key] = message if linked else {**message, "parentId": previous}
+        previous = key
+    return found, previous, "messages"
+
+
+def _chat(
+    item: dict[str, Any],
+    chat: dict[str, Any],
+    wrapped: bool,
+    messages: dict[str, dict[str, Any]],
+    current: str | None,
+    source: str,
+) -> SourceSession:
+    held = ("history", "messages") if source == "messages" else ("history",)
+    meta = {k: v for k, v in item.items() if k != "chat"} if wrapped else {}
+    meta["chat"] = {k: v for k, v in chat.items() if k not in held}
+    sid = item.get("id") or chat.get("id")
+    session = SourceSession(FORMAT, str(sid or ""), None, {"openwebui": meta})
+    title = item.get("title") if isinstance(item.get("title"), str) else chat.get("title")
+    if isinstance(title, str):
+        session.metadata["title"] = title
+    session.time, _ = parse_time(item.get("created_at") if wrapped else chat.get("timestamp"))
     parent = {
         k: v.get("parentId") if isinstance(v.get("parentId"), str) else None
         for k, v in messages.items()
@@ -59,7 +99,6 @@ def _chat(item: dict[str, Any], history: dict[str, Any]) -> SourceSession:
         if ref is not None and ref not in messages:
             entry.source["parent_missing"] = True
         session.entries.append(entry)
-    current = b.name(history.get("currentId"))
     session.leaf = current if current in messages else None
     return session
 
