@@ -15,8 +15,10 @@ driver as they are and rows come back as the driver returns them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Select, Table, bindparam, text
@@ -145,6 +147,18 @@ def bare_binds(dialect: Dialect) -> bool:
     return dialect.bind_typing is not BindTyping.RENDER_CASTS
 
 
+LARGE_VALUE = 2**20
+"""From this length on, a value written is let go by its statement (:meth:`Runner.release`)."""
+
+_NAME = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@lru_cache(maxsize=64)
+def _names(sql: str) -> tuple[str, ...]:
+    """The ``:name`` parameters of ``sql`` in placeholder order, each once."""
+    return tuple(dict.fromkeys(_NAME.findall(sql)))
+
+
 class Runner:
     """Runs prepared statements on the driver cursor of one connection (an engine's, or a link)."""
 
@@ -165,6 +179,27 @@ class Runner:
                 prepared.sql, args, exc, self._error, dialect=self._dialect
             ) from exc
         return self._cursor
+
+    def release(self, prepared: Prepared) -> None:
+        """Let the driver free the values ``prepared`` was last run with (SQLite's driver).
+
+        SQLite keeps its own copy of each bound value until the statement is bound again, and
+        the driver keeps its statements cached: after an insert of a 100 MB text, 100 MB stay
+        held for as long as the statement is not run again. The DB-API has no call to clear a
+        statement's bindings, so the statement is bound again, each parameter to NULL but the
+        last, which is left out: the driver refuses the run at that parameter, before the
+        statement runs. Nothing is written and the transaction goes on. A value in the last
+        parameter stays held; a dialect that does not bind names from a mapping is left alone.
+        """
+        names = _names(prepared.sql) if prepared.order is None else ()
+        if len(names) < 2 or not takes_names(self._dialect):
+            return
+        unbound = dict.fromkeys(names[:-1])
+        try:
+            self._cursor.execute(prepared.sql, unbound)
+        except self._dialect.loaded_dbapi.ProgrammingError:
+            return
+        raise AssertionError("a statement ran without its last parameter")  # pragma: no cover
 
     def first(
         self, prepared: Prepared, params: Mapping[str, Any] | None = None

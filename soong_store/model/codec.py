@@ -129,12 +129,36 @@ def loads_stored(text: str) -> Any:
     ``ValueError``: it cannot have come from the store, and accepting it would change data.
     """
     value = orjson.loads(text)  # refuses NaN, Infinity, 1e400, lone surrogates
-    if orjson.dumps(value) != text.encode():
+    if not is_text(orjson.dumps(value), text):
         raise ValueError(
             f"{text[:60]!r} is not the store's JSON encoding of its value (numbers beyond 64 "
             "bits or a double, repeated keys or other spacing)"
         )
     return value
+
+
+_PIECE = 2**20
+
+
+def is_text(out: bytes, text: str) -> bool:
+    """Whether ``out`` is the UTF-8 of ``text``, without a whole copy of a long text.
+
+    A long text is encoded and compared a piece at a time: comparing ``text.encode()`` would
+    hold a third copy of a 100 MB content beside the text and ``out``.
+    """
+    try:
+        if len(text) <= _PIECE:
+            return out == text.encode()
+        view = memoryview(out)
+        at = 0
+        for start in range(0, len(text), _PIECE):
+            piece = text[start : start + _PIECE].encode()
+            if view[at : at + len(piece)] != piece:
+                return False
+            at += len(piece)
+    except UnicodeEncodeError:  # a lone surrogate: no bytes are its UTF-8
+        return False
+    return at == len(out)
 
 
 # marshal writes a float as TYPE_BINARY_FLOAT, b"g" (b"\xe7" when flagged as shared), then the

@@ -463,6 +463,6 @@ def decode_stored_content(text: str) -> list[ContentBlock]:
     if not isinstance(value, list):
         raise InvalidContent(f"content must be a list of blocks, got {type(value).__name__}")
     blocks = validate_content(value)
-    if codec.dumps_text(CONTENT.dump_python(blocks), what="content") != text:
+    if not codec.is_text(codec.dumps(CONTENT.dump_python(blocks), what="content"), text):
         raise InvalidContent("content is not in the form the store writes (defaults left out?)")
     return blocks

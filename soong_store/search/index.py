@@ -44,7 +44,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 
 from soong_store.backends.base import searcher_of
-from soong_store.backends.prepared import Prepared, Runner
+from soong_store.backends.prepared import LARGE_VALUE, Prepared, Runner
 
 SEARCH_PREFIX = "search_"
 
@@ -76,9 +76,13 @@ _CHUNK = 200
 """Rows per insert statement (8 parameters each: far below every backend's limit)."""
 
 
+_INSERTED = ("body", *_COLUMNS[:-1])
+"""The columns in the order the insert binds them: the text first, so that it is released."""
+
+
 @lru_cache(maxsize=_CHUNK)
 def _insert(dialect: Dialect, count: int) -> Prepared:
-    return Prepared.insert(search_text_table, dialect, _COLUMNS, count)
+    return Prepared.insert(search_text_table, dialect, _INSERTED, count)
 
 
 def search_row(session_id: str, row: dict[str, Any]) -> dict[str, Any] | None:
@@ -100,8 +104,12 @@ def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -
     """
     for start in range(0, len(rows), _CHUNK):
         chunk = rows[start : start + _CHUNK]
-        params = {f"{name}_{i}": row[name] for i, row in enumerate(chunk) for name in _COLUMNS}
-        db.execute(_insert(connection.dialect, len(chunk)), params)
+        params = {f"{name}_{i}": row[name] for i, row in enumerate(chunk) for name in _INSERTED}
+        insert = _insert(connection.dialect, len(chunk))
+        db.execute(insert, params)
+        del params
+        if any(len(row["body"]) >= LARGE_VALUE for row in chunk):
+            db.release(insert)  # SQLite would hold the long text until the statement runs again
     searcher_of(connection).noted(connection, len(rows))
 
 

@@ -377,6 +377,7 @@ def _insert_bundle(
         node = node if rename is None else rename("node", node)
         _same(writer.restore_node(node), node, ("node_seq",))
         count, held = count + 1, held + len(node["content_json"])
+        del node  # its content is written: not held while the index takes the text
         if count == PAGE or held >= _INDEX_BYTES:  # the index's text waits a page at most
             writer.index_written()
             count = held = 0

@@ -140,8 +140,7 @@ class Spool:
         self._at[kind].sort()
         for _, offset in self._at[kind]:
             self._file.seek(offset)
-            row: dict[str, Any] = codec.loads(self._file.readline())
-            yield row
+            yield codec.loads(self._file.readline())  # not kept here while the caller writes it
         self._file.seek(0, 2)
 
     def close(self) -> None:

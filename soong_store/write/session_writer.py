@@ -33,7 +33,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import OperationalError
 
 from soong_store.backends.base import backend_class_of, lock_session
-from soong_store.backends.prepared import Prepared, Runner, bare_binds
+from soong_store.backends.prepared import LARGE_VALUE, Prepared, Runner, bare_binds
 from soong_store.catalog import lookup as catalog
 from soong_store.catalog import moves
 from soong_store.errors import NotFound, SessionArchived
@@ -432,6 +432,8 @@ class SessionWriter:
 
     def _put_node(self, row: dict[str, Any]) -> None:
         self._db.execute(self._sql.insert_node, row)
+        if len(row["content_json"]) >= LARGE_VALUE:  # not held by SQLite while the index runs
+            self._db.release(self._sql.insert_node)
         indexed = search_row(self.session_id, row)
         if indexed is not None:
             self._unindexed.append(indexed)
