@@ -92,7 +92,8 @@ def _entry(message: dict[str, Any], key: str, position: int) -> Entry:
     tokens = message.get("tokenCount")
     entry = Entry(key, None, role, "message", out.blocks, out.source(source), moment)
     entry.position = position
-    entry.token_count = tokens if isinstance(tokens, int) and 0 <= tokens < 2**63 else None
+    counted = isinstance(tokens, int) and not isinstance(tokens, bool) and 0 <= tokens < 2**63
+    entry.token_count = tokens if counted else None  # a JSON ``true`` is no count
     entry.artifacts = out.artifacts
     return entry
 

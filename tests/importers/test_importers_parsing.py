@@ -471,3 +471,26 @@ def test_a_long_line_gets_the_verdict_a_short_one_gets() -> None:
     assert long == short
     assert long[0][0] == (3, {"a": 18446744073709551616.0})  # as orjson reads it
     assert [i.line for i in short[1]] == [1, 2, 4, 6, 7, 8, 9]
+
+
+def test_a_token_count_of_true_is_no_count(tmp_path: Path) -> None:
+    """JSON ``true`` is an ``int`` to Python: a LibreChat ``tokenCount`` of ``true`` is dropped,
+    not stored as 1 (nor refused by the export's check, which failed the whole import)."""
+    data = orjson.loads((CORPUS / "librechat" / "librechat-opts-nonr-branches.json").read_bytes())
+
+    def mark(value: Any) -> None:
+        if isinstance(value, dict):
+            if "tokenCount" in value:
+                value["tokenCount"] = True
+            for inner in value.values():
+                mark(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                mark(inner)
+
+    mark(data)
+    path = tmp_path / "export.json"
+    path.write_bytes(orjson.dumps(data))
+    parsed = PARSERS["librechat"](path, path.read_bytes())
+    entries = [e for s in parsed.sessions for e in s.entries]
+    assert entries and all(e.token_count is None for e in entries)
