@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from soong_store import SessionStore
 from soong_store.check.run import check_store
 from soong_store.importers import import_path
-from soong_store.importers._rows import identity
 from soong_store.model import codec
+from tests.importers.conftest import source_names
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 if not CORPUS.is_dir():  # the corpus sits beside the checkout
@@ -71,12 +71,7 @@ async def _shape(store: SessionStore, sid: str) -> dict[str, Any]:
         return f"{found.agent_type}:{codec.dumps_text(found.metadata)}"
 
     nodes = await store.list_nodes(sid)
-    names: dict[str, str] = {}
-    seen: Counter[str] = Counter()
-    for node in nodes:
-        ident = identity(node.metadata["imported_from"])
-        seen[ident] += 1
-        names[node.node_id] = f"{ident}#{seen[ident]}"
+    names = source_names(nodes)
     shaped = {
         names[n.node_id]: (
             names.get(n.parent_id or ""),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,8 @@ import pytest
 from soong_store import SessionStore
 from soong_store.check.run import check_store
 from soong_store.importers import import_path
-from soong_store.importers._rows import identity
 from soong_store.model import codec
+from tests.importers.conftest import source_names
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 if not CORPUS.is_dir():  # the corpus sits beside the checkout
@@ -148,12 +147,7 @@ def _openhands_expected(path: Path) -> tuple[list[dict[str, Any]], dict[int, int
 async def _runs(store: SessionStore, sid: str) -> dict[str, Any]:
     """The session's runs by the identity of the node that opened their turn, comparable."""
     nodes = await store.list_nodes(sid)
-    names: dict[str, str] = {}
-    seen: Counter[str] = Counter()
-    for node in nodes:
-        ident = identity(node.metadata["imported_from"])
-        seen[ident] += 1
-        names[node.node_id] = f"{ident}#{seen[ident]}"
+    names = source_names(nodes)
     members: dict[str, list[str]] = {}
     for node in nodes:
         if node.run_id is not None:
