@@ -639,3 +639,38 @@ async def test_a_home_from_before_ids_upgrades_and_reads_its_shards(
         for sid in sids:
             assert len(await store.active_path(sid)) == 2
         assert (report := await check_store(store)).ok, report.problems
+
+
+def _page_size(path: Path) -> int:
+    connection = connect_raw(path)
+    try:
+        return int(connection.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        connection.close()
+
+
+async def test_shards_are_made_with_small_pages_and_old_ones_keep_theirs(
+    home: Path, small_limits: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new shard file has 1 KB pages (an idle pair's seven b-trees take a page each); a shard
+    made with another size (an older store's) keeps it, and pairs still move into it and read
+    back the same."""
+    monkeypatch.setattr(sqlite_files, "SHARD_PAGE_SIZE", 4096)
+    async with SessionStore(home=home) as store:
+        first = await fill(store, 5)  # two idle pairs: one shard, with room for two more
+        placed = await settle(store)
+    old = {file for file, _ in placed.values() if file != catalog.MAIN}
+    assert len(old) == 1 and _page_size(home / next(iter(old))) == 4096
+    monkeypatch.setattr(sqlite_files, "SHARD_PAGE_SIZE", 1024)
+    async with SessionStore(home=home) as store:
+        later = await fill(store, 8)
+        before = {sid: await reads_of(store, sid) for sid in first + later}
+        placed = await settle(store)
+    files = {file for file, _ in placed.values() if file != catalog.MAIN}
+    assert sum(placed[sid][0] in old for sid in first + later) == 4  # the old shard filled up
+    assert {f: _page_size(home / f) for f in files - old} == dict.fromkeys(files - old, 1024)
+    assert files - old and _page_size(home / next(iter(old))) == 4096
+    async with SessionStore(home=home) as again:
+        for sid in first + later:
+            assert await reads_of(again, sid) == before[sid]
+        assert (await check_store(again)).ok

@@ -142,6 +142,11 @@ def file_engine(
     """
     path = shard_path(database.parent, file, create=True)
     engine = create_engine(f"sqlite:///{path}", poolclass=NullPool, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _small_pages(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute(f"PRAGMA page_size = {SHARD_PAGE_SIZE}")
+
     install(engine)
 
     @event.listens_for(engine, "connect")
@@ -150,6 +155,14 @@ def file_engine(
 
     return engine
 
+
+SHARD_PAGE_SIZE = 1024
+"""Bytes of a new shard file's page (the main file keeps SQLite's 4096).
+
+A pair is seven b-trees (two tables, five indexes), each at least a page, so an idle session of
+a few small nodes takes seven pages whatever their size. Shards hold idle sessions: small pages
+cut their disk by about three (``bench/scale/bench_disk.py``). SQLite fixes the size at a file's
+first page; a shard made with another size keeps it."""
 
 SHARD_FOLDER = "shards"
 """The folder beside the database that shard files live in."""
