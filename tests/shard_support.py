@@ -109,7 +109,7 @@ def _pairs(connection: Any) -> set[str]:
 def assert_each_pair_in_one_file(home: Path) -> None:
     """After recovery: no journal row, each pair in exactly the file the catalog names, once."""
     layout = raw_layout(home)
-    assert layout["journal"] == []
+    assert layout["journal"] == [], layout["journal"]
     placed = layout["placed"]
     for file, sids in layout["files"].items():
         wanted = {sid for sid, (where, _) in placed.items() if where == file}
@@ -134,4 +134,5 @@ def stray_shard_files(home: Path) -> list[str]:
 
 def assert_no_stray_shard_file(home: Path) -> None:
     """After the writer's maintenance: every file in ``shards/`` belongs to a listed shard."""
-    assert stray_shard_files(home) == []
+    stray = stray_shard_files(home)
+    assert stray == [], stray
