@@ -33,7 +33,7 @@ _TOKEN = r"[A-Za-z0-9._~+/\-]"
 
 @dataclass(frozen=True, slots=True)
 class _Pattern:
-    """One expression; its groups ``k0``, ``k1`` ... say which of ``kinds`` matched."""
+    """One expression; of several ``kinds``, its group ``k<i>`` or ``s<i>`` says which matched."""
 
     kinds: tuple[str, ...]
     regex: str
@@ -100,8 +100,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _Pattern(
         ("bearer-token", "authorization"),
         r"""uthorization(?<=[Aa]uthorization)["']?\s*[:=]\s*["']?"""
-        rf"(?:(?:[Bb]earer|BEARER)\s+(?P<k0>{_TOKEN}+=*)"
-        rf"|(?:[Bb]asic|[Tt]oken|[Dd]igest)\s+(?P<k1>{_TOKEN}+=*))",
+        rf"(?:(?:[Bb]earer|BEARER)\s+(?P<s0>{_TOKEN}+=*)"
+        rf"|(?:[Bb]asic|[Tt]oken|[Dd]igest)\s+(?P<s1>{_TOKEN}+=*))",
     ),
     _Pattern(("bearer-token",), rf"earer(?<=[Bb]earer)\s+(?P<s>{_TOKEN}{{16,}}=*)"),
     _Pattern(
@@ -123,16 +123,19 @@ class _Compiled:
     kinds: tuple[str, ...]
 
     def replace(self, match: re.Match[str]) -> str:
-        """The match with its secret part (a ``k<i>`` or ``s`` group, or all) replaced."""
+        """The match with its secret part replaced: the ``s``/``s<i>`` group, else all of it.
+
+        Of several kinds, the group that matched names the kind: ``k<i>`` (the whole match is
+        the secret) or ``s<i>`` (only that group is).
+        """
         kinds = self.kinds
         if len(kinds) == 1:
-            group = "s" if "s" in self.regex.groupindex else 0
-            kind = kinds[0]
+            kind, group = kinds[0], ("s" if "s" in self.regex.groupindex else "")
         else:
-            group = match.lastgroup or 0
-            kind = kinds[int(str(group)[1:])]
+            name = match.lastgroup or "k0"
+            kind, group = kinds[int(name[1:])], (name if name[0] == "s" else "")
         label = f"[REDACTED:{kind}]"
-        if group == 0:
+        if not group:
             return label
         start, end = match.span(group)
         base = match.start()

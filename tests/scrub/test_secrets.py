@@ -138,6 +138,12 @@ def test_only_the_secret_part_of_an_assignment_or_header_goes():
     assert (
         scrub("mysql://root:pw@localhost/db") == "mysql://root:[REDACTED:url-password]@localhost/db"
     )
+    assert scrub(f"k={ANTHROPIC} k={OPENAI}") == (
+        "k=[REDACTED:anthropic-api-key] k=[REDACTED:openai-api-key]"
+    )
+    assert scrub("Authorization: Basic dXNlcjpodW50ZXIy") == (
+        "Authorization: Basic [REDACTED:authorization]"
+    )
 
 
 def test_scrubbing_twice_changes_nothing_more():
