@@ -20,7 +20,7 @@ found first.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 _PEM_BODY = r"(?:[A-Za-z0-9+/=:,.\- \t\r\n]|\\[rn])"
@@ -108,9 +108,14 @@ _PATTERNS: tuple[_Pattern, ...] = (
         ("jwt",),
         r"eyJ(?<![\w\-]eyJ)[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
     ),
-    _Pattern(("url-password",), r"://[^\s:/?#@\[\]]+:(?P<s>[^\s:/?#@\[\]]+)(?=@)"),
+    _Pattern(("url-password",), r"://[^\s:/?#@\[\]\x00]+:(?P<s>[^\s:/?#@\[\]\x00]+)(?=@)"),
 )
 """Tried one after the other over the whole text, in this order."""
+
+_SHORTEST = 7
+"""No pattern matches a shorter text (``://a:b@`` is the shortest)."""
+_JOIN = "\x00"
+"""What :meth:`SecretScrubber.many` joins texts with: no pattern's characters include it."""
 
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for p in _PATTERNS for kind in p.kinds))
 """Every kind a :class:`SecretScrubber` names, in the order of its patterns."""
@@ -180,10 +185,28 @@ class SecretScrubber:
 
     def __call__(self, text: str) -> str:
         """``text`` with every credential found replaced (the same object when none is)."""
+        if len(text) < _SHORTEST:
+            return text
         for each in self._compiled:
             if each.needle is None or each.needle in text:
                 text = each.regex.sub(each.replace, text)
         return text
+
+    def many(self, texts: Sequence[str]) -> list[str]:
+        """Each of ``texts`` scrubbed, as ``[self(t) for t in texts]`` but in one scan.
+
+        The texts are joined by NUL, which no pattern matches or crosses, so each pattern runs
+        once over them all rather than once per text: what makes a JSON value of many short
+        strings cheap (:mod:`soong_store.scrub.values` uses it where a scrubber has it).
+        """
+        if len(texts) < 2 or any(_JOIN in text for text in texts):
+            return [self(text) for text in texts]
+        joined = _JOIN.join(texts)
+        out = self(joined)
+        if out is joined:
+            return list(texts)
+        parts = out.split(_JOIN)
+        return parts if len(parts) == len(texts) else [self(text) for text in texts]
 
     def __repr__(self) -> str:
         return "SecretScrubber()" if self._kinds == KINDS else f"SecretScrubber({self._kinds!r})"

@@ -47,7 +47,7 @@ def scrub_json(value: Any, scrub: Scrub, what: str) -> Any:
     Dicts, lists and tuples are walked; a value of another type the encoder takes (a dataclass,
     a date) is first turned into its JSON value, so its strings are scrubbed too.
     """
-    return _Walk(scrub, what).json(value, 0)
+    return _scrubbed(scrub, what, lambda walk: walk.json(value, 0))
 
 
 def scrub_content(content: Any, scrub: Scrub, what: str = "node content") -> Any:
@@ -58,34 +58,75 @@ def scrub_content(content: Any, scrub: Scrub, what: str = "node content") -> Any
     """
     if isinstance(content, str | bytes | Mapping) or not isinstance(content, list | tuple):
         return content
-    return _Walk(scrub, what).blocks(content, 0)
+    return _scrubbed(scrub, what, lambda walk: walk.blocks(content, 0))
+
+
+def _scrubbed(scrub: Scrub, what: str, run: Callable[[_Walk], Any]) -> Any:
+    """One walk that scrubs each string; two where the scrubber takes them all at once.
+
+    A scrubber with a ``many`` method (list of texts -> list of texts, as
+    :meth:`~soong_store.scrub.secrets.SecretScrubber.many`) gets every string of the value in
+    one call: the first walk gathers them (and copies the value), the second puts the results
+    in their places, in the same order.
+    """
+    many = getattr(scrub, "many", None)
+    if many is None:
+        return run(_Walk(what, scrub))
+    found: list[str] = []
+
+    def gather(text: str) -> str:
+        found.append(text)
+        return text
+
+    copy = run(_Walk(what, gather))
+    if not found:
+        return copy
+    done = _guarded(what, many, found)
+    if not isinstance(done, list) or len(done) != len(found):
+        raise InvalidArgument(
+            f"the scrubber's many() returned {type(done).__name__} for the {len(found)} strings "
+            f"of the {what}: expected a list of as many strings; nothing was written",
+            what=what,
+        )
+    if all(new is old for new, old in zip(done, found, strict=True)):
+        return copy
+    results = iter(done)
+    return run(_Walk(what, lambda _text: _checked(what, next(results))))
+
+
+def _guarded(what: str, call: Callable[[Any], Any], argument: Any) -> Any:
+    """``call(argument)``, what it raises an :class:`InvalidArgument` that names ``what``."""
+    try:
+        return call(argument)
+    except Exception as exc:
+        raise InvalidArgument(
+            f"the scrubber failed on a string of the {what} ({type(exc).__name__}); "
+            "nothing was written",
+            what=what,
+        ) from exc
+
+
+def _checked(what: str, out: object) -> str:
+    if not isinstance(out, str):
+        raise InvalidArgument(
+            f"the scrubber returned {type(out).__name__} for a string of the {what}: "
+            "expected a string; nothing was written",
+            what=what,
+        )
+    return out
 
 
 class _Walk:
-    """One walk over a value: the scrubber, and what to call the value in an error."""
+    """One walk over a value: what to do with each string, and what to call the value."""
 
-    __slots__ = ("scrub", "what")
+    __slots__ = ("on_text", "what")
 
-    def __init__(self, scrub: Scrub, what: str) -> None:
-        self.scrub = scrub
+    def __init__(self, what: str, on_text: Callable[[str], str]) -> None:
         self.what = what
+        self.on_text = on_text
 
     def text(self, text: str) -> str:
-        try:
-            out = self.scrub(text)
-        except Exception as exc:
-            raise InvalidArgument(
-                f"the scrubber failed on a string of the {self.what} "
-                f"({type(exc).__name__}); nothing was written",
-                what=self.what,
-            ) from exc
-        if not isinstance(out, str):
-            raise InvalidArgument(
-                f"the scrubber returned {type(out).__name__} for a string of the {self.what}: "
-                "expected a string; nothing was written",
-                what=self.what,
-            )
-        return out
+        return _checked(self.what, _guarded(self.what, self.on_text, text))
 
     def json(self, value: Any, depth: int) -> Any:
         if isinstance(value, str):

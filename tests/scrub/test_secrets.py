@@ -203,3 +203,12 @@ def test_kinds_narrows_the_scrubber():
 def test_an_unknown_kind_is_refused(kinds: object):
     with pytest.raises(ValueError, match="kinds"):
         SecretScrubber(kinds=kinds)  # type: ignore[arg-type]
+
+
+def test_many_scrubs_each_text_as_a_call_of_its_own_would():
+    scrub = SecretScrubber()
+    texts = [text for _, text, _ in TRUE_POSITIVES] + FALSE_POSITIVES + ["", "a\x00" + GITHUB]
+    assert scrub.many(texts) == [scrub(text) for text in texts]
+    assert scrub.many(texts[:-1]) == [scrub(text) for text in texts[:-1]]  # one joined scan
+    plain = ["nothing", "here either"]
+    assert all(a is b for a, b in zip(scrub.many(plain), plain, strict=True))
