@@ -15,7 +15,7 @@ text is what the scrubber was to hide), and nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -42,45 +42,43 @@ def check_scrub(scrub: object) -> Scrub | None:
 
 
 def scrub_json(value: Any, scrub: Scrub, what: str) -> Any:
-    """``value`` with ``scrub`` applied to each string in it (a new value; the input is kept).
+    """``value`` with ``scrub`` applied to each string in it (the input is not changed).
 
     Dicts, lists and tuples are walked; a value of another type the encoder takes (a dataclass,
     a date) is first turned into its JSON value, so its strings are scrubbed too.
     """
-    return _scrubbed(scrub, what, lambda walk: walk.json(value, 0))
+    return _scrubbed(scrub, what, value, blocks=False)
 
 
 def scrub_content(content: Any, scrub: Scrub, what: str = "node content") -> Any:
     """A node's content (block models or dicts) with ``scrub`` applied to its strings.
 
-    Block models come back as dicts, validated afterwards like any caller's dicts; what is not
-    a list of blocks comes back as it is, for the validation to refuse.
+    Changed block models come back as dicts, validated afterwards like any caller's dicts; what
+    is not a list of blocks comes back as it is, for the validation to refuse.
     """
     if isinstance(content, str | bytes | Mapping) or not isinstance(content, list | tuple):
         return content
-    return _scrubbed(scrub, what, lambda walk: walk.blocks(content, 0))
+    return _scrubbed(scrub, what, content, blocks=True)
 
 
-def _scrubbed(scrub: Scrub, what: str, run: Callable[[_Walk], Any]) -> Any:
-    """One walk that scrubs each string; two where the scrubber takes them all at once.
+def _scrubbed(scrub: Scrub, what: str, value: Any, *, blocks: bool) -> Any:
+    """One walk that scrubs each string and copies; a cheaper way where the scrubber allows.
 
     A scrubber with a ``many`` method (list of texts -> list of texts, as
     :meth:`~soong_store.scrub.secrets.SecretScrubber.many`) gets every string of the value in
-    one call: the first walk gathers them (and copies the value), the second puts the results
-    in their places, in the same order.
+    one call: a first walk only gathers them, and where nothing changed (most values) the value
+    itself is handed on; else a second walk copies it with the results in their places, taken
+    in the same order.
     """
     many = getattr(scrub, "many", None)
     if many is None:
-        return run(_Walk(what, scrub))
+        return _Walk(what, lambda text: _checked(what, _guarded(what, scrub, text))).run(
+            value, blocks
+        )
     found: list[str] = []
-
-    def gather(text: str) -> str:
-        found.append(text)
-        return text
-
-    copy = run(_Walk(what, gather))
+    _Walk(what, found.append, copy=False).run(value, blocks)
     if not found:
-        return copy
+        return value
     done = _guarded(what, many, found)
     if not isinstance(done, list) or len(done) != len(found):
         raise InvalidArgument(
@@ -89,13 +87,13 @@ def _scrubbed(scrub: Scrub, what: str, run: Callable[[_Walk], Any]) -> Any:
             what=what,
         )
     if all(new is old for new, old in zip(done, found, strict=True)):
-        return copy
+        return value
     results = iter(done)
-    return run(_Walk(what, lambda _text: _checked(what, next(results))))
+    return _Walk(what, lambda _text: _checked(what, next(results))).run(value, blocks)
 
 
 def _guarded(what: str, call: Callable[[Any], Any], argument: Any) -> Any:
-    """``call(argument)``, what it raises an :class:`InvalidArgument` that names ``what``."""
+    """``call(argument)``; what it raises becomes an :class:`InvalidArgument` naming ``what``."""
     try:
         return call(argument)
     except Exception as exc:
@@ -117,33 +115,63 @@ def _checked(what: str, out: object) -> str:
 
 
 class _Walk:
-    """One walk over a value: what to do with each string, and what to call the value."""
+    """One walk over a value: what to do with each string, and whether to build a copy.
 
-    __slots__ = ("on_text", "what")
+    ``copy=False`` only visits (``on_text``'s result is dropped) and hands back the value.
+    Both kinds visit the strings in the same order.
+    """
 
-    def __init__(self, what: str, on_text: Callable[[str], str]) -> None:
+    __slots__ = ("copy", "on_text", "what")
+
+    def __init__(self, what: str, on_text: Callable[[str], object], *, copy: bool = True) -> None:
         self.what = what
         self.on_text = on_text
+        self.copy = copy
 
-    def text(self, text: str) -> str:
-        return _checked(self.what, _guarded(self.what, self.on_text, text))
+    def run(self, value: Any, blocks: bool) -> Any:
+        return self.blocks(value, 0) if blocks else self.json(value, 0)
 
     def json(self, value: Any, depth: int) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if value is None or isinstance(value, bool | int | float):
+        kind = type(value)
+        if kind is str:
+            out = self.on_text(value)
+            return out if self.copy else value
+        if kind is int or kind is float or kind is bool or value is None:
             return value
         if depth > _DEEPEST:
             return value
         if isinstance(value, dict):
+            if not self.copy:
+                self.visit(value.values(), depth + 1)
+                return value
             return {key: self.json(item, depth + 1) for key, item in value.items()}
         if isinstance(value, list | tuple):
+            if not self.copy:
+                self.visit(value, depth + 1)
+                return value
             return [self.json(item, depth + 1) for item in value]
+        if isinstance(value, str):  # a str subclass
+            return self.json(str(value), depth)
+        if isinstance(value, int | float):
+            return value
         # Anything else the encoder would turn into JSON (a dataclass, a date, an enum):
         # scrubbed as that JSON. What it cannot encode raises here as it would at the write.
         return self.json(codec.loads(codec.dumps(value, what=self.what)), depth)
 
-    def blocks(self, blocks: list[Any] | tuple[Any, ...], depth: int) -> list[Any]:
+    def visit(self, items: Iterable[Any], depth: int) -> None:
+        """Visit the items of a container (strings at once: most items of large values are)."""
+        on_text = self.on_text
+        for item in items:
+            if type(item) is str:
+                on_text(item)
+            else:
+                self.json(item, depth)
+
+    def blocks(self, blocks: list[Any] | tuple[Any, ...], depth: int) -> Any:
+        if not self.copy:
+            for block in blocks:
+                self.block(block, depth + 1)
+            return blocks
         return [self.block(block, depth + 1) for block in blocks]
 
     def block(self, block: Any, depth: int) -> Any:
