@@ -43,6 +43,9 @@ from soong_store.write import session_keys
 from soong_store.write.file_jobs import named_paths, remove_unreferenced
 from soong_store.write.session_writer import SessionWriter
 
+if TYPE_CHECKING:
+    from soong_store.scrub.values import Scrub
+
 
 class Conflict(InvalidArgument):
     """The source's earlier records differ from those the store holds: nothing was written."""
@@ -121,10 +124,6 @@ async def held(store: SessionStore, session_id: str) -> Held:
         if isinstance(line, int):
             known.lines[transcript] = max(known.lines.get(transcript, 0), line)
     return found
-
-
-if TYPE_CHECKING:
-    from soong_store.scrub.values import Scrub
 
 
 def scrubbed(rows: Rows, scrub: Scrub) -> Rows:

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from soong_store.errors import InvalidArgument
+from soong_store.errors import InvalidArgument, InvalidContent
 from soong_store.model import codec
 
 Scrub = Callable[[str], str]
@@ -29,16 +29,9 @@ Scrub = Callable[[str], str]
 _KEPT = frozenset({"type", "tool_call_id", "artifact_id", "artifact_ref"})
 """Fields of a content block that link blocks and artifacts: never given to the scrubber."""
 
-_DEEPEST = 256
-"""Containers deeper than this are left to the encoder, which refuses them (orjson's limit is
-255 levels): nothing that deep is stored, scrubbed or not."""
-
-
-def check_scrub(scrub: object) -> Scrub | None:
-    """``scrub`` as a store takes it: ``None`` or a callable (``InvalidArgument`` otherwise)."""
-    if scrub is not None and not callable(scrub):
-        raise InvalidArgument(f"invalid scrub {scrub!r}: expected a callable (text -> text)")
-    return scrub
+_DEEPEST = 300
+"""Containers nested deeper than this are refused (``InvalidContent``): the store's encoder
+refuses more than 255 levels anyway, and no string is ever left unscrubbed."""
 
 
 def scrub_json(value: Any, scrub: Scrub, what: str) -> Any:
@@ -139,7 +132,9 @@ class _Walk:
         if kind is int or kind is float or kind is bool or value is None:
             return value
         if depth > _DEEPEST:
-            return value
+            raise InvalidContent(
+                f"the {self.what} nests containers deeper than {_DEEPEST} levels", what=self.what
+            )
         if isinstance(value, dict):
             if not self.copy:
                 self.visit(value.values(), depth + 1)

@@ -83,3 +83,13 @@ def test_a_failing_scrubber_is_named_and_its_text_is_not():
         scrub_json({"k": SECRET}, boom, "node metadata")
     assert SECRET not in str(caught.value)
     assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+def test_a_value_nested_too_deep_is_refused_not_left_unscrubbed():
+    from soong_store import InvalidContent
+
+    value: Any = SECRET
+    for _ in range(400):
+        value = [value]
+    with pytest.raises(InvalidContent, match="deeper"):
+        scrub_json(value, SecretScrubber(), "event payload")
