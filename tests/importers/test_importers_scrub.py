@@ -65,7 +65,7 @@ async def test_an_imported_conversation_is_scrubbed(backend: Backend, tmp_path: 
 
 
 async def test_a_grown_transcript_continues_scrubbed(backend: Backend, tmp_path: Path) -> None:
-    folder = tmp_path / "home"
+    folder = tmp_path / "agent-home"
     folder.mkdir()
     texts = [f"key {SECRET}", "ok"]
     path = transcript(folder / "scrubbed-session.jsonl", texts)
@@ -81,3 +81,17 @@ async def test_a_grown_transcript_continues_scrubbed(backend: Backend, tmp_path:
         path.touch()
         again = await import_path(store, folder)
         assert [s.status for s in again.sources] == ["up to date"], again.lines()
+
+
+async def test_a_home_imported_unscrubbed_is_a_conflict_when_scrubbed(
+    backend: Backend, tmp_path: Path
+) -> None:
+    folder = tmp_path / "agent-home"
+    folder.mkdir()
+    path = transcript(folder / "scrubbed-session.jsonl", [f"key {SECRET}", "ok"])
+    async with backend.store() as plain:
+        await import_path(plain, folder)
+    path.touch()  # read again, not skipped as an unchanged file
+    async with backend.store(scrub=SecretScrubber()) as store:
+        again = await import_path(store, folder)
+        assert [s.status for s in again.sources] == ["conflict"], again.lines()
