@@ -13,8 +13,8 @@ name stays readable. A replacement matches no pattern, so scrubbing twice change
 
 Speed: every pattern starts with a literal (the word boundary before it is a lookbehind *after*
 the literal), so the regular expression engine skips to the literal's occurrences instead of
-trying each position of the text; the two that cannot start so wait for a literal ``needle``
-found first.
+trying each position of the text; the one that cannot start so (an Azure client secret) is
+tried only where its literal ``needle`` is in the text.
 """
 
 from __future__ import annotations
@@ -126,6 +126,8 @@ class _Compiled:
     regex: re.Pattern[str]
     needle: str | None
     kinds: tuple[str, ...]
+    wanted: frozenset[str]
+    """The kinds of ``kinds`` the scrubber replaces (a match of another is left as it is)."""
 
     def replace(self, match: re.Match[str]) -> str:
         """The match with its secret part replaced: the ``s``/``s<i>`` group, else all of it.
@@ -139,6 +141,8 @@ class _Compiled:
         else:
             name = match.lastgroup or "k0"
             kind, group = kinds[int(name[1:])], (name if name[0] == "s" else "")
+        if kind not in self.wanted:
+            return match.group(0)
         label = f"[REDACTED:{kind}]"
         if not group:
             return label
@@ -173,7 +177,7 @@ class SecretScrubber:
             raise ValueError(f"unknown secret kinds {unknown!r}: expected some of {KINDS}")
         self._kinds: tuple[str, ...] = wanted
         self._compiled = tuple(
-            _Compiled(re.compile(p.regex), p.needle, p.kinds)
+            _Compiled(re.compile(p.regex), p.needle, p.kinds, frozenset(wanted))
             for p in _PATTERNS
             if any(kind in wanted for kind in p.kinds)
         )

@@ -196,6 +196,8 @@ def test_kinds_narrows_the_scrubber():
     assert only.kinds == ("github-token",)
     assert only(f"{GITHUB} {AWS_ID}") == f"[REDACTED:github-token] {AWS_ID}"
     assert repr(only) == "SecretScrubber(('github-token',))"
+    openai = SecretScrubber(kinds=["openai-api-key"])  # one kind of a pattern of several
+    assert openai(f"{ANTHROPIC} {OPENAI}") == f"{ANTHROPIC} [REDACTED:openai-api-key]"
     assert repr(SecretScrubber()) == "SecretScrubber()"
 
 
