@@ -40,6 +40,8 @@ async def exported(store: SessionStore, session_id: str) -> str:
 
 async def assert_gone(store: SessionStore, backend: Backend, session_id: str) -> None:
     assert SECRET not in repr(snapshot(backend))
+    assert await store.search(SECRET[4:]) == []  # nor in the search index
+    assert await store.search("token") != []
     text = await exported(store, session_id)
     assert SECRET not in text
     assert LABEL in text
