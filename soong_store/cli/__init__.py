@@ -241,6 +241,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="what FILE is (default: auto, told from its content)")  # fmt: skip
     add("--new-id", action="store_true",
         help="soong exports: fresh ids for the session, agents, runs, artifacts")  # fmt: skip
+    add("--scrub", action="store_true",
+        help="replace credentials (cloud and API keys, tokens, private keys) with "
+        "[REDACTED:<kind>] before anything is stored")  # fmt: skip
     command("demo", "write a realistic demo session and print its tree")
     add = command(
         "search", 'find nodes of every session, branch and agent by words or "quoted phrases"'

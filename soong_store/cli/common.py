@@ -78,7 +78,14 @@ def open_store(args: argparse.Namespace, home: Path | None = None) -> SessionSto
         raise InvalidArgument(
             f"the URL {masked(args.url)} has more than one '@': write one in the password as %40"
         )
-    return SessionStore(home=home or args.home, url=args.url, sqlite_module=args.sqlite_module)
+    scrub = None
+    if getattr(args, "scrub", False):  # imported only when asked for
+        from soong_store.scrub.secrets import SecretScrubber
+
+        scrub = SecretScrubber()
+    return SessionStore(
+        home=home or args.home, url=args.url, sqlite_module=args.sqlite_module, scrub=scrub
+    )
 
 
 def _parsed_host(url: str) -> str | None:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, func, select
 
@@ -38,9 +38,13 @@ from soong_store.model.global_records import RunRecord
 from soong_store.model.records import NodeRecord
 from soong_store.schema.tables import agents_table, runs_table
 from soong_store.store import SessionStore, artifact_files, run_write
+from soong_store.transfer.format import scrub_row
 from soong_store.write import session_keys
 from soong_store.write.file_jobs import named_paths, remove_unreferenced
 from soong_store.write.session_writer import SessionWriter
+
+if TYPE_CHECKING:
+    from soong_store.scrub.values import Scrub
 
 
 class Conflict(InvalidArgument):
@@ -120,6 +124,24 @@ async def held(store: SessionStore, session_id: str) -> Held:
         if isinstance(line, int):
             known.lines[transcript] = max(known.lines.get(transcript, 0), line)
     return found
+
+
+def scrubbed(rows: Rows, scrub: Scrub) -> Rows:
+    """``rows`` with the store's scrubber applied, as an import of them all applies it.
+
+    So the held records, stored scrubbed, compare equal to a new reading of their source.
+    """
+    return replace(
+        rows,
+        session=scrub_row("session", rows.session, scrub),
+        agents=[scrub_row("agent", row, scrub) for row in rows.agents],
+        runs=[scrub_row("run", row, scrub) for row in rows.runs],
+        nodes=(scrub_row("node", row, scrub) for row in rows.nodes),
+        events=(scrub_row("event", row, scrub) for row in rows.events),
+        artifacts=(
+            {**item, "row": scrub_row("artifact", item["row"], scrub)} for item in rows.artifacts
+        ),
+    )
 
 
 @dataclass(slots=True)

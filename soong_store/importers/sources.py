@@ -41,7 +41,7 @@ from soong_store.importers._read import read_json
 from soong_store.importers._rows import build, build_rows
 from soong_store.importers._spool import ContentSpool
 from soong_store.schema.tables import session_keys_table
-from soong_store.store import SessionStore, run_read
+from soong_store.store import SessionStore, run_read, scrub_of
 from soong_store.transfer import import_session
 from soong_store.write import session_keys
 
@@ -452,9 +452,12 @@ class _Run:
         transcripts = {p.session.entries[0].transcript for p in pieces if p.session.entries}
         transcripts |= {e.transcript for e in session.entries}
         has_main = any(not e.transcript for e in session.entries)
+        scrub = scrub_of(self.store)
 
         def make() -> inc.Increment:
             rows = build_rows(session, where, mtime, {}, spool, found.known)
+            if scrub is not None:
+                rows = inc.scrubbed(rows, scrub)
             return inc.diff(rows, found, transcripts, has_main)
 
         increment = await asyncio.to_thread(make)

@@ -46,7 +46,7 @@ from soong_store.model.content import ContentBlock, JsonBlock
 from soong_store.model.enums import Role
 from soong_store.model.frozen import thaw
 from soong_store.model.records import NodeRecord
-from soong_store.store import SessionStore, run_read, run_write, runtime_of
+from soong_store.store import SessionStore, run_read, run_write, runtime_of, scrub_of
 from soong_store.write import session_keys
 
 __all__ = ["APP_STATES", "NAMESPACE", "SESSION_STATES", "USER_STATES", "SoongSessionService"]
@@ -140,7 +140,8 @@ class SoongSessionService(BaseSessionService):
         """
         chosen = (session_id or "").strip() or str(uuid.uuid4())
         key = adk_rows.session_key(app_name, user_id, chosen)
-        deltas = _session_util.extract_json_safe_state_delta(state or {})
+        store = await self._ready()
+        deltas = _scrubbed(store, _session_util.extract_json_safe_state_delta(state or {}))
         now = time.time()
         job = partial(
             adk_rows.create,
@@ -151,7 +152,7 @@ class SoongSessionService(BaseSessionService):
             now=now,
             cwd=os.getcwd(),
         )
-        made = await run_write(await self._ready(), job)
+        made = await run_write(store, job)
         if made is None:
             raise AlreadyExistsError(f"Session with id {chosen} already exists.")
         app_state, user_state = made
@@ -254,7 +255,8 @@ class SoongSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         key = adk_rows.session_key(session.app_name, session.user_id, session.id)
         store = await self._ready()
-        deltas = _session_util.extract_json_safe_state_delta(event.actions.state_delta or {})
+        delta = _session_util.extract_json_safe_state_delta(event.actions.state_delta or {})
+        deltas = _scrubbed(store, delta)
         role, content, metadata = _node_of(event)
         names = tuple(_agent_names(event))
         placed = self._placed.get(key)
@@ -383,6 +385,16 @@ class SoongSessionService(BaseSessionService):
                     return await self._store.read_artifact(block.artifact_ref)
                 return orjson.dumps(thaw(block.data))
         return None  # a node another writer appended: not an ADK event
+
+
+def _scrubbed(store: SessionStore, deltas: dict[str, Any]) -> dict[str, Any]:
+    """State deltas with the store's scrubber applied (its events' nodes are scrubbed as added)."""
+    scrub = scrub_of(store)
+    if scrub is None:
+        return deltas
+    from soong_store.scrub.values import scrub_json
+
+    return scrub_json(deltas, scrub, "ADK state")  # type: ignore[no-any-return]
 
 
 def _merged(app: dict[str, Any], user: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:

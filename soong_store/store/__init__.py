@@ -19,6 +19,7 @@ from soong_store.store.core import (
     run_read,
     run_write,
     runtime_of,
+    scrub_of,
 )
 from soong_store.store.facade import SessionStore
 
@@ -29,4 +30,5 @@ __all__ = [
     "run_read",
     "run_write",
     "runtime_of",
+    "scrub_of",
 ]

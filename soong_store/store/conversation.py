@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from soong_store.model.global_records import SessionRecord
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
     from soong_store.model.search import SearchHit
-    from soong_store.write.unit_of_work import UnitOfWork
+    from soong_store.write.unit_of_work import Committed, UnitOfWork
 
 
 class ConversationCalls(StoreCore):
@@ -64,9 +64,15 @@ class ConversationCalls(StoreCore):
         if not runtime.is_open:
             raise StoreClosed("the store is not open")
         paths = self._paths
-        return UnitOfWork(
-            sid, runtime, self._policy, on_commit=lambda done: paths.written(sid, done.nodes)
-        )
+
+        def on_commit(done: Committed) -> None:
+            paths.written(sid, done.nodes)
+
+        if self._scrub is not None:
+            from soong_store.write.scrubbed_unit import ScrubbedUnit
+
+            return ScrubbedUnit(sid, runtime, self._policy, self._scrub, on_commit=on_commit)
+        return UnitOfWork(sid, runtime, self._policy, on_commit=on_commit)
 
     async def append_node(
         self,

@@ -4,10 +4,10 @@
 calls live in the sibling modules, one concept each, and reach the runtime directly (a write
 with :meth:`~soong_store.store.runtime.StoreRuntime.write`, a read with
 :meth:`~soong_store.store.runtime.StoreRuntime.read`, where it runs declared with it).
-The functions at the end (:func:`run_read`, :func:`run_write`,
-:func:`artifact_files`, :func:`runtime_of`, :func:`backend_of`) are the store's **internal
-surface**: what the check, export and import, the CLI and the importers of this package need
-beyond the public API. They are not part of the public API (``soong_store.__all__``) and may
+The functions at the end (:func:`run_read`, :func:`run_write`, :func:`artifact_files`,
+:func:`runtime_of`, :func:`backend_of`, :func:`scrub_of`) are the store's **internal surface**:
+what the check, export and import, the CLI and the importers of this package need beyond the
+public API. They are not part of the public API (``soong_store.__all__``) and may
 change with it.
 """
 
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
@@ -59,7 +59,10 @@ class StoreCore:
         spill_tokens: int = SPILL_TOKENS,
         max_artifact_bytes: int = MAX_ARTIFACT_BYTES,
         lock_wait: float = DEFAULT_DEADLINE_S,
+        scrub: Callable[[str], str] | None = None,
     ) -> None:
+        if scrub is not None and not callable(scrub):
+            raise InvalidArgument(f"invalid scrub {scrub!r}: expected a callable (text -> text)")
         if durability not in ("normal", "full"):
             raise InvalidArgument(f"invalid durability {durability!r}: expected 'normal' or 'full'")
         self.home = Path(home) if home is not None else default_home()
@@ -86,6 +89,15 @@ class StoreCore:
         self._tasks_lock = threading.Lock()
         self._tasks_closed: int | None = None
         self._paths = PathCache(backend=type(self._backend))
+        self._scrub = scrub
+
+    def _clean(self, value: Any, what: str) -> Any:
+        """``value`` (a JSON value a call was given) scrubbed, where the store has a scrubber."""
+        if self._scrub is None or value is None:
+            return value
+        from soong_store.scrub.values import scrub_json
+
+        return scrub_json(value, self._scrub, what)
 
     @property
     def _tasks(self) -> TaskDags:
@@ -163,6 +175,11 @@ def artifact_files(store: StoreCore) -> ArtifactFiles:
 def runtime_of(store: StoreCore) -> StoreRuntime:
     """The engines, writer and reader threads under ``store`` (for tests of the plumbing)."""
     return store._runtime
+
+
+def scrub_of(store: StoreCore) -> Callable[[str], str] | None:
+    """The scrubber ``store`` applies to what it is given (``SessionStore(scrub=...)``), if any."""
+    return store._scrub
 
 
 def backend_of(store: StoreCore) -> Backend:

@@ -37,6 +37,11 @@ class SessionStore(SessionCalls, ArtifactCalls, ConversationCalls):
     Contention: work that finds the database locked by another connection is tried again with
     backoff for up to ``lock_wait`` seconds (writes, reads, the open-time upgrade alike); only
     then does the caller get a :class:`~soong_store.errors.StorageError`.
+
+    Scrubbing: ``scrub`` (a callable text -> text, :class:`~soong_store.SecretScrubber` say) is
+    applied to every string of the content, metadata and payloads a call is given, before it is
+    validated and stored (:mod:`soong_store.scrub`); a scrubber that fails fails the call with
+    :class:`~soong_store.errors.InvalidArgument`, and nothing is written.
     """
 
     # -- task DAGs --------------------------------------------------------------------------

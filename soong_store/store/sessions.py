@@ -37,6 +37,7 @@ class SessionCalls(StoreCore):
         ``cwd`` is stored as an absolute path: the session's task logs live under it, and they
         must be found again from any working directory.
         """
+        metadata = self._clean(metadata, "session metadata")
         return await self._runtime.write(calls.create_session_job(cwd, metadata, root_agent_type))
 
     async def get_session(self, session_id: str) -> SessionRecord:
@@ -89,6 +90,7 @@ class SessionCalls(StoreCore):
         metadata: Any = None,
     ) -> AgentRecord:
         """Add a ``sub`` or ``fork`` agent to a session."""
+        metadata = self._clean(metadata, "agent metadata")
         job = calls.create_agent_job(
             session_id, agent_type, parent_agent_id, created_by_run_id, fork_from_node_id, metadata
         )
@@ -114,6 +116,8 @@ class SessionCalls(StoreCore):
         metadata: Any = None,
     ) -> AgentRecord:
         """Change an agent's status, result or metadata (terminal statuses are final)."""
+        result = self._clean(result, "agent result")
+        metadata = self._clean(metadata, "agent metadata")
         return await self._runtime.write(calls.update_agent_job(agent_id, status, result, metadata))
 
     async def start_run(
@@ -124,6 +128,7 @@ class SessionCalls(StoreCore):
         metadata: Any = None,
     ) -> RunRecord:
         """Start a run of an agent; a session's main agent runs one at a time."""
+        metadata = self._clean(metadata, "run metadata")
         return await self._runtime.write(
             calls.start_run_job(session_id, agent_id, status, metadata)
         )
@@ -149,6 +154,8 @@ class SessionCalls(StoreCore):
         metadata: Any = None,
     ) -> RunRecord:
         """Move a run forward (queued, pending, running) or record its counters."""
+        usage = self._clean(usage, "run usage")
+        metadata = self._clean(metadata, "run metadata")
         job = calls.update_run_job(run_id, status, turn_count, usage, metadata)
         return await self._runtime.write(job)
 
@@ -162,5 +169,7 @@ class SessionCalls(StoreCore):
         turn_count: int | None = None,
     ) -> RunRecord:
         """End a run with a terminal status and an end reason."""
+        usage = self._clean(usage, "run usage")
+        error = self._clean(error, "run error")
         job = calls.finish_run_job(run_id, status, end_reason, usage, error, turn_count)
         return await self._runtime.write(job)

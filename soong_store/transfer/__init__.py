@@ -48,7 +48,7 @@ from soong_store.read import record_reads
 from soong_store.rules.row import KINDS
 from soong_store.schema.session_tables import session_tables
 from soong_store.schema.tables import agents_table, artifacts_table, runs_table, sessions_table
-from soong_store.store import SessionStore, artifact_files, run_read, run_write
+from soong_store.store import SessionStore, artifact_files, run_read, run_write, scrub_of
 from soong_store.transfer.format import (
     FORMAT,
     FORMAT_VERSION,
@@ -429,6 +429,8 @@ async def import_session(
 ) -> Imported:
     """Recreate an exported session (same ids, or fresh ones with ``new_id``).
 
+    A store made with ``scrub=`` scrubs every row's content, metadata and payloads first.
+
     ``key`` (namespace, key) names the new session in the transaction that writes it, and so
     does each of ``more_keys``.
 
@@ -454,7 +456,7 @@ async def _import(
     more_keys: tuple[tuple[str, str], ...] = (),
 ) -> Imported:
     """:func:`import_session` with its spool: the file's nodes and events are kept there."""
-    bundle = await asyncio.to_thread(spool_export, lines, spool, progress)
+    bundle = await asyncio.to_thread(spool_export, lines, spool, progress, scrub_of(store))
     source = bundle.session_id
     if new_id:
         bundle = renamed(bundle, spooled=True)

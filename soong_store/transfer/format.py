@@ -15,7 +15,7 @@ import binascii
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from soong_store.errors import InvalidArgument, SoongStoreError
 from soong_store.model import codec
@@ -30,6 +30,9 @@ from soong_store.rules.session import (
     row_problems,
     session_problems,
 )
+
+if TYPE_CHECKING:
+    from soong_store.scrub.values import Scrub
 
 FORMAT = "soong-store-session"
 FORMAT_VERSION = 1
@@ -58,19 +61,27 @@ def _refuse(lineno: int, message: str) -> InvalidArgument:
     return InvalidArgument(f"bad export file, line {lineno}: {message}", line=lineno)
 
 
-def read_export(lines: Iterable[bytes | str], progress: Progress | None = None) -> Bundle:
+def read_export(
+    lines: Iterable[bytes | str], progress: Progress | None = None, scrub: Scrub | None = None
+) -> Bundle:
     """Parse and check an export completely, before anything is written.
+
+    ``scrub`` (a store's scrubber) is applied to each row before it is checked
+    (:func:`scrub_row`).
 
     Raises:
         InvalidArgument: the file is malformed, truncated, inconsistent, of an unknown format
             version, or holds anything the store would refuse or ``check`` would report; the
             message names the line.
     """
-    return _read(lines, progress, None)
+    return _read(lines, progress, None, scrub)
 
 
 def spool_export(
-    lines: Iterable[bytes | str], spool: Spool, progress: Progress | None = None
+    lines: Iterable[bytes | str],
+    spool: Spool,
+    progress: Progress | None = None,
+    scrub: Scrub | None = None,
 ) -> Bundle:
     """:func:`read_export`, the node and event rows kept in ``spool``, not in the bundle.
 
@@ -78,7 +89,50 @@ def spool_export(
     rules between rows read (:func:`compact`): an import of a long session holds the file's
     shape, not its content.
     """
-    return _read(lines, progress, spool)
+    return _read(lines, progress, spool, scrub)
+
+
+_TEXT_COLUMNS = {"artifact": ("summary",)}
+"""Plain text columns of a row that hold words a person or a tool wrote, by kind."""
+
+
+def scrub_row(kind: str, row: Any, scrub: Scrub) -> Any:
+    """``row`` with ``scrub`` applied to the strings of its JSON columns and free-text columns.
+
+    Content goes through :func:`~soong_store.scrub.values.scrub_content` (its block types and
+    ids stay). A column the scrubber leaves as it was keeps its text, and one that is not
+    JSON is left for the row's check to refuse: scrubbing never makes a refused file
+    importable.
+    """
+    if not isinstance(row, dict):
+        return row
+    from soong_store.scrub.values import scrub_content, scrub_json
+
+    out = row
+    for column, value in row.items():
+        if not isinstance(value, str):
+            continue
+        if column in _TEXT_COLUMNS.get(kind, ()):
+            new_text = scrub_json(value, scrub, f"{kind} {column}")
+        elif column.endswith("_json"):
+            try:
+                decoded = codec.loads(value)
+            except ValueError:
+                continue
+            what = f"{kind} {column.removesuffix('_json')}"
+            if column == "content_json":
+                new = scrub_content(decoded, scrub, what)
+            else:
+                new = scrub_json(decoded, scrub, what)
+            if new == decoded:
+                continue
+            new_text = codec.dumps_text(new, what=what)
+        else:
+            continue
+        if new_text != value:
+            out = dict(out) if out is row else out
+            out[column] = new_text
+    return out
 
 
 _NODE_SHAPE = ("node_id", "node_seq", "parent_id", "agent_id", "run_id", "role", "node_type")
@@ -148,7 +202,12 @@ class Spool:
         self._file.close()
 
 
-def _read(lines: Iterable[bytes | str], progress: Progress | None, spool: Spool | None) -> Bundle:
+def _read(
+    lines: Iterable[bytes | str],
+    progress: Progress | None,
+    spool: Spool | None,
+    scrub: Scrub | None,
+) -> Bundle:
     """The one reading of an export: every row kept whole, or nodes and events spooled."""
     bundle: Bundle | None = None
     counts: dict[str, int] = {}
@@ -178,6 +237,8 @@ def _read(lines: Iterable[bytes | str], progress: Progress | None, spool: Spool 
         if kind != "session" and not bundle.rows["session"]:
             raise _refuse(lineno, "the session row must come first")
         row: Any = item.get("row")
+        if scrub is not None:
+            row = scrub_row(kind, row, scrub)
         found = Found(bundle.session_id)
         if not row_problems(found, kind, row):
             raise _refuse(lineno, found[0].message)

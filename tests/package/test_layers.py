@@ -20,7 +20,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("home",),
     ("model",),
     ("schema",),
-    ("rules", "tasks"),
+    ("rules", "tasks", "scrub"),
     ("files",),
     ("backends",),
     ("catalog",),
