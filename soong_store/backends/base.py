@@ -297,8 +297,10 @@ class Backend(ABC):
         """
         return None
 
-    def truncate_log(self, engine: Engine) -> None:
+    def truncate_log(self, connection: Connection) -> None:
         """Empty the write-ahead log into the database and cut it to nothing (at close).
+
+        ``connection``: the store's last, outside any transaction.
 
         After an erasure the log still holds the pages as they were before it; nothing to do
         where the database keeps no log in the home.

@@ -325,7 +325,7 @@ class StoreRuntime:
                 readers.engine.dispose()
         if write_engine is not None:
             if erased:  # the store's last connection: the log is cut with no reader of ours
-                _let_fail(partial(self.backend.truncate_log, write_engine))
+                _let_fail(partial(_finish_erasure, self.backend, write_engine))
             write_engine.dispose()
 
     def _let_go_in_child(self) -> None:
@@ -412,12 +412,27 @@ async def _erase_index(writer: Writer) -> None:
         log.warning("rewriting the search index at close failed", exc_info=True)
 
 
+def _finish_erasure(backend: Backend, engine: Engine) -> None:
+    """Drop the shard copies of deleted pairs the maintenance has not dropped yet, cut the log.
+
+    A pair deleted in a shard leaves a journal row that the writer's maintenance settles
+    between batches; at close it may not have run yet, so it is settled here (the next open
+    would, later). Then the log of the main file and of every shard attached is cut.
+    """
+    with backend.translated(), engine.connect() as connection:
+        if backend.capabilities.places_pairs:
+            from soong_store.catalog import moves
+
+            moves.recover(connection)
+        backend.truncate_log(connection)
+
+
 def _let_fail(step: Callable[[], None]) -> None:
     """Run a step of closing that must not stop it (logged)."""
     try:
         step()
     except SoongStoreError:
-        log.warning("cutting the write-ahead log at close failed", exc_info=True)
+        log.warning("finishing an erasure at close failed", exc_info=True)
 
 
 def _at_head(engine: Engine) -> bool:

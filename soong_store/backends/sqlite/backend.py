@@ -394,20 +394,16 @@ class SQLiteBackend(Backend, ShardFiles):
         for statement in _NODES_CHANGED:
             connection.exec_driver_sql(statement)
 
-    def truncate_log(self, engine: Engine) -> None:
-        """``PRAGMA wal_checkpoint(TRUNCATE)`` on a connection of ``engine``, of every file it has.
+    def truncate_log(self, connection: Connection) -> None:
+        """``PRAGMA wal_checkpoint(TRUNCATE)``: of the main file and of every shard attached.
 
         Called at close, after an erasure, once the store's other connections are closed: the
         log is copied back and cut to zero bytes, so the pages it held before the erasure are
         in no file. A reader of another process may keep the log from being cut (SQLite waits
         the busy timeout for it); the log is then cut by whichever checkpoint comes next.
         """
-        with self.translated():
-            raw = engine.raw_connection()
-            try:
-                raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[union-attr]
-            finally:
-                raw.close()
+        driver: Any = connection.connection.driver_connection
+        driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:
