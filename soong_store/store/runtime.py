@@ -325,7 +325,8 @@ class StoreRuntime:
                 readers.engine.dispose()
         if write_engine is not None:
             if erased:  # the store's last connection: the log is cut with no reader of ours
-                _let_fail(partial(_finish_erasure, self.backend, write_engine))
+                step = partial(_finish_erasure, self.backend, write_engine)
+                await asyncio.to_thread(_let_fail, step)  # it may wait for another's reader
             write_engine.dispose()
 
     def _let_go_in_child(self) -> None:
