@@ -289,6 +289,25 @@ class Backend(ABC):
         return None
 
     @classmethod
+    def nodes_changed(cls, connection: Connection) -> None:
+        """Stored nodes were changed in place (a redaction): every read cache must let go.
+
+        Read caches keep nodes as never changing (:meth:`data_version`); this makes each one,
+        in every process, drop what it holds at its next read. Nothing where no cache is kept.
+        """
+        return None
+
+    def truncate_log(self, connection: Connection) -> None:
+        """Empty the write-ahead log into the database and cut it to nothing (at close).
+
+        ``connection``: the store's last, outside any transaction.
+
+        After an erasure the log still holds the pages as they were before it; nothing to do
+        where the database keeps no log in the home.
+        """
+        return None
+
+    @classmethod
     @abstractmethod
     def lock_files(cls, connection: Connection) -> None:
         """Take the lock that removing artifact files and placing an import's files share.

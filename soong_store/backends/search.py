@@ -81,3 +81,6 @@ class Searcher(Protocol):
 
     def catch_up(self, connection: Connection) -> None:
         """Take every row still waiting into the index, in the caller's transaction."""
+
+    def erase(self, connection: Connection) -> None:
+        """Rewrite the index so that no file keeps the words of rows deleted from it."""

@@ -10,6 +10,7 @@ from soong_store.model.content import (
     JsonBlock,
     Leaf,
     Place,
+    RedactedBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -57,6 +58,8 @@ def _leaf_markdown(_: Place, leaf: Leaf) -> str:
         if leaf.artifact_ref is not None:
             return f"*JSON in artifact `{leaf.artifact_ref}`*: {leaf.summary}"
         return f"```json\n{codec.dumps_text(leaf.data)}\n```"
+    if isinstance(leaf, RedactedBlock):
+        return f"*redacted*: {leaf.reason}"
     summary = f": {leaf.summary}" if leaf.summary else ""
     return f"*attachment `{leaf.artifact_id}`*{summary}"
 

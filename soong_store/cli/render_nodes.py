@@ -23,6 +23,7 @@ from soong_store.model.content import (
     JsonBlock,
     Leaf,
     Place,
+    RedactedBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -46,6 +47,8 @@ def _leaf_text(_: Place, leaf: Leaf) -> str:
         if leaf.artifact_ref is not None:
             return f"[json in {leaf.artifact_ref}: {leaf.summary}]"
         return codec.dumps_text(leaf.data)
+    if isinstance(leaf, RedactedBlock):
+        return f"[redacted: {leaf.reason}]"
     return f"[attachment {leaf.artifact_id}{': ' + leaf.summary if leaf.summary else ''}]"
 
 

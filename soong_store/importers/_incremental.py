@@ -33,7 +33,7 @@ from soong_store.files.folder import ArtifactFiles
 from soong_store.importers._read import format_time
 from soong_store.importers._rows import Known, Rows, agent_identity, identity
 from soong_store.model import codec
-from soong_store.model.content import encode_content
+from soong_store.model.content import RedactedBlock, encode_content
 from soong_store.model.global_records import RunRecord
 from soong_store.model.records import NodeRecord
 from soong_store.schema.tables import agents_table, runs_table
@@ -269,6 +269,8 @@ def _same_record(stored: NodeRecord, row: dict[str, Any]) -> None:
         raise Conflict(f"{what} has another place or role in the source than in the store")
     if "artifact_ref" in row["content_json"]:
         return  # its artifacts were stored under ids of the store's own
+    if any(isinstance(block, RedactedBlock) for block in stored.content):
+        return  # redacted in the store since: the source still holds what was erased
     stored_json = encode_content(list(stored.content))[0]
     if codec.loads(stored_json) != codec.loads(row["content_json"]):
         raise Conflict(f"{what} has changed in the source since it was imported")

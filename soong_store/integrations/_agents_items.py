@@ -19,6 +19,7 @@ from soong_store.errors import InvalidContent
 from soong_store.model.content import (
     ContentBlock,
     JsonBlock,
+    RedactedBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -171,8 +172,11 @@ def to_item(
     path cache shares with later reads).
     """
     record = recorded(metadata)
-    if record is None:
+    redacted = [b.reason for b in blocks if isinstance(b, RedactedBlock)]
+    if record is None or redacted:  # a redacted item says only that it was, and why
         text = "".join(b.text for b in blocks if isinstance(b, TextBlock))
+        if redacted:
+            text = f"[redacted: {redacted[0]}]"
         return {"role": "system" if role == Role.TOOL else role, "content": text}
 
     def value(block: ContentBlock) -> Any:

@@ -33,6 +33,9 @@ from pydantic import (
 from soong_store.errors import InvalidContent
 from soong_store.model import codec
 
+REASON_LENGTH = 1000
+"""The longest reason a redaction keeps (characters): a short note, never a copy of the content."""
+
 
 class _Block(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
@@ -94,6 +97,13 @@ class ToolCallBlock(_Block):
     arguments: Any = None
 
 
+class RedactedBlock(_Block):
+    """What a redacted node holds instead of its content (``store.redact_node``): why, not what."""
+
+    type: Literal["redacted"] = "redacted"
+    reason: str = Field(min_length=1, max_length=REASON_LENGTH)
+
+
 ToolResultItem = Annotated[TextBlock | JsonBlock | ArtifactRefBlock, Field(discriminator="type")]
 
 
@@ -107,7 +117,7 @@ class ToolResultBlock(_Block):
 
 
 ContentBlock = Annotated[
-    TextBlock | JsonBlock | ToolCallBlock | ToolResultBlock | ArtifactRefBlock,
+    TextBlock | JsonBlock | ToolCallBlock | ToolResultBlock | ArtifactRefBlock | RedactedBlock,
     Field(discriminator="type"),
 ]
 """Any one block; the union is discriminated on ``type``."""
@@ -147,7 +157,7 @@ def validate_content(content: object) -> list[ContentBlock]:
 
 # -- the one walk over blocks ------------------------------------------------------------------
 
-Leaf = TextBlock | JsonBlock | ToolCallBlock | ArtifactRefBlock
+Leaf = TextBlock | JsonBlock | ToolCallBlock | ArtifactRefBlock | RedactedBlock
 """A block that holds no blocks: any block but a tool result, or an item of one."""
 
 T = TypeVar("T")
@@ -317,6 +327,8 @@ class _Encoder:
     def leaf(self, place: Place, leaf: Leaf) -> tuple[Any, Any]:
         if isinstance(leaf, TextBlock):
             return {"type": "text", "text": leaf.text}, leaf
+        if isinstance(leaf, RedactedBlock):
+            return {"type": "redacted", "reason": leaf.reason}, leaf
         if isinstance(leaf, ArtifactRefBlock):
             plain = {
                 "type": "artifact_ref",

@@ -27,6 +27,7 @@ from soong_store.model.content import (
     ArtifactRefBlock,
     ContentBlock,
     JsonBlock,
+    RedactedBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -228,7 +229,7 @@ def frozen_node(node: NodeRecord, *, fresh: bool = False) -> NodeRecord:
 
 
 _CONTAINERS = frozenset({dict, list})
-_PLAIN_BLOCKS = frozenset({TextBlock, ArtifactRefBlock})
+_PLAIN_BLOCKS = frozenset({TextBlock, ArtifactRefBlock, RedactedBlock})
 """The blocks that hold only text and scalars: kept as they are."""
 BlockT = TypeVar("BlockT", bound=BaseModel)
 

@@ -15,6 +15,8 @@ holds no ``tool_call`` (calls are a model's). A live append is refused when it b
 source wrote, and ``check`` lists it as notes, not as damage (:func:`tool_notes`). The writer
 gathers the calls met going up a path, nearest first, and stops as soon as every result has its
 call.
+A redacted node (its content one ``redacted`` block) may have made any call: a result below it
+needs no other (:data:`ANY_CALL`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,12 @@ from soong_store.errors import (
     InvalidContent,
     InvalidTransition,
 )
-from soong_store.model.content import ContentBlock, ToolCallBlock, ToolResultBlock
+from soong_store.model.content import (
+    ContentBlock,
+    RedactedBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from soong_store.model.enums import (
     TERMINAL_AGENT_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -326,6 +333,16 @@ def agent_status_changes(agent_id: str, current: AgentStatus, new: AgentStatus |
 NO_CALLS: frozenset[str] = frozenset()
 
 
+class AnyCall(tuple[str, ...]):
+    """The calls of a redacted node: unknown, so every result below it may answer one of them."""
+
+    __slots__ = ()
+
+
+ANY_CALL = AnyCall()
+"""What :class:`ToolIds` holds as the calls of a node whose content was redacted."""
+
+
 class ToolIds(NamedTuple):
     """The ``tool_call_id`` of a node's calls and of its results, in block order."""
 
@@ -337,20 +354,26 @@ def tool_ids(blocks: Iterable[ContentBlock]) -> ToolIds:
     """The tool ids of validated blocks."""
     calls: list[str] = []
     results: list[str] = []
+    redacted = False
     for block in blocks:
         if isinstance(block, ToolCallBlock):
             calls.append(block.tool_call_id)
         elif isinstance(block, ToolResultBlock):
             results.append(block.tool_call_id)
-    return ToolIds(tuple(calls), tuple(results))
+        elif isinstance(block, RedactedBlock):
+            redacted = True
+    return ToolIds(ANY_CALL if redacted else tuple(calls), tuple(results))
 
 
 def stored_tool_ids(content_json: object) -> ToolIds:
     """The tool ids of a stored ``content_json`` text (none where it holds no tool block).
 
-    Text without a tool block's type is not parsed: most nodes on a path have none.
+    Text without a tool block's type is not parsed: most nodes on a path have none. A redacted
+    node's calls are :data:`ANY_CALL`.
     """
-    if not isinstance(content_json, str) or '"tool_' not in content_json:
+    if not isinstance(content_json, str) or (
+        '"tool_' not in content_json and '"redacted"' not in content_json
+    ):
         return ToolIds((), ())
     try:
         blocks: Any = orjson.loads(content_json)
@@ -358,14 +381,17 @@ def stored_tool_ids(content_json: object) -> ToolIds:
         return ToolIds((), ())
     calls: list[str] = []
     results: list[str] = []
+    redacted = False
     for block in blocks if isinstance(blocks, list) else ():
+        if isinstance(block, dict) and block.get("type") == "redacted":
+            redacted = True
         if not isinstance(block, dict) or not isinstance(block.get("tool_call_id"), str):
             continue
         if block.get("type") == "tool_call":
             calls.append(block["tool_call_id"])
         elif block.get("type") == "tool_result":
             results.append(block["tool_call_id"])
-    return ToolIds(tuple(calls), tuple(results))
+    return ToolIds(ANY_CALL if redacted else tuple(calls), tuple(results))
 
 
 def unanswered(ids: ToolIds, above: Iterable[Collection[str]]) -> list[str]:
@@ -374,11 +400,15 @@ def unanswered(ids: ToolIds, above: Iterable[Collection[str]]) -> list[str]:
     ``above`` yields the calls of each node up the path, nearest first; it is read only until
     every result has found its call.
     """
+    if type(ids.calls) is AnyCall:
+        return []
     wanted = [i for i in dict.fromkeys(ids.results) if i not in ids.calls]
     if not wanted:
         return []
     missing = set(wanted)
     for calls in above:
+        if type(calls) is AnyCall:
+            return []
         missing.difference_update(calls)
         if not missing:
             return []
@@ -433,6 +463,7 @@ def tool_notes(nodes: Sequence[dict[str, Any]]) -> list[str]:
         for n in nodes
     }
     made: set[str] = {i for node in held.values() for i in node.ids.calls}
+    redacted = any(type(node.ids.calls) is AnyCall for node in held.values())
     notes: list[str] = []
     for node_id, node in held.items():
         if node.ids.calls and node.role == Role.USER:
@@ -442,10 +473,15 @@ def tool_notes(nodes: Sequence[dict[str, Any]]) -> list[str]:
             )
         if not node.ids.results:
             continue
-        # A call made nowhere in the session needs no climb to be missing.
-        rest = ToolIds(node.ids.calls, tuple(i for i in node.ids.results if i in made))
+        # A call made nowhere in the session needs no climb to be missing (unless a redacted
+        # node, which may have made it, could be on the path).
+        if redacted:
+            rest = node.ids
+        else:
+            rest = ToolIds(node.ids.calls, tuple(i for i in node.ids.results if i in made))
         missing = set(unanswered(rest, _climb(held, node.parent_id, len(held))))
-        missing.update(i for i in node.ids.results if i not in made)
+        if not redacted:
+            missing.update(i for i in node.ids.results if i not in made)
         for tool_call_id in (i for i in dict.fromkeys(node.ids.results) if i in missing):
             notes.append(
                 f"node {node_id} holds a tool result for tool call {tool_call_id!r}, which no "

@@ -6,7 +6,8 @@ node_text` finds and what a hit shows without opening the session (sequence, age
 type, time). It is written in the transaction of the node (:func:`search_row` for every node the
 session writer inserts, live, imported or forked, and :func:`index_rows` for all of a
 transaction's rows at once, before it commits) and emptied of a session in
-the transaction that deletes it (:func:`unindex_session`). A node without text gets no row.
+the transaction that deletes it (:func:`unindex_session`), of a node in the one that redacts
+it (:func:`unindex_node`). A node without text gets no row; a redacted node has none.
 
 Its table is the backend's, not Alembic's models': revision 0004 creates it with what the
 backend adds over it (SQLite: an FTS5 index reading it as external content, kept by triggers),
@@ -117,6 +118,14 @@ def unindex_session(connection: Connection, session_id: str) -> None:
     """Remove a session's rows from the index (in the transaction that deletes the session)."""
     table = search_text_table
     connection.execute(delete(table).where(table.c.session_id == session_id))
+
+
+def unindex_node(connection: Connection, session_id: str, node_id: str) -> None:
+    """Remove one node's row from the index (in the transaction that redacts it)."""
+    table = search_text_table
+    connection.execute(
+        delete(table).where(table.c.session_id == session_id, table.c.node_id == node_id)
+    )
 
 
 def indexed_bodies(connection: Connection, session_id: str) -> dict[str, str]:

@@ -48,7 +48,7 @@ from soong_store.read import session_reads as reads
 from soong_store.store.runtime import StoreRuntime
 
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
-    from soong_store.model.records import EventRecord
+    from soong_store.model.records import EventRecord, NodeRecord
     from soong_store.model.search import SearchHit
     from soong_store.tasks.registry import TaskDags
     from soong_store.tasks.wal import Listener, TaskDag
@@ -282,9 +282,28 @@ async def delete_session(runtime: StoreRuntime, session_id: object) -> str:
 
     sid = check_session_id(session_id)
     paths = await runtime.write(partial(writes.delete_session, session_id=sid))
+    runtime.erased = True
     if paths:
         await runtime.write(partial(remove_unreferenced, files=runtime.files, paths=paths))
     return sid
+
+
+async def redact_node(
+    runtime: StoreRuntime, session_id: object, node_id: object, reason: object
+) -> NodeRecord:
+    """Redact the node (:mod:`soong_store.write.redaction`), then remove files it alone named."""
+    from soong_store.write import redaction
+    from soong_store.write.file_jobs import remove_unreferenced
+
+    sid = check_session_id(session_id)
+    nid = check_id(node_id, "node")
+    why = redaction.check_reason(reason)
+    job = partial(redaction.redact_node, session_id=sid, node_id=nid, reason=why)
+    done = await runtime.write(job)
+    runtime.erased = True
+    if done.paths:
+        await runtime.write(partial(remove_unreferenced, files=runtime.files, paths=done.paths))
+    return done.node
 
 
 async def collect_garbage(runtime: StoreRuntime, dry_run: bool, min_age: object) -> list[str]:

@@ -144,6 +144,19 @@ class ConversationCalls(StoreCore):
         nid = check_optional_id(node_id, "node")
         return await self._runtime.write(partial(writes.switch_node, session_id=sid, node_id=nid))
 
+    async def redact_node(self, session_id: str, node_id: str, *, reason: str) -> NodeRecord:
+        """Replace a node's content with one ``RedactedBlock(reason)``; the node as it now is.
+
+        The node keeps its place (id, seqs, parent, role, type, agent, run, metadata); its
+        ``token_count`` is cleared, its search row removed, the artifacts only it referred to
+        deleted, and a ``node_redacted`` event (the reason only) written with it. Archived
+        sessions are redacted too. Once the store is closed the old content is in no file
+        of the home (docs/operations.md, "Erasure").
+        """
+        node = await calls.redact_node(self._runtime, session_id, node_id, reason)
+        self._paths.forget(node.session_id)
+        return node
+
     async def get_node(self, session_id: str, node_id: str) -> NodeRecord:
         """One node of a session."""
         sid = check_session_id(session_id)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
     from soong_store.write.writer import Prerequisite, Writer
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _PREPARES = 100
 """How many times one read may stop to attach a file or look again (a session moving meanwhile)."""
@@ -89,6 +92,9 @@ class StoreRuntime:
         self._pid = os.getpid()
         self._opening = threading.Lock()  # held while opening; a loop only tries it, never waits
         self._claim = threading.Lock()  # held only to start the writer or take what closing ends
+        self.erased = False
+        """Set by a redaction or a deletion: closing then rewrites the search index and cuts
+        the write-ahead log, so that what was removed is in no file of the home."""
 
     @property
     def in_own_process(self) -> bool:
@@ -304,19 +310,24 @@ class StoreRuntime:
             readers, self._loop_reads = self._readers, None
             write_engine, self._write_engine = self._write_engine, None
             maintenance, self._maintenance = self._maintenance, None
+        erased, self.erased = self.erased, False
         if writer is not None:
+            if erased:
+                await _erase_index(writer)
             await writer.close()
         if maintenance is not None:  # its shard connection, once the writer's thread is over
             maintenance.close()
         if file_pool is not None:  # after the writer: its waiting jobs need their files
             await asyncio.to_thread(file_pool.close)
-        engines = [write_engine]
         if readers is not None:
             readers.shutdown()
-            engines.append(readers.engine)  # made by a thread, if any: all ended now
-        for engine in engines:
-            if engine is not None:
-                engine.dispose()
+            if readers.engine is not None:  # made by a thread, if any: all ended now
+                readers.engine.dispose()
+        if write_engine is not None:
+            if erased:  # the store's last connection: the log is cut with no reader of ours
+                step = partial(_finish_erasure, self.backend, write_engine)
+                await asyncio.to_thread(_let_fail, step)  # it may wait for another's reader
+            write_engine.dispose()
 
     def _let_go_in_child(self) -> None:
         """Forget the parent's store without closing its connections or joining its threads."""
@@ -387,6 +398,42 @@ class StoreRuntime:
                 self._file_pool = FilePool(self.files)
             pool = self._file_pool
         return pool.start(path, data)
+
+
+async def _erase_index(writer: Writer) -> None:
+    """The search index rewritten without what was deleted from it (a last job, at close)."""
+    from soong_store.backends.base import searcher_of
+
+    def erase(connection: Connection) -> None:
+        searcher_of(connection).erase(connection)
+
+    try:
+        await writer.submit(erase)
+    except SoongStoreError:  # closing goes on; the next erasure's close rewrites it
+        log.warning("rewriting the search index at close failed", exc_info=True)
+
+
+def _finish_erasure(backend: Backend, engine: Engine) -> None:
+    """Drop the shard copies of deleted pairs the maintenance has not dropped yet, cut the log.
+
+    A pair deleted in a shard leaves a journal row that the writer's maintenance settles
+    between batches; at close it may not have run yet, so it is settled here (the next open
+    would, later). Then the log of the main file and of every shard attached is cut.
+    """
+    with backend.translated(), engine.connect() as connection:
+        if backend.capabilities.places_pairs:
+            from soong_store.catalog import moves
+
+            moves.recover(connection)
+        backend.truncate_log(connection)
+
+
+def _let_fail(step: Callable[[], None]) -> None:
+    """Run a step of closing that must not stop it (logged)."""
+    try:
+        step()
+    except SoongStoreError:
+        log.warning("finishing an erasure at close failed", exc_info=True)
 
 
 def _at_head(engine: Engine) -> bool:

@@ -245,12 +245,12 @@ def test_a_non_finite_float_is_found_anywhere_and_finite_values_pass(value, bad,
         (
             [{"type": "txet", "text": "x"}],
             r"^content\[0\]: unknown type 'txet'; expected one of: text, json, tool_call, "
-            r"tool_result, artifact_ref$",
+            r"tool_result, artifact_ref, redacted$",
         ),
         (
             [{"txt": "x"}],
             r"^content\[0\]: no 'type' key \(keys given: 'txt'\); expected one of: text, json, "
-            r"tool_call, tool_result, artifact_ref$",
+            r"tool_call, tool_result, artifact_ref, redacted$",
         ),
         (
             ["hello"],

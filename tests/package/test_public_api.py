@@ -14,6 +14,7 @@ CONTRACT = {
     "JsonBlock",
     "ToolCallBlock",
     "ToolResultBlock",
+    "RedactedBlock",
     "ArtifactRefBlock",
     "SoongStoreError",
     "InvalidIdentifier",

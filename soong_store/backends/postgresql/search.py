@@ -78,5 +78,8 @@ class PostgresSearch:
     def catch_up(self, connection: Connection) -> None:
         """Nothing to take in."""
 
+    def erase(self, connection: Connection) -> None:
+        """Nothing here: a deleted row's index entries go with the row (VACUUM frees both)."""
+
 
 POSTGRES: Final = PostgresSearch()

@@ -116,6 +116,13 @@ def sqlite_version(module: ModuleType | None) -> tuple[int, ...]:
     return info
 
 
+_NODES_CHANGED = (
+    "CREATE TABLE soong_store_nodes_changed (x)",
+    "DROP TABLE soong_store_nodes_changed",
+)
+"""Statements that move the main file's ``schema_version`` and leave nothing behind."""
+
+
 class SQLiteBackend(Backend, ShardFiles):
     """SQLite in WAL mode, through the standard library's driver or another DB-API module."""
 
@@ -375,6 +382,28 @@ class SQLiteBackend(Backend, ShardFiles):
 
     claim_checkpoint = staticmethod(sqlite_connect.claim_checkpoint)
     checkpoint = staticmethod(sqlite_connect.checkpoint)
+
+    @classmethod
+    def nodes_changed(cls, connection: Connection) -> None:
+        """Move ``schema_version`` (a table made and dropped): every path cache lets go.
+
+        The path cache keeps nodes as never changing and drops a session's entry when the
+        schema version moved (:mod:`soong_store.read.path_cache`), in every process; a
+        redaction, as rare as a deletion (which drops tables), pays the same re-read.
+        """
+        for statement in _NODES_CHANGED:
+            connection.exec_driver_sql(statement)
+
+    def truncate_log(self, connection: Connection) -> None:
+        """``PRAGMA wal_checkpoint(TRUNCATE)``: of the main file and of every shard attached.
+
+        Called at close, after an erasure, once the store's other connections are closed: the
+        log is copied back and cut to zero bytes, so the pages it held before the erasure are
+        in no file. A reader of another process may keep the log from being cut (SQLite waits
+        the busy timeout for it); the log is then cut by whichever checkpoint comes next.
+        """
+        driver: Any = connection.connection.driver_connection
+        driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @classmethod
     def driver_in_transaction(cls, connection: Connection) -> bool:

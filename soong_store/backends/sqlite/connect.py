@@ -134,7 +134,10 @@ def install_hooks(
 
 def _pragmas(role: Role, durability: Durability) -> list[str]:
     """A new connection's pragmas after its busy timeout (``synchronous`` reads the schema)."""
-    pragmas: list[str] = []
+    # Deleted rows and freed pages are overwritten with zeros, in the main file and in every
+    # shard attached later (ATTACH takes the main file's setting): what a deletion or a
+    # redaction removed is in no free page afterwards, whatever the library's default.
+    pragmas: list[str] = ["PRAGMA secure_delete = ON"]
     if role != "admin":
         pragmas += [
             f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}",

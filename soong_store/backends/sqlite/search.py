@@ -322,6 +322,20 @@ class FTS5Search:
         """Take the waiting rows into the index in one statement (one segment)."""
         catch_up(connection)
 
+    def erase(self, connection: Connection) -> None:
+        """FTS5's ``optimize``: every segment merged into one, deleted rows' entries left out.
+
+        A row deleted from FTS5's index is only marked deleted in a newer segment; its words
+        stay in the older segments until a merge drops them. ``optimize`` merges them all, and
+        with ``secure_delete`` the pages of the old segments are zeroed as they are freed.
+        FTS5's own ``secure-delete`` option would avoid the rewrite, but once set it marks the
+        index with a format that FTS5 before SQLite 3.42 refuses to read, and a store's file
+        is opened by the older libraries of the matrix too. Without FTS5 there is no index.
+        """
+        if not _has_table(connection, FTS_TABLE) or not has_fts5(connection):
+            return
+        connection.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
+
 
 def _version(connection: Connection) -> str:
     row = connection.exec_driver_sql("SELECT sqlite_version()").first()
