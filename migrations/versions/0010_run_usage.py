@@ -16,7 +16,8 @@ import orjson
 import sqlalchemy as sa
 from alembic import op
 
-from soong_store.model.usage import KEYS, ledger_entries
+from soong_store.model.usage import KEYS
+from soong_store.write.usage_ledger import ledger_rows
 
 revision: str = "0010"
 down_revision: str | Sequence[str] | None = "0008"
@@ -40,6 +41,11 @@ def upgrade() -> None:
         sa.Column("cache_read_tokens", wide, nullable=True),
         sa.Column("cache_write_tokens", wide, nullable=True),
         sa.Column("cost_usd", sa.Double(), nullable=True),
+        sa.Column("first_of_run", sa.Integer(), nullable=False),
+        sa.Column("first_of_model", sa.Integer(), nullable=False),
+        sa.CheckConstraint(
+            "first_of_run IN (0, 1) AND first_of_model IN (0, 1)", name="ck_run_usage_first"
+        ),
         sa.ForeignKeyConstraint(
             ["run_id"], ["runs.run_id"], name="fk_run_usage_run_id_runs", ondelete="CASCADE"
         ),
@@ -62,6 +68,8 @@ def _enter_stored_usage() -> None:
     ledger = sa.table(
         "run_usage",
         *(sa.column(name) for name in ("run_id", "entry", "session_id", "created_at", *KEYS)),
+        sa.column("first_of_run"),
+        sa.column("first_of_model"),
     )
     found = bind.execute(
         sa.select(runs.c.run_id, runs.c.session_id, runs.c.usage_json, runs.c.created_at).where(
@@ -69,16 +77,12 @@ def _enter_stored_usage() -> None:
         )
     ).all()
     rows: list[dict[str, Any]] = []
-    for run_id, session_id, usage_json, created_at in found:
+    for run in found:
         try:
-            stored = orjson.loads(usage_json)
+            orjson.loads(run.usage_json)
         except orjson.JSONDecodeError:
-            continue
-        for entry, values in enumerate(ledger_entries(stored)):
-            row = dict.fromkeys(KEYS)
-            row.update(values, run_id=run_id, entry=entry)
-            row.update(session_id=session_id, created_at=created_at)
-            rows.append(row)
+            continue  # not JSON at all: nothing of it can be summed
+        rows += ledger_rows(run._mapping)
         if len(rows) >= _PAGE:
             bind.execute(ledger.insert(), rows)
             rows = []

@@ -1,7 +1,8 @@
 """Usage summed by day, model, session or cwd, on the database (the usage ledger's rows).
 
 One ``GROUP BY`` over ``run_usage`` (joined to ``sessions`` for the cwd): the rows never come
-into Python, so a report over 100,000 runs costs what the database's scan does. A day is the
+into Python, so a report over 100,000 runs costs what the database's scan does. Runs are
+counted by the ledger's ``first_of_*`` flags, not by ``COUNT(DISTINCT run_id)``. A day is the
 UTC date of the run's start (``created_at`` is stored as UTC text, so its first ten
 characters are the date on every backend).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Connection, Select, case, distinct, func, literal, select
+from sqlalchemy import ColumnElement, Connection, Select, case, func, literal, select
 
 from soong_store.model.usage import COUNTS, UsageRow
 from soong_store.schema.tables import run_usage_table, sessions_table
@@ -40,7 +41,8 @@ def usage(connection: Connection, by: str, since: str | None, until: str | None)
     sums = [func.coalesce(func.sum(_U.c[name]), 0).label(name) for name in COUNTS]
     given = func.count(_U.c.cost_usd)
     cost = case((given > 0, func.sum(_U.c.cost_usd)), else_=literal(None)).label("cost_usd")
-    query: Select[Any] = select(key, func.count(distinct(_U.c.run_id)).label("runs"), *sums, cost)
+    first = _U.c.first_of_model if by == "model" else _U.c.first_of_run
+    query: Select[Any] = select(key, func.sum(first).label("runs"), *sums, cost)
     if by == "cwd":
         query = query.join_from(_U, sessions_table, sessions_table.c.session_id == _U.c.session_id)
     if since is not None:

@@ -49,20 +49,29 @@ def refresh_usage(connection: Connection, run_ids: Iterable[str]) -> None:
         _enter(connection, [dict(run) for run in found])
 
 
+def ledger_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ledger rows of one run (a mapping of its id, session, start and ``usage_json``)."""
+    rows = []
+    models: set[str | None] = set()
+    for entry, values in enumerate(ledger_entries(codec.loads(run["usage_json"]))):
+        row: dict[str, Any] = dict.fromkeys(KEYS)
+        row.update(values)
+        row.update(
+            run_id=run["run_id"],
+            entry=entry,
+            session_id=run["session_id"],
+            created_at=run["created_at"],
+            first_of_run=int(entry == 0),
+            first_of_model=int(row["model"] not in models),
+        )
+        models.add(row["model"])
+        rows.append(row)
+    return rows
+
+
 def _enter(connection: Connection, runs: list[Mapping[str, Any]]) -> None:
     ids = [run["run_id"] for run in runs]
     connection.execute(delete(run_usage_table).where(run_usage_table.c.run_id.in_(ids)))
-    rows = []
-    for run in runs:
-        for entry, values in enumerate(ledger_entries(codec.loads(run["usage_json"]))):
-            row = dict.fromkeys(KEYS)
-            row.update(values)
-            row.update(
-                run_id=run["run_id"],
-                entry=entry,
-                session_id=run["session_id"],
-                created_at=run["created_at"],
-            )
-            rows.append(row)
+    rows = [row for run in runs for row in ledger_rows(run)]
     if rows:
         connection.execute(run_usage_table.insert(), rows)
