@@ -1,4 +1,4 @@
-"""``soong-store usage``: the runs' usage per day, model, session or cwd; JSON; a bar on a terminal."""
+"""``soong-store usage``: usage per day, model, session or cwd; JSON; a bar on a terminal."""
 
 from __future__ import annotations
 
