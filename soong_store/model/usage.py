@@ -1,6 +1,6 @@
 """Usage: what a run's model calls used (``Usage``), and the sums a report shows (``UsageRow``).
 
-A run's ``usage`` follows one shape (DESIGN §18): a dict of the keys of :class:`Usage`, all
+A run's ``usage`` follows one shape: a dict of the keys of :class:`Usage`, all
 optional, or a list of them, one per model call. :func:`check_usage` validates it where usage is
 written (``update_run``, ``finish_run``, the importers, the OpenAI Agents SDK adapter): bad usage
 is an :class:`~soong_store.errors.InvalidArgument` naming the key and the value, before anything

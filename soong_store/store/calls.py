@@ -198,7 +198,7 @@ def finish_run_job(
 
 
 def _usage_json(usage: Any) -> str | None:
-    """A run's usage checked against its shape (DESIGN §18) and encoded; ``None`` stays NULL."""
+    """A run's usage checked against its shape (:mod:`~soong_store.model.usage`), encoded."""
     from soong_store.model.usage import check_usage
 
     if usage is None:
