@@ -15,7 +15,8 @@ measured only through its public API and its CLI. A benchmark prints facts: the 
 
 Rows (``--only`` takes these, comma-separated, or ``append``, ``writes``, ``reads``,
 ``context``): sequential_append, concurrent_append, concurrent_durable, pages_written,
-active_path, context_tail, context_after_append, timeline_page, startup, peers, postgresql.
+active_path, context_tail, context_after_append, timeline_page, startup, peers, postgresql,
+usage_sum.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import _peers
 import _postgres
 import _reads
 import _startup
+import _usage
 import _writes
 from _harness import Figure, as_json, environment, git_commit, table
 
@@ -60,6 +62,7 @@ class Sizes:
     adk_items: int = 1000
     peer_reads: int = 5
     pg_appends: int = 2000
+    usage_runs: int = 100_000
 
 
 QUICK = Sizes(
@@ -75,6 +78,7 @@ QUICK = Sizes(
     adk_items=80,
     peer_reads=3,
     pg_appends=200,
+    usage_runs=5000,
 )
 
 ROWS = (
@@ -89,6 +93,7 @@ ROWS = (
     "startup",
     "peers",
     "postgresql",
+    "usage_sum",
 )
 ALIASES = {
     "append": ("sequential_append", "concurrent_append"),
@@ -167,6 +172,7 @@ def plan(
         "startup": lambda: _startup.startup(n, sizes.sessions, sizes.startup_samples, log),
         "peers": peers,
         "postgresql": postgresql,
+        "usage_sum": lambda: _usage.usage_sum(n, sizes.usage_runs),
     }
 
 

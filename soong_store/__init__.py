@@ -63,6 +63,7 @@ if _typing.TYPE_CHECKING:
     )
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
     from soong_store.model.search import SearchHit
+    from soong_store.model.usage import UsageRow
     from soong_store.scrub.secrets import SecretScrubber
     from soong_store.store import SessionStore
     from soong_store.tasks.wal import Task, TaskDag, TaskStatus
@@ -92,6 +93,7 @@ _LAZY = {
     "soong_store.model.records": ("ContextView", "EventRecord", "NodeRecord"),
     "soong_store.model.search": ("SearchHit",),
     "soong_store.scrub.secrets": ("SecretScrubber",),
+    "soong_store.model.usage": ("UsageRow",),
     "soong_store.store": ("SessionStore",),
     "soong_store.tasks.wal": ("Task", "TaskDag", "TaskStatus"),
     "soong_store.write.unit_of_work": ("UnitOfWork",),
@@ -162,6 +164,7 @@ __all__ = [
     "ToolCallBlock",
     "ToolResultBlock",
     "UnitOfWork",
+    "UsageRow",
     "__version__",
     "current_revision",
     "upgrade",

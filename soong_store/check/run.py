@@ -23,7 +23,8 @@ after its child), ``parent_cycle``, ``branch_rule``, ``node_without_event``,
 ``agent_rule``, ``run_rule``, ``missing_root_agent``, ``missing_active_node``,
 ``active_node_agent`` (the active node is another agent's than the root agent's),
 ``missing_run_node``, ``missing_fork_node``, ``artifact_link``, ``artifact_path``,
-``dangling_artifact_ref``; of the search index, ``search_index``; of files,
+``dangling_artifact_ref``; of the search index, ``search_index``; of the usage ledger,
+``usage_ledger`` (a run's ledger rows are not what its usage gives); of files,
 ``missing_artifact_file``, ``artifact_size``, ``orphan_artifact_file``, ``task_wal``.
 """
 
@@ -53,6 +54,7 @@ from soong_store.check.reads import (
     shard_links,
 )
 from soong_store.check.search_index import whole_problems as search_whole_problems
+from soong_store.check.usage_ledger import ledger_problems
 from soong_store.errors import SoongStoreError, StorageError
 from soong_store.files.folder import ArtifactFiles
 from soong_store.model.checks import SESSION_ID_RE
@@ -230,6 +232,7 @@ async def check_store(
             report.problems += _shard_orphans(file, shard, facts)
     report.problems += [p for sid in report.sessions for p in search.get(sid, ())]
     report.notes += [note for sid in report.sessions for note in notes.get(sid, ())]
+    report.problems += await ledger_problems(store, session_id)
     if session_id is None:
         report.problems += await search_whole_problems(store, report.sessions)
         report.problems += [

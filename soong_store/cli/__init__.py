@@ -11,7 +11,8 @@ This module parses the command line and runs a command, importing its module onl
 ``sessions`` is in :mod:`~soong_store.cli.listing`, the others that look at sessions in
 :mod:`~soong_store.cli.browse`, ``tasks`` in
 :mod:`~soong_store.cli.tasks`, ``export`` and ``import`` in :mod:`~soong_store.cli.transfer`,
-``serve`` in :mod:`~soong_store.cli.web` (the viewer, extra ``web``), the rest in
+``serve`` in :mod:`~soong_store.cli.web` (the viewer, extra ``web``), ``usage`` in
+:mod:`~soong_store.cli.usage`, the rest in
 :mod:`~soong_store.cli.maintain`. A line that names its command plainly (after nothing
 but ``--home``, ``--url`` and ``--sqlite-module``) is parsed by a parser of that command alone,
 as the whole parser would parse it, without a parser made for each of the others.
@@ -51,6 +52,7 @@ HANDLERS = {
     "maintain": ("upgrade", "check", "gc", "demo"),
     "search": ("search",),
     "web": ("serve",),
+    "usage": ("usage",),
 }
 """The module of ``soong_store.cli`` that holds each command's handler ``cmd_<name>``: imported
 only once a command runs (``--help`` never does), so that parsing loads neither SQLAlchemy nor
@@ -97,6 +99,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _since(text: str) -> Any:
+    """``usage --since``, parsed by the command's module (imported only when it runs)."""
+    from soong_store.cli.usage import since_value
+
+    return since_value(text)
+
+
+_since.__name__ = "age (12h, 30d, 2w) or date (YYYY-MM-DD)"
 _nonnegative.__name__ = "integer >= 0"
 _positive.__name__ = "integer >= 1"
 _seconds.__name__ = "seconds"
@@ -253,6 +263,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add("--role", choices=[r.value for r in Role], help="only nodes of this role")
     add("--limit", type=_positive, default=20, metavar="N", help="hits per page (default 20)")
     add("--offset", type=_nonnegative, default=0, metavar="N", help="hits to skip (paging)")
+    add = command("usage", "sum the runs' token usage and cost per day, model, session or cwd")
+    add("--by", choices=["day", "model", "session", "cwd"], default="day",
+        help="one row per UTC day (default), model, session or cwd")  # fmt: skip
+    add("--since", type=_since, metavar="WHEN",
+        help="only runs started since then: an age (12h, 30d, 2w) or a UTC date "
+        "(YYYY-MM-DD)")  # fmt: skip
     add = command("serve", "show the sessions in a browser: a read-only viewer on this machine "
                   "only (extra web)")  # fmt: skip
     add("--port", type=_nonnegative, default=8765, metavar="N",

@@ -42,6 +42,7 @@ from soong_store.transfer.format import scrub_row
 from soong_store.write import session_keys
 from soong_store.write.file_jobs import named_paths, remove_unreferenced
 from soong_store.write.session_writer import SessionWriter
+from soong_store.write.usage_ledger import enter_usage, refresh_usage
 
 if TYPE_CHECKING:
     from soong_store.scrub.values import Scrub
@@ -347,6 +348,7 @@ def _append_job(
         connection.execute(agents_table.insert(), agent)
     if increment.runs:
         connection.execute(runs_table.insert(), increment.runs)
+        enter_usage(connection, increment.runs)
     for agent_id, metadata in increment.renewed.items():
         connection.execute(
             agents_table.update()
@@ -363,6 +365,7 @@ def _append_job(
         connection.execute(
             runs_table.update().where(runs_table.c.run_id == run_id).values(**changed)
         )
+    refresh_usage(connection, increment.grown)
     if increment.linked and tables is not None:
         nodes = tables.nodes
         for node_id, run_id in increment.linked.items():

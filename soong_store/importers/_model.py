@@ -9,10 +9,11 @@ its key. :mod:`soong_store.importers._tree` rearranges the tree (compactions) an
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from soong_store.model.usage import fits
 
 if TYPE_CHECKING:
     from soong_store.importers._spool import ContentSpool
@@ -119,38 +120,26 @@ class Call:
     agent: str = MAIN
 
 
-_MAX_TOKENS = 10**12
-"""More tokens than any one model call holds: a count above it is damage, not usage."""
-_MAX_COST = 10**6
-
-
 def usage_of(
     model: Any, counts: dict[str, Any], line: int, issues: list[LineIssue]
 ) -> dict[str, Any]:
     """A call's usage as a run holds it, from the model and counts (by usage key) the source gives.
 
-    Keys the source does not give (``None``) are left out. A count that is not a
-    non-negative integer (or is absurdly large), a cost that is not a non-negative number,
-    or a model that is not a string is dropped and reported in ``issues`` as recovered.
+    Keys the source does not give (``None``) are left out. A value the usage shape refuses (a
+    count that is not an integer from 0 to :data:`~soong_store.model.usage.MAX_TOKENS`, a cost
+    that is not a finite number of dollars >= 0, a model that is not a name) is dropped and
+    reported in ``issues`` as recovered: the rules are the store's own (:func:`fits`).
     """
     usage: dict[str, Any] = {}
-    if isinstance(model, str) and model:
-        usage["model"] = model
-    elif model is not None:
-        issues.append(LineIssue(line, "recovered", f"usage: model {model!r:.40} dropped"))
+    if model is not None:
+        if fits("model", model):
+            usage["model"] = model
+        else:
+            issues.append(LineIssue(line, "recovered", f"usage: model {model!r:.40} dropped"))
     for name, value in counts.items():
         if value is None:
             continue
-        if name == "cost_usd":
-            ok = (
-                isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-                and 0 <= value <= _MAX_COST
-            )
-        else:
-            ok = type(value) is int and 0 <= value <= _MAX_TOKENS
-        if ok:
+        if fits(name, value):
             usage[name] = value
         else:
             issues.append(LineIssue(line, "recovered", f"usage: {name} {value!r:.40} dropped"))

@@ -39,6 +39,7 @@ from soong_store.importers._tree import arrange, counts
 from soong_store.model import codec
 from soong_store.model.content import encode_content, validate_content
 from soong_store.model.ids import new_id, new_session_id
+from soong_store.model.usage import check_usage
 from soong_store.rules.artifacts import extension
 from soong_store.transfer.format import FORMAT, FORMAT_VERSION
 
@@ -304,7 +305,9 @@ def _runs(
         run_id = known.runs.get(opener) if known is not None else None
         run_id = run_id or new_id("run")
         stamps = sorted(times[id(e)] for e in members)
-        usage = [c.usage for c in sorted(found.values(), key=lambda c: c.position)]
+        usage = check_usage(
+            [c.usage for c in sorted(found.values(), key=lambda c: c.position)], "imported usage"
+        )
         rows.append(
             {
                 "run_id": run_id,

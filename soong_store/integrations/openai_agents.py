@@ -33,8 +33,10 @@ from soong_store.backends.base import lock_session
 from soong_store.errors import InvalidArgument, NotFound
 from soong_store.integrations._agents_items import spilled_refs, to_item, to_node
 from soong_store.model import codec
-from soong_store.model.enums import AgentType
+from soong_store.model.enums import AgentType, EndReason, RunStatus
+from soong_store.model.global_records import RunRecord
 from soong_store.model.records import NodeRecord
+from soong_store.model.usage import check_usage
 from soong_store.read import record_reads
 from soong_store.store import SessionStore, run_read, run_write, runtime_of
 from soong_store.write import lifecycle as writes
@@ -202,6 +204,49 @@ class SoongSession:
             return
         await self._in_session(partial(self._store.switch_node, node_id=None))
 
+    async def record_usage(self, result: Any, *, model: str | None = None) -> RunRecord:
+        """Record a finished ``Runner.run`` (or ``run_streamed``, once streamed) as a run.
+
+        The SDK's ``Session`` never sees a run, so the caller hands its result over: the store
+        session gets one completed run of its main agent whose ``usage`` holds one entry per
+        model call of the run (``result.raw_responses``, each response's ``usage`` as the SDK
+        reports it), and ``turn_count`` the number of calls. The SDK counts cached and
+        cache-written prompt tokens inside ``input_tokens``; the store's ``input_tokens`` are
+        the rest (those are ``cache_read_tokens`` and ``cache_write_tokens``). ``model`` names
+        the calls' model; by default the last agent's ``model`` when it is a name (the SDK's
+        responses do not say which model made them), else none.
+
+        Raises:
+            InvalidArgument: ``result`` has no ``raw_responses``, or a usage the store's shape
+                refuses (nothing is written).
+            ConcurrentRunError: a run of the session's main agent is running meanwhile.
+        """
+        responses = getattr(result, "raw_responses", None)
+        if not isinstance(responses, list):
+            raise InvalidArgument(
+                f"invalid result {result!r:.80}: expected the result of Runner.run or "
+                "run_streamed (it has raw_responses)"
+            )
+        if model is None:
+            named = getattr(getattr(result, "last_agent", None), "model", None)
+            model = named if isinstance(named, str) and named else None
+        entries = [_usage_entry(response.usage, model) for response in responses]
+        usage_json = codec.dumps_text(check_usage(entries, "SDK usage"), what="run usage")
+        agent = getattr(getattr(result, "last_agent", None), "name", None)
+        metadata = codec.dumps_text({NAMESPACE: {"last_agent": agent}}, what="run metadata")
+
+        async def record(sid: str) -> RunRecord:
+            job = partial(
+                _record_run,
+                session_id=sid,
+                usage_json=usage_json,
+                turns=len(responses),
+                metadata=metadata,
+            )
+            return await run_write(self._store, job)
+
+        return await self._in_session(record)
+
     async def _in_session(self, action: Callable[[str], Awaitable[T]]) -> T:
         """``action`` on the store session; once more on a new one if it was deleted meanwhile.
 
@@ -286,6 +331,32 @@ def _open_session(connection: Connection, key: str, cwd: str, metadata: str) -> 
     )
     session_keys.claim(connection, NAMESPACE, key, record.session_id)
     return record.session_id
+
+
+def _usage_entry(reported: Any, model: str | None) -> dict[str, Any]:
+    """One model call's usage in the store's shape, from the SDK's ``Usage`` of that call."""
+    details = getattr(reported, "input_tokens_details", None)
+    cached = getattr(details, "cached_tokens", 0) or 0
+    written = getattr(details, "cache_write_tokens", 0) or 0
+    entry: dict[str, Any] = {} if model is None else {"model": model}
+    entry.update(
+        input_tokens=max(reported.input_tokens - cached - written, 0),
+        output_tokens=reported.output_tokens,
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+    )
+    return entry
+
+
+def _record_run(
+    connection: Connection, session_id: str, usage_json: str, turns: int, metadata: str
+) -> RunRecord:
+    """Writer job: a run of the session's main agent, started and finished in one transaction."""
+    root = record_reads.session_row(connection, session_id)["root_agent_id"]
+    run = writes.start_run(connection, session_id, root, RunStatus.RUNNING, metadata)
+    return writes.finish_run(
+        connection, run.run_id, RunStatus.COMPLETED, EndReason.COMPLETED, usage_json, None, turns
+    )
 
 
 def _pop(connection: Connection, session_id: str, expected: str, parent: str | None) -> bool:

@@ -240,3 +240,31 @@ state: written in the transaction of the event whose delta changes it. ``update_
 framework's own clock value (seconds, a float kept exactly), not the store's. ``node_id``: the
 newest node of a session's state (an ADK session's events are the path up from it).
 """
+
+run_usage_table = Table(
+    "run_usage",
+    metadata,
+    _text("run_id", ForeignKey("runs.run_id", ondelete="CASCADE"), key=True),
+    _named(Column(Integer(), primary_key=True, autoincrement=False), "entry"),
+    _text("session_id"),
+    _text("created_at"),
+    _text("model", nullable=True),
+    _int("input_tokens", nullable=True),
+    _int("output_tokens", nullable=True),
+    _int("cache_read_tokens", nullable=True),
+    _int("cache_write_tokens", nullable=True),
+    _named(Column(Double(), nullable=True), "cost_usd"),
+    _int("first_of_run", wide=False),
+    _int("first_of_model", wide=False),
+    CheckConstraint("first_of_run IN (0, 1) AND first_of_model IN (0, 1)", name="first"),
+    Index("ix_run_usage_created_at", "created_at"),
+    Index("ix_run_usage_session_id", "session_id"),
+)
+"""The usage ledger: one row per entry of a run's ``usage`` (one model call), kept with the run.
+
+Written in the transaction that writes the run's usage, and gone with the run, so that
+``store.usage()`` sums on the database. ``session_id`` and ``created_at`` (the run's) are
+copied from the run: a report by day or by session reads this table alone. ``first_of_run``
+is 1 on a run's first entry, ``first_of_model`` on its first entry of each model: summed, they
+count runs per group without a ``COUNT(DISTINCT run_id)`` (which costs PostgreSQL a sort).
+"""

@@ -17,6 +17,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
+from datetime import UTC, date, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,6 +51,7 @@ from soong_store.store.runtime import StoreRuntime
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
     from soong_store.model.records import EventRecord, NodeRecord
     from soong_store.model.search import SearchHit
+    from soong_store.model.usage import UsageRow
     from soong_store.tasks.registry import TaskDags
     from soong_store.tasks.wal import Listener, TaskDag
 
@@ -168,7 +170,7 @@ def update_run_job(
         run_id=check_id(run_id, "run"),
         status=None if status is None else _enum(RunStatus, status, "run status"),
         turn_count=check_integer(turn_count, "turn_count"),
-        usage_json=codec.dumps_optional(usage, what="run usage"),
+        usage_json=_usage_json(usage),
         metadata_json=codec.dumps_optional(metadata, what="run metadata"),
     )
 
@@ -189,10 +191,19 @@ def finish_run_job(
         run_id=check_id(run_id, "run"),
         status=_enum(RunStatus, status, "run status"),
         end_reason=_enum(EndReason, end_reason, "end reason"),
-        usage_json=codec.dumps_optional(usage, what="run usage"),
+        usage_json=_usage_json(usage),
         error_json=codec.dumps_optional(error, what="run error"),
         turn_count=check_integer(turn_count, "turn_count"),
     )
+
+
+def _usage_json(usage: Any) -> str | None:
+    """A run's usage checked against its shape (:mod:`~soong_store.model.usage`), encoded."""
+    from soong_store.model.usage import check_usage
+
+    if usage is None:
+        return None
+    return codec.dumps_text(check_usage(usage, "run usage"), what="run usage")
 
 
 # -- reads ----------------------------------------------------------------------------------
@@ -241,6 +252,29 @@ def search_job(
     return partial(
         search_run.search, query=parse_query(query), filters=filters, limit=count, offset=skip
     )
+
+
+def usage_job(by: object, since: object, until: object) -> Job[list[UsageRow]]:
+    """Usage summed per group: ``by`` one of the groups, ``since``/``until`` aware times."""
+    from soong_store.read import usage as ledger
+
+    if not isinstance(by, str) or by not in ledger.GROUPS:
+        raise InvalidArgument(f"invalid by {by!r}: expected one of {', '.join(ledger.GROUPS)}")
+    low, high = _stamp(since, "since"), _stamp(until, "until")
+    return partial(ledger.usage, by=by, since=low, until=high)
+
+
+def _stamp(value: object, what: str) -> str | None:
+    """A bound in the stored timestamp form: a day is its UTC midnight; a naive time is refused."""
+    if value is None:
+        return None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise InvalidArgument(
+            f"invalid {what} {value!r}: expected a date or a datetime with a time zone"
+        )
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 # -- calls of several steps -----------------------------------------------------------------

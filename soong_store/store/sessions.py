@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from datetime import date, datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soong_store.model.checks import check_id, check_session_id
 from soong_store.model.enums import (
@@ -16,9 +17,12 @@ from soong_store.model.enums import (
 )
 from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
 from soong_store.read import record_reads
-from soong_store.read.readers import ON_LINK, ON_LOOP, ON_LOOP_BUDGETED, page
+from soong_store.read.readers import ON_LINK, ON_LOOP, ON_LOOP_BUDGETED, ON_THREAD, page
 from soong_store.store import calls
 from soong_store.store.core import StoreCore
+
+if TYPE_CHECKING:
+    from soong_store.model.usage import UsageRow
 
 
 class SessionCalls(StoreCore):
@@ -173,3 +177,19 @@ class SessionCalls(StoreCore):
         error = self._clean(error, "run error")
         job = calls.finish_run_job(run_id, status, end_reason, usage, error, turn_count)
         return await self._runtime.write(job)
+
+    async def usage(
+        self,
+        *,
+        by: str = "day",
+        since: datetime | date | None = None,
+        until: datetime | date | None = None,
+    ) -> list[UsageRow]:
+        """Runs' usage summed per day (UTC), model, session or cwd, on the database.
+
+        Counts the runs started at ``since`` or later and before ``until`` (a ``date`` is its
+        UTC midnight; a ``datetime`` must say its time zone). Days come oldest first, other
+        groups most tokens first.
+        """
+        job = calls.usage_job(by, since, until)
+        return await self._runtime.read(job, ON_THREAD)

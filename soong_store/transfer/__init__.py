@@ -61,6 +61,7 @@ from soong_store.transfer.format import (
 from soong_store.write import session_keys
 from soong_store.write.file_jobs import named_paths, remove_unreferenced
 from soong_store.write.session_writer import SessionWriter
+from soong_store.write.usage_ledger import enter_usage
 
 __all__ = [
     "FORMAT",
@@ -369,6 +370,7 @@ def _insert_bundle(
         connection.execute(agents_table.insert(), agent)
     if bundle.rows["run"]:
         connection.execute(runs_table.insert(), bundle.rows["run"])
+        enter_usage(connection, bundle.rows["run"])
     create_pair(connection, sid)
     writer = SessionWriter.open(connection, sid)
     rename = bundle.renaming

@@ -38,6 +38,7 @@ from soong_store.schema.tables import agents_table, artifacts_table, runs_table,
 from soong_store.search.index import unindex_session
 from soong_store.write.session_writer import SessionWriter
 from soong_store.write.unit_of_work import EventOp
+from soong_store.write.usage_ledger import enter_usage
 
 
 def create_session(
@@ -268,6 +269,8 @@ def update_run(
         values["metadata_json"] = metadata_json
     row = writer.update_run(run_id, **values)
     writer.finish()
+    if usage_json is not None:
+        enter_usage(connection, [row])
     return run_record(row)
 
 
@@ -303,6 +306,8 @@ def finish_run(
     )
     row = writer.update_run(run_id, **values)
     writer.finish()
+    if usage_json is not None:
+        enter_usage(connection, [row])
     return run_record(row)
 
 

@@ -627,6 +627,7 @@ async def test_a_home_from_before_ids_upgrades_and_reads_its_shards(
     with main:  # the home as revision 0006 left it
         main.execute("DROP TABLE home_identity")
         main.execute("DROP TABLE keyed_states")
+        main.execute("DROP TABLE run_usage")
         main.execute("UPDATE alembic_version SET version_num = '0006'")
     main.close()
     for shard in shards:

@@ -187,3 +187,15 @@ def test_an_active_node_of_another_agent(damaged: dict[str, Any]) -> None:
     backend, sid, n = damaged["backend"], damaged["sid"], damaged["nodes"]
     execute(backend, "UPDATE sessions SET active_node_id = :id", {"id": n[16]})  # the sub's
     assert problems(backend) == [("active_node_agent", (sid, n[16]))]
+
+
+def test_a_usage_ledger_that_differs_from_the_runs_usage(damaged: dict[str, Any]) -> None:
+    backend, sid, runs = damaged["backend"], damaged["sid"], damaged["runs"]
+    counted = execute(backend, "SELECT run_id FROM run_usage ORDER BY run_id")
+    assert len(counted) >= 2  # the demo's runs record usage
+    first, second = counted[0][0], counted[1][0]
+    execute(backend, "UPDATE run_usage SET input_tokens = 1 WHERE run_id = :r", {"r": first})
+    execute(backend, "DELETE FROM run_usage WHERE run_id = :r", {"r": second})
+    assert set(problems(backend)) == {("usage_ledger", (first,)), ("usage_ledger", (second,))}
+    assert set(problems(backend, sid)) == {("usage_ledger", (first,)), ("usage_ledger", (second,))}
+    assert set(runs) >= {first, second}

@@ -38,12 +38,14 @@ from soong_store.schema.session_tables import session_tables
 from soong_store.schema.tables import (
     agents_table,
     artifacts_table,
+    run_usage_table,
     runs_table,
     session_files_table,
     sessions_table,
 )
 from soong_store.search.index import node_text, search_text_table
 from soong_store.transfer import export_session, read_export
+from soong_store.write.usage_ledger import ledger_rows
 from tests.conftest import db_path
 
 pytestmark = pytest.mark.sqlite
@@ -199,6 +201,8 @@ def forced_write(home: Path, lines: list[dict[str, Any]]) -> bool:
                 connection.execute(tables[line["kind"]].insert(), line["row"])
                 if line["kind"] == "node":
                     index_forced(connection, sid, line["row"])
+                if line["kind"] == "run":
+                    ledger_forced(connection, line["row"])
     except (SQLAlchemyError, OverflowError):
         return False
     finally:
@@ -227,6 +231,16 @@ def index_forced(connection: Any, sid: str, row: dict[str, Any]) -> None:
         connection.execute(search_text_table.insert(), {**values, "session_id": sid, "body": body})
 
 
+def ledger_forced(connection: Any, row: dict[str, Any]) -> None:
+    """Enter a run written past the store in the usage ledger, as the store does (check expects)."""
+    try:
+        rows = ledger_rows(row)
+    except (ValueError, TypeError, KeyError):
+        return
+    if rows:
+        connection.execute(run_usage_table.insert(), rows)
+
+
 def clean(home: Path, sid: str) -> None:
     engine = create_engine(f"sqlite:///{db_path(home)}")
     with engine.begin() as connection:
@@ -237,6 +251,7 @@ def clean(home: Path, sid: str) -> None:
             search_text_table,
             session_files_table,
             artifacts_table,
+            run_usage_table,
             runs_table,
             agents_table,
             sessions_table,

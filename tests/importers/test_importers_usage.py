@@ -172,7 +172,19 @@ async def _import(home: Path, path: Path) -> tuple[str, list[Any]]:
         runs = await store.list_runs(session.session_id)
         nodes = await store.list_nodes(session.session_id)
         assert (await check_store(store)).ok
-        return session.session_id, [runs, nodes]
+        return session.session_id, [runs, nodes, await store.usage(by="model")]
+
+
+def _ledger(calls: list[dict[str, Any]]) -> dict[str | None, tuple[int, ...]]:
+    """The calls' usage summed by model, as ``store.usage(by="model")`` should have it."""
+    sums: dict[str | None, list[int]] = {}
+    for call in calls:
+        into = sums.setdefault(call.get("model"), [0, 0, 0, 0])
+        for i, name in enumerate(
+            ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        ):
+            into[i] += call.get(name, 0)
+    return {model: tuple(found) for model, found in sums.items()}
 
 
 EXPECTED = {
@@ -207,9 +219,19 @@ async def test_usage_becomes_token_counts_and_runs(tmp_path: Path, fmt: str, sou
     shutil.copy(source, copy)
     calls, tokens = EXPECTED[fmt](source)
     assert calls
-    _, (runs, nodes) = await _import(tmp_path / "store", copy)
+    _, (runs, nodes, ledger) = await _import(tmp_path / "store", copy)
     runs.sort(key=lambda run: (run.created_at, run.run_id))
     assert [u for run in runs for u in run.usage] == calls
+    summed = {
+        row.key: (
+            row.input_tokens,
+            row.output_tokens,
+            row.cache_read_tokens,
+            row.cache_write_tokens,
+        )
+        for row in ledger
+    }
+    assert summed == _ledger(calls)
     by_line: dict[int, list[Any]] = {}
     for n in nodes:
         by_line.setdefault(n.metadata["imported_from"].get("line", 0), []).append(n)
@@ -234,8 +256,12 @@ async def test_a_source_without_usage_gets_no_runs(tmp_path: Path) -> None:
     source = CORPUS / "claude-code" / "claude-code-transcripts__sample_session.jsonl"
     copy = tmp_path / source.name
     shutil.copy(source, copy)
-    _, (runs, nodes) = await _import(tmp_path / "store", copy)
-    assert runs == [] and all(n.run_id is None and n.token_count is None for n in nodes)
+    _, (runs, nodes, ledger) = await _import(tmp_path / "store", copy)
+    assert (
+        runs == []
+        and ledger == []
+        and all(n.run_id is None and n.token_count is None for n in nodes)
+    )
 
 
 async def test_damaged_usage_fields_are_dropped_and_the_import_goes_on(tmp_path: Path) -> None:
@@ -288,7 +314,8 @@ async def test_every_cut_of_a_transcript_continues_to_the_one_shot_runs(
         await import_path(store, target)
         (session,) = await store.list_sessions()
         expected = await _runs(store, session.session_id)
-    assert expected
+        ledger = await store.usage(by="model")
+    assert expected and ledger
     named = next(i for i, line in enumerate(lines) if first in line)
     for at in range(named + 1, len(lines)):
         target.write_bytes(b"".join(lines[:at]))
@@ -303,6 +330,7 @@ async def test_every_cut_of_a_transcript_continues_to_the_one_shot_runs(
             assert {k: (agents[v[0]], *v[1:]) for k, v in got.items()} == {
                 k: ("main", *v[1:]) for k, v in expected.items()
             }, at
+            assert await store.usage(by="model") == ledger, at
             assert (await check_store(store)).ok, at
         shutil.rmtree(tmp_path / f"cut{at}")
 

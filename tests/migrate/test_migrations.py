@@ -211,6 +211,7 @@ def test_upgrade_creates_global_tables_at_head(tmp_path: Path) -> None:
         "session_keys",
         "home_identity",
         "keyed_states",
+        "run_usage",
     }
     assert soong_store.current_revision(url_of(path)) == head_revision()
     assert query(path, "SELECT version_num FROM alembic_version") == [(head_revision(),)]

@@ -28,6 +28,7 @@ async def test_sessions_imported_before_the_revision_are_still_found(tmp_path: P
         raw.execute("DROP TABLE search_text")
         raw.execute("DROP TABLE home_identity")  # and revision 0007's home id
         raw.execute("DROP TABLE keyed_states")  # and revision 0008's keyed states
+        raw.execute("DROP TABLE run_usage")  # and revision 0010's usage ledger
         raw.execute("UPDATE alembic_version SET version_num = '0002'")
         raw.commit()
     finally:

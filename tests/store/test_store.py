@@ -233,10 +233,10 @@ async def test_runs_serial_for_main_agent(store: SessionStore):
     with pytest.raises(ConcurrentRunError):
         await store.update_run(queued.run_id, status="running")
     done = await store.finish_run(
-        r1.run_id, "completed", "completed", usage={"in": 3}, turn_count=2
+        r1.run_id, "completed", "completed", usage={"input_tokens": 3}, turn_count=2
     )
     assert done.status == RunStatus.COMPLETED and done.end_reason == EndReason.COMPLETED
-    assert done.usage == {"in": 3} and done.turn_count == 2
+    assert done.usage == {"input_tokens": 3} and done.turn_count == 2
     running = await store.update_run(queued.run_id, status="running")
     assert running.status == RunStatus.RUNNING
 
