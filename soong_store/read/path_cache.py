@@ -30,18 +30,18 @@ bounded: a few sessions, a few paths each, and a cap on the nodes held in all.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import Connection
 
 from soong_store.backends.base import Backend, backend_class_of
 from soong_store.backends.link import Link, engine_connection
 from soong_store.backends.values import DataVersion, ReadOnAThread
-from soong_store.errors import NotFound
+from soong_store.errors import BudgetError, NotFound
 from soong_store.model.enums import NodeType
 from soong_store.model.frozen import FrozenList
 from soong_store.read import record_reads
@@ -49,6 +49,7 @@ from soong_store.read import session_reads as reads
 
 if TYPE_CHECKING:  # a store makes its cache before any node, or content, is loaded
     from soong_store.model.records import ContextView, NodeRecord
+    from soong_store.rules.tree import Exchanges
 
 SESSIONS = 64
 """Sessions with an entry; the least recently read goes first."""
@@ -63,34 +64,58 @@ FIRST_STEP = 8
 
 @dataclass(slots=True)
 class _Chain:
-    """A path ending at the leaf it is kept under, root-most first."""
+    """A path ending at the leaf it is kept under, root-most first.
+
+    Its token totals are kept as prefix sums with it, made once as nodes join, so that a read
+    of the context, with or without ``max_tokens``, sums nothing over the path.
+    """
 
     records: FrozenList[NodeRecord]
     """Never changed once made: a longer path is a new chain, so a context may share it."""
     tokens: list[int]
-    """``tokens[i]`` is the token total of ``records[:i]``."""
+    """``tokens[i]`` is the token total of ``records[:i]`` (estimates for nodes without)."""
+    guessed: list[int]
+    """``guessed[i]`` is how many of ``records[:i]`` have no ``token_count``."""
     complete: bool
     """Whether ``records[0]`` is a root (else it is a compaction node)."""
     cut: int
     """The index of the last compaction node in ``records``; -1 for none."""
+    exchanges: Exchanges
+    """Where a tail of the cut path would start inside a tool exchange."""
 
     @classmethod
     def of(cls, records: list[NodeRecord]) -> _Chain:
-        tokens = [0, *accumulate(node.token_count or 0 for node in records)]
-        complete = records[0].parent_id is None
-        return cls(FrozenList(records), tokens, complete, _last_compaction(records))
+        from soong_store.rules.tree import Exchanges
+
+        empty = _Chain(FrozenList(), [0], [0], records[0].parent_id is None, -1, Exchanges())
+        return empty.extended(records)
 
     def extended(self, new: list[NodeRecord]) -> _Chain:
         """This path with ``new`` (root-most first) below its leaf."""
-        tokens = (
-            self.tokens
-            + list(accumulate((node.token_count or 0 for node in new), initial=self.tokens[-1]))[1:]
-        )
-        cut = _last_compaction(new)
-        cut = len(self.records) + cut if cut >= 0 else self.cut
-        return _Chain(FrozenList(self.records + new), tokens, self.complete, cut)
+        from soong_store.model.records import node_tokens
+        from soong_store.rules.tree import tool_ids
 
-    def tail(self, limit: int | None, cut: bool) -> tuple[list[NodeRecord], int]:
+        tokens, guessed = self.tokens[-1], self.guessed[-1]
+        more_tokens, more_guessed = [], []
+        for node in new:
+            tokens += node_tokens(node)
+            guessed += node.token_count is None
+            more_tokens.append(tokens)
+            more_guessed.append(guessed)
+        start = len(self.records)
+        exchanges = self.exchanges.extended(
+            start, ((tool_ids(n.content), n.node_type is NodeType.COMPACTION) for n in new)
+        )
+        return _Chain(
+            FrozenList(self.records + new),
+            self.tokens + more_tokens,
+            self.guessed + more_guessed,
+            self.complete,
+            exchanges.head if exchanges.head >= 0 else self.cut,
+            exchanges,
+        )
+
+    def tail(self, limit: int | None, cut: bool) -> _Part:
         """The nodes a read returns (from the last compaction with ``cut``) and their tokens.
 
         All of the path is the held list itself (read-only); a part of it is a new list.
@@ -100,7 +125,63 @@ class _Chain:
         if limit is not None:
             start = max(start, end - limit)
         records = self.records if start == 0 else self.records[start:end]
-        return records, self.tokens[end] - self.tokens[start]
+        return self._part(records, start, 0, 0)
+
+    def budgeted(self, sid: str, limit: int | None, max_tokens: int) -> _Part:
+        """The newest tail of the cut path within ``max_tokens`` (and ``limit`` nodes).
+
+        The compaction node heading a cut path is kept and counted; the tail starts outside
+        every tool exchange. ``BudgetError`` when the head alone is over ``max_tokens`` (or
+        ``limit`` is 0).
+        """
+        end, head = len(self.records), self.cut
+        first, room, limit_room = head + 1, max_tokens, limit
+        if head >= 0:
+            node = self.records[head]
+            room -= self.tokens[first] - self.tokens[head]
+            if room < 0 or limit == 0:
+                bound = f"max_tokens {max_tokens}" if room < 0 else "limit 0"
+                raise BudgetError(
+                    f"the compaction node {node.node_id!r} heading the context of session "
+                    f"{sid!r} counts {self.tokens[first] - self.tokens[head]} tokens: it alone "
+                    f"is over {bound}",
+                    session_id=sid,
+                    node_id=node.node_id,
+                    max_tokens=max_tokens,
+                )
+            limit_room = None if limit is None else limit - 1
+        else:
+            first = 0
+        start = bisect_left(self.tokens, self.tokens[end] - room, first, end)
+        if limit_room is not None:
+            start = max(start, end - limit_room)
+        start = self.exchanges.start(start)
+        if head < 0:
+            records = self.records if start == 0 else self.records[start:end]
+        elif head == 0 and start == 1:
+            records = self.records
+        else:
+            records = FrozenList([self.records[head], *self.records[start:end]])
+        return self._part(records, start, start - first, 1 if head >= 0 else 0)
+
+    def _part(self, records: list[NodeRecord], start: int, omitted: int, head: int) -> _Part:
+        """``records``: ``records[start:]`` after ``head`` (1: the compaction node kept)."""
+        end, at = len(self.records), self.cut
+        tokens = self.tokens[end] - self.tokens[start]
+        guessed = self.guessed[end] - self.guessed[start]
+        if head:
+            tokens += self.tokens[at + 1] - self.tokens[at]
+            guessed += self.guessed[at + 1] - self.guessed[at]
+        return _Part(records, tokens, omitted, guessed > 0)
+
+
+class _Part(NamedTuple):
+    """What a read returns of a path: its nodes, their tokens, what a budget left out."""
+
+    nodes: list[NodeRecord]
+    tokens: int
+    omitted: int = 0
+    estimated: bool = False
 
 
 def _last_compaction(records: list[NodeRecord]) -> int:
@@ -151,7 +232,8 @@ class PathCache:
         version = self._version(connection, budget)
         if version is None:
             return reads.active_path(_engines(connection), session_id, node_id, limit)
-        nodes = self._read(connection, version, session_id, node_id, limit, False, budget)[0]
+        found = self._read(connection, version, session_id, node_id, limit, False, budget)
+        nodes = found.tail(limit, False).nodes if isinstance(found, _Chain) else found
         return list(nodes) if type(nodes) is FrozenList else nodes
 
     def context(
@@ -161,18 +243,31 @@ class PathCache:
         node_id: str | None,
         limit: int | None,
         budget: int | None = None,
+        max_tokens: int | None = None,
     ) -> ContextView:
         """:func:`~soong_store.read.session_reads.context`, from the cache where it is current.
 
-        ``budget``: as for :meth:`active_path`.
+        ``budget``: as for :meth:`active_path`. ``max_tokens``: the newest part of the cut path
+        within that many tokens (:meth:`_Chain.budgeted`); the whole cut path is read for it.
         """
-        from soong_store.model.records import context_view
+        from soong_store.model.records import ContextView, context_view
 
         version = self._version(connection, budget)
+        walked = None if max_tokens is not None else limit  # a budget needs the whole cut path
         if version is None:
-            return reads.context(_engines(connection), session_id, node_id, limit)
-        nodes, tokens = self._read(connection, version, session_id, node_id, limit, True, budget)
-        return context_view(nodes, tokens)
+            view = reads.context(_engines(connection), session_id, node_id, walked)
+            if max_tokens is None or not view.nodes:
+                return view
+            found: _Chain | list[NodeRecord] = _Chain.of(list(view.nodes))
+        else:
+            found = self._read(connection, version, session_id, node_id, walked, True, budget)
+        if not isinstance(found, _Chain):  # a bounded tail, or nothing
+            return context_view(found) if found else ContextView(nodes=[], token_count=0)
+        if max_tokens is None:
+            part = found.tail(limit, True)
+        else:
+            part = found.budgeted(session_id, limit, max_tokens)
+        return context_view(part.nodes, part.tokens, omitted=part.omitted, estimated=part.estimated)
 
     def forget(self, session_id: str) -> None:
         """Drop what is held of one session."""
@@ -238,7 +333,8 @@ class PathCache:
         limit: int | None,
         cut: bool,
         budget: int | None,
-    ) -> tuple[list[NodeRecord], int]:
+    ) -> _Chain | list[NodeRecord]:
+        """The path to the node (a chain), or a ``limit``'s tail of it the walk did not climb."""
         entry = self._entry(session_id, version)
         snapshot = (version.source, version.data)
         with self._lock:
@@ -254,7 +350,7 @@ class PathCache:
                 entry.seen, entry.active = snapshot, active
         target = node_id if node_id is not None else active
         if target is None:
-            return [], 0
+            return []
         walk = _Walk(entry, self._lock, connection, session_id, cut, budget)
         return walk.run(target, limit)
 
@@ -288,11 +384,11 @@ class _Walk:
         self.budget = budget
         """Rows the walk may still read (``None``: any number)."""
 
-    def run(self, target: str, limit: int | None) -> tuple[list[NodeRecord], int]:
+    def run(self, target: str, limit: int | None) -> _Chain | list[NodeRecord]:
         if limit == 0:  # nothing to return, but the node must be there
             self._node(target, None, 1)
             self._keep(target, None)
-            return [], 0
+            return []
         new: list[NodeRecord] = []  # leaf first
         below: NodeRecord | None = None
         current: str | None = target
@@ -317,9 +413,9 @@ class _Walk:
             made = _Chain.of(new)
         else:  # a bounded tail: its nodes are kept, not its path
             self._keep(target, None)
-            return new, sum(node.token_count or 0 for node in new)
+            return new
         self._keep(target, made)
-        return made.tail(limit, self.cut)
+        return made
 
     def _node(self, node_id: str, below: NodeRecord | None, wanted: int | None) -> NodeRecord:
         record = self.entry.nodes.get(node_id) or self.fetched.get(node_id)

@@ -25,6 +25,7 @@ CONTRACT = {
     "SchemaVersionError",
     "TaskDagUnavailable",
     "InvalidContent",
+    "BudgetError",
     "TaskDag",
     "Task",
     "TaskStatus",
