@@ -15,7 +15,7 @@ measured only through its public API and its CLI. A benchmark prints facts: the 
 
 Rows (``--only`` takes these, comma-separated, or ``append``, ``writes``, ``reads``,
 ``context``): sequential_append, concurrent_append, concurrent_durable, pages_written,
-active_path, context_tail, context_after_append, timeline_page, startup, peers, postgresql.
+active_path, context_tail, context_after_append, timeline_page, startup, peers, postgresql, context_budget.
 """
 
 from __future__ import annotations
@@ -89,12 +89,13 @@ ROWS = (
     "startup",
     "peers",
     "postgresql",
+    "context_budget",
 )
 ALIASES = {
     "append": ("sequential_append", "concurrent_append"),
     "writes": ROWS[:4],
-    "reads": ROWS[4:8],
-    "context": ("context_tail", "context_after_append"),
+    "reads": (*ROWS[4:8], "context_budget"),
+    "context": ("context_tail", "context_after_append", "context_budget"),
 }
 
 
@@ -167,6 +168,7 @@ def plan(
         "startup": lambda: _startup.startup(n, sizes.sessions, sizes.startup_samples, log),
         "peers": peers,
         "postgresql": postgresql,
+        "context_budget": lambda: _reads.context_budget(n, sizes.context_nodes),
     }
 
 
