@@ -15,7 +15,8 @@ measured only through its public API and its CLI. A benchmark prints facts: the 
 
 Rows (``--only`` takes these, comma-separated, or ``append``, ``writes``, ``reads``,
 ``context``): sequential_append, concurrent_append, concurrent_durable, pages_written,
-active_path, context_tail, context_after_append, timeline_page, startup, peers, postgresql, context_budget.
+active_path, context_tail, context_after_append, timeline_page, startup, peers, postgresql,
+context_budget.
 """
 
 from __future__ import annotations
