@@ -250,19 +250,23 @@ class PathCache:
         ``budget``: as for :meth:`active_path`. ``max_tokens``: the newest part of the cut path
         within that many tokens (:meth:`_Chain.budgeted`); the whole cut path is read for it.
         """
-        from soong_store.model.records import ContextView, context_view
+        from soong_store.model.records import context_view
 
         version = self._version(connection, budget)
         walked = None if max_tokens is not None else limit  # a budget needs the whole cut path
         if version is None:
-            view = reads.context(_engines(connection), session_id, node_id, walked)
-            if max_tokens is None or not view.nodes:
-                return view
-            found: _Chain | list[NodeRecord] = _Chain.of(list(view.nodes))
+            engine = _engines(connection)
+            if max_tokens is None:
+                return reads.context(engine, session_id, node_id, limit)
+            target = reads.path_target(engine, session_id, node_id)
+            if target is None:
+                return context_view([])
+            cut = reads.tail_nodes(engine, session_id, target, None, to_compaction=True)
+            found: _Chain | list[NodeRecord] = _Chain.of(cut)
         else:
             found = self._read(connection, version, session_id, node_id, walked, True, budget)
         if not isinstance(found, _Chain):  # a bounded tail, or nothing
-            return context_view(found) if found else ContextView(nodes=[], token_count=0)
+            return context_view(found)
         if max_tokens is None:
             part = found.tail(limit, True)
         else:
