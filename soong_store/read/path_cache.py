@@ -157,7 +157,7 @@ class _Chain:
             start = max(start, end - limit_room)
         start = self.exchanges.start(start)
         if head < 0:
-            records = self.records if start == 0 else self.records[start:end]
+            records = self.records if start == 0 else FrozenList(self.records[start:end])
         elif head == 0 and start == 1:
             records = self.records
         else:
