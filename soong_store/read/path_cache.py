@@ -25,14 +25,17 @@ list, the lists and dicts inside its blocks and its metadata copied into read-on
 and a context's ``nodes`` is a read-only list, the held path itself when the context is all of
 it. A caller's change raises ``TypeError`` instead of reaching the next read. Entries are
 bounded: a few sessions, a few paths each, and a cap on the nodes held in all.
+
+A held path keeps its running token totals and its tool exchanges with it, made as nodes join,
+so that ``context(max_tokens=)`` picks its tail without summing the path (:meth:`_Chain.budgeted`).
 """
 
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -49,7 +52,6 @@ from soong_store.read import session_reads as reads
 
 if TYPE_CHECKING:  # a store makes its cache before any node, or content, is loaded
     from soong_store.model.records import ContextView, NodeRecord
-    from soong_store.rules.tree import Exchanges
 
 SESSIONS = 64
 """Sessions with an entry; the least recently read goes first."""
@@ -80,20 +82,17 @@ class _Chain:
     """Whether ``records[0]`` is a root (else it is a compaction node)."""
     cut: int
     """The index of the last compaction node in ``records``; -1 for none."""
-    exchanges: Exchanges
+    exchanges: _Exchanges
     """Where a tail of the cut path would start inside a tool exchange."""
 
     @classmethod
     def of(cls, records: list[NodeRecord]) -> _Chain:
-        from soong_store.rules.tree import Exchanges
-
-        empty = _Chain(FrozenList(), [0], [0], records[0].parent_id is None, -1, Exchanges())
+        empty = _Chain(FrozenList(), [0], [0], records[0].parent_id is None, -1, _Exchanges())
         return empty.extended(records)
 
     def extended(self, new: list[NodeRecord]) -> _Chain:
         """This path with ``new`` (root-most first) below its leaf."""
         from soong_store.model.records import node_tokens
-        from soong_store.rules.tree import tool_ids
 
         tokens, guessed = self.tokens[-1], self.guessed[-1]
         more_tokens, more_guessed = [], []
@@ -103,9 +102,7 @@ class _Chain:
             more_tokens.append(tokens)
             more_guessed.append(guessed)
         start = len(self.records)
-        exchanges = self.exchanges.extended(
-            start, ((tool_ids(n.content), n.node_type is NodeType.COMPACTION) for n in new)
-        )
+        exchanges = self.exchanges.extended(start, new)
         return _Chain(
             FrozenList(self.records + new),
             self.tokens + more_tokens,
@@ -184,11 +181,63 @@ class _Part(NamedTuple):
     estimated: bool = False
 
 
-def _last_compaction(records: list[NodeRecord]) -> int:
-    for index in range(len(records) - 1, -1, -1):
-        if records[index].node_type is NodeType.COMPACTION:
-            return index
-    return -1
+@dataclass(frozen=True, slots=True)
+class _Exchanges:
+    """Where a tail of a path would start inside a tool exchange: a result without its call.
+
+    A tail ``path[s:]`` leaves out ``path[:s]``; it starts inside an exchange when one of its
+    nodes holds a ``tool_result`` whose call (the nearest node at or above it with a
+    ``tool_call`` of that id, as the tool rules of :mod:`soong_store.rules.tree` find it) is
+    among the nodes left out. Calls and results that interleave make one exchange of all their
+    overlapping spans. A compaction node is the head a cut context keeps, so nothing at or above
+    the last one is left out by a tail: a result whose call was made there, or nowhere on the
+    path, opens no exchange.
+
+    Kept with a held path as it grows (:meth:`extended` copies, so a held value never changes):
+    ``spans`` are the merged ranges ``(first, last)`` of the starts ``s`` inside an exchange,
+    ``calls`` the index of each ``tool_call_id``'s nearest call below the head. Here rather than
+    with the tool rules so that a store's first read imports nothing more.
+    """
+
+    head: int = -1
+    """The index of the last compaction node (-1: none)."""
+    calls: Mapping[str, int] = field(default_factory=dict)
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def extended(self, first: int, nodes: list[NodeRecord]) -> _Exchanges:
+        """These exchanges with ``nodes`` (root-most first) from index ``first`` on."""
+        from soong_store.model.content import ToolCallBlock, ToolResultBlock
+
+        head, calls, spans = self.head, dict(self.calls), list(self.spans)
+        for index, node in enumerate(nodes, first):
+            if node.node_type is NodeType.COMPACTION:  # a new head: nothing above is left out
+                head, calls, spans = index, {}, []
+                continue
+            blocks = node.content
+            made = [b.tool_call_id for b in blocks if isinstance(b, ToolCallBlock)]
+            for block in blocks:
+                if not isinstance(block, ToolResultBlock) or block.tool_call_id in made:
+                    continue
+                call = calls.get(block.tool_call_id)
+                if call is None:
+                    continue
+                low = call + 1
+                while spans and spans[-1][1] >= low - 1:
+                    low = min(low, spans.pop()[0])
+                spans.append((low, index))
+            for call_id in made:
+                calls[call_id] = index
+        return _Exchanges(head, calls, tuple(spans))
+
+    def start(self, wanted: int) -> int:
+        """The first start from ``wanted`` on that is outside every exchange."""
+        at = bisect_right(self.spans, (wanted, _AFTER_ALL)) - 1
+        if at >= 0 and self.spans[at][1] >= wanted:
+            return self.spans[at][1] + 1
+        return wanted
+
+
+_AFTER_ALL = 2**63
 
 
 @dataclass(slots=True)

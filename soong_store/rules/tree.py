@@ -14,14 +14,12 @@ holds no ``tool_call`` (calls are a model's). A live append is refused when it b
 (``InvalidContent``); history recorded elsewhere (an import, an SDK's own items) keeps what its
 source wrote, and ``check`` lists it as notes, not as damage (:func:`tool_notes`). The writer
 gathers the calls met going up a path, nearest first, and stops as soon as every result has its
-call. A context cut to a token budget never starts inside a tool exchange (:class:`Exchanges`).
+call.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -463,54 +461,3 @@ def _climb(held: dict[str, _Node], node_id: str | None, steps: int) -> Iterator[
             return
         yield node.ids.calls
         node_id, steps = node.parent_id, steps - 1
-
-
-@dataclass(frozen=True, slots=True)
-class Exchanges:
-    """Where a tail of a path would start inside a tool exchange: a result without its call.
-
-    A tail ``path[s:]`` leaves out ``path[:s]``; it starts inside an exchange when one of its
-    nodes holds a ``tool_result`` whose call (the nearest node at or above it with a
-    ``tool_call`` of that id, as the tool rules find it) is among the nodes left out. Calls and
-    results that interleave make one exchange of all their overlapping spans. A compaction node
-    is the head a cut context keeps, so nothing at or above the last one is left out by a
-    tail: a result whose call was made there, or nowhere on the path, opens no exchange.
-
-    Kept as a path grows (:meth:`extended` copies, so a held value never changes): ``spans``
-    are the merged ranges ``(first, last)`` of the starts ``s`` inside an exchange, ``calls``
-    the index of each ``tool_call_id``'s nearest call below the head.
-    """
-
-    head: int = -1
-    """The index of the last compaction node (-1: none)."""
-    calls: Mapping[str, int] = field(default_factory=dict)
-    spans: tuple[tuple[int, int], ...] = ()
-
-    def extended(self, first: int, nodes: Iterable[tuple[ToolIds, bool]]) -> Exchanges:
-        """These exchanges with ``nodes`` (tool ids, whether a compaction) from index ``first``."""
-        head, calls, spans = self.head, dict(self.calls), list(self.spans)
-        for index, (ids, compaction) in enumerate(nodes, first):
-            if compaction:  # a new head: nothing above it can be left out any more
-                head, calls, spans = index, {}, []
-                continue
-            for result in ids.results:
-                call = None if result in ids.calls else calls.get(result)
-                if call is None:
-                    continue
-                low = call + 1
-                while spans and spans[-1][1] >= low - 1:
-                    low = min(low, spans.pop()[0])
-                spans.append((low, index))
-            for call_id in ids.calls:
-                calls[call_id] = index
-        return Exchanges(head, calls, tuple(spans))
-
-    def start(self, wanted: int) -> int:
-        """The first start from ``wanted`` on that is outside every exchange."""
-        at = bisect_right(self.spans, (wanted, _AFTER_ALL)) - 1
-        if at >= 0 and self.spans[at][1] >= wanted:
-            return self.spans[at][1] + 1
-        return wanted
-
-
-_AFTER_ALL = 2**63
