@@ -76,8 +76,8 @@ class _Chain:
     """Never changed once made: a longer path is a new chain, so a context may share it."""
     tokens: list[int]
     """``tokens[i]`` is the token total of ``records[:i]`` (estimates for nodes without)."""
-    guessed: list[int]
-    """``guessed[i]`` is how many of ``records[:i]`` have no ``token_count``."""
+    guess: int
+    """The index of the newest node without a ``token_count`` (its tokens estimated); -1: none."""
     complete: bool
     """Whether ``records[0]`` is a root (else it is a compaction node)."""
     cut: int
@@ -87,26 +87,25 @@ class _Chain:
 
     @classmethod
     def of(cls, records: list[NodeRecord]) -> _Chain:
-        empty = _Chain(FrozenList(), [0], [0], records[0].parent_id is None, -1, _Exchanges())
+        empty = _Chain(FrozenList(), [0], -1, records[0].parent_id is None, -1, _Exchanges())
         return empty.extended(records)
 
     def extended(self, new: list[NodeRecord]) -> _Chain:
         """This path with ``new`` (root-most first) below its leaf."""
         from soong_store.model.records import node_tokens
 
-        tokens, guessed = self.tokens[-1], self.guessed[-1]
-        more_tokens, more_guessed = [], []
-        for node in new:
+        start, tokens, guess = len(self.records), self.tokens[-1], self.guess
+        more = []
+        for index, node in enumerate(new, start):
             tokens += node_tokens(node)
-            guessed += node.token_count is None
-            more_tokens.append(tokens)
-            more_guessed.append(guessed)
-        start = len(self.records)
+            more.append(tokens)
+            if node.token_count is None:
+                guess = index
         exchanges = self.exchanges.extended(start, new)
         return _Chain(
             FrozenList(self.records + new),
-            self.tokens + more_tokens,
-            self.guessed + more_guessed,
+            self.tokens + more,
+            guess,
             self.complete,
             exchanges.head if exchanges.head >= 0 else self.cut,
             exchanges,
@@ -165,11 +164,11 @@ class _Chain:
         """``records``: ``records[start:]`` after ``head`` (1: the compaction node kept)."""
         end, at = len(self.records), self.cut
         tokens = self.tokens[end] - self.tokens[start]
-        guessed = self.guessed[end] - self.guessed[start]
+        estimated = self.guess >= start  # a tail ends at the leaf: the newest guess tells
         if head:
             tokens += self.tokens[at + 1] - self.tokens[at]
-            guessed += self.guessed[at + 1] - self.guessed[at]
-        return _Part(records, tokens, omitted, guessed > 0)
+            estimated = estimated or self.records[at].token_count is None
+        return _Part(records, tokens, omitted, estimated)
 
 
 class _Part(NamedTuple):
@@ -202,16 +201,20 @@ class _Exchanges:
     head: int = -1
     """The index of the last compaction node (-1: none)."""
     calls: Mapping[str, int] = field(default_factory=dict)
-    spans: tuple[tuple[int, int], ...] = ()
+    spans: Sequence[tuple[int, int]] = ()
+    """Never changed once held (an extension that changes them copies them first)."""
 
     def extended(self, first: int, nodes: list[NodeRecord]) -> _Exchanges:
         """These exchanges with ``nodes`` (root-most first) from index ``first`` on."""
         from soong_store.model.content import ToolCallBlock, ToolResultBlock
 
-        head, calls, spans = self.head, dict(self.calls), list(self.spans)
+        head, calls, spans = self.head, self.calls, self.spans
+        own_calls: dict[str, int] | None = None  # copies made on first change: most nodes
+        own_spans: list[tuple[int, int]] | None = None  # change neither
         for index, node in enumerate(nodes, first):
             if node.node_type is NodeType.COMPACTION:  # a new head: nothing above is left out
-                head, calls, spans = index, {}, []
+                head, own_calls, own_spans = index, {}, []
+                calls, spans = own_calls, own_spans
                 continue
             blocks = node.content
             made = [b.tool_call_id for b in blocks if isinstance(b, ToolCallBlock)]
@@ -221,13 +224,22 @@ class _Exchanges:
                 call = calls.get(block.tool_call_id)
                 if call is None:
                     continue
+                if own_spans is None:
+                    own_spans = list(spans)
+                    spans = own_spans
                 low = call + 1
-                while spans and spans[-1][1] >= low - 1:
-                    low = min(low, spans.pop()[0])
-                spans.append((low, index))
-            for call_id in made:
-                calls[call_id] = index
-        return _Exchanges(head, calls, tuple(spans))
+                while own_spans and own_spans[-1][1] >= low - 1:
+                    low = min(low, own_spans.pop()[0])
+                own_spans.append((low, index))
+            if made:
+                if own_calls is None:
+                    own_calls = dict(calls)
+                    calls = own_calls
+                for call_id in made:
+                    own_calls[call_id] = index
+        if head == self.head and own_calls is None and own_spans is None:
+            return self
+        return _Exchanges(head, calls, spans)
 
     def start(self, wanted: int) -> int:
         """The first start from ``wanted`` on that is outside every exchange."""
