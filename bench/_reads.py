@@ -237,6 +237,50 @@ async def context_after_append(rounds: int, nodes: int) -> list[Figure]:
     ]
 
 
+async def context_budget(rounds: int, nodes: int, max_tokens: int = 8000) -> list[Figure]:
+    """``context(max_tokens=)`` right after one more append, against ``context()`` the same way.
+
+    Both sides append a node without a ``token_count`` (so it is estimated) before each timed
+    read; the budget holds the last ~160 of the path's 50-token nodes.
+    """
+    reads = 20
+    with tempfile.TemporaryDirectory(prefix="soong-bench-") as tmp:
+        async with SessionStore(home=Path(tmp) / "home") as store:
+            sid = await build_chain(store, nodes)
+            content = Items.make(1).content[0]
+            await store.context(sid, max_tokens=max_tokens)
+
+            def side(**bound: int) -> Callable[[], Awaitable[float]]:
+                async def run() -> float:
+                    took = []
+                    for _ in range(reads):
+                        await store.append_node(sid, "user", "message", content)
+                        took.append(await timed(lambda: store.context(sid, **bound), 1))
+                    return median(took)
+
+                return run
+
+            view = await store.context(sid, max_tokens=max_tokens)
+            if not 0 < view.token_count <= max_tokens or not view.omitted:
+                raise RuntimeError(f"a budgeted read of {view.token_count} tokens")
+            got = await interleave(
+                rounds, {"budgeted": side(max_tokens=max_tokens), "context": side()}
+            )
+    return [
+        compare(
+            "context_budget",
+            "context within a budget",
+            f"context(max_tokens={max_tokens:,}) of a {nodes:,}-node session right after one "
+            "more append_node, against context() the same way",
+            got,
+            "budgeted",
+            "context",
+            target="≤ 1.2x",
+            max_time_ratio=1.2,
+        )
+    ]
+
+
 async def timeline(rounds: int, events: int, page: int = 100) -> list[Figure]:
     """``timeline(sid, after_seq=s, limit=100)`` at spread-out cursors of a long timeline."""
     reads = 20

@@ -16,7 +16,7 @@ measured only through its public API and its CLI. A benchmark prints facts: the 
 Rows (``--only`` takes these, comma-separated, or ``append``, ``writes``, ``reads``,
 ``context``): sequential_append, concurrent_append, concurrent_durable, pages_written,
 active_path, context_tail, context_after_append, timeline_page, startup, peers, postgresql,
-usage_sum.
+usage_sum, context_budget.
 """
 
 from __future__ import annotations
@@ -94,12 +94,13 @@ ROWS = (
     "peers",
     "postgresql",
     "usage_sum",
+    "context_budget",
 )
 ALIASES = {
     "append": ("sequential_append", "concurrent_append"),
     "writes": ROWS[:4],
-    "reads": ROWS[4:8],
-    "context": ("context_tail", "context_after_append"),
+    "reads": (*ROWS[4:8], "context_budget"),
+    "context": ("context_tail", "context_after_append", "context_budget"),
 }
 
 
@@ -173,6 +174,7 @@ def plan(
         "peers": peers,
         "postgresql": postgresql,
         "usage_sum": lambda: _usage.usage_sum(n, sizes.usage_runs),
+        "context_budget": lambda: _reads.context_budget(n, sizes.context_nodes),
     }
 
 

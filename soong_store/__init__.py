@@ -20,6 +20,7 @@ import typing as _typing
 
 from soong_store.errors import (
     BranchError,
+    BudgetError,
     ConcurrentRunError,
     InvalidArgument,
     InvalidContent,
@@ -128,6 +129,7 @@ __all__ = [
     "ArtifactRecord",
     "ArtifactRefBlock",
     "BranchError",
+    "BudgetError",
     "ConcurrentRunError",
     "ContentBlock",
     "ContextView",

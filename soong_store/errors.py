@@ -13,6 +13,7 @@ Every error derives from one root, so a caller can catch the whole family::
     ├── SessionArchived                     a write to an archived session
     ├── SchemaVersionError                  a database at a revision this code does not know
     ├── TaskDagUnavailable                  a task WAL that cannot be replayed
+    ├── BudgetError                         a context's compaction head alone is over max_tokens
     ├── StoreClosed                         a call on a store that is closed or not yet open
     └── StorageError                        the database or the file system failed underneath
 
@@ -88,3 +89,7 @@ class StoreClosed(SoongStoreError):
 
 class StorageError(SoongStoreError):
     """The database or the file system failed underneath a call."""
+
+
+class BudgetError(SoongStoreError):
+    """A context's ``max_tokens`` cannot hold the compaction node that must head it."""

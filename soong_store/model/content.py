@@ -260,6 +260,18 @@ def content_to_json(blocks: list[ContentBlock]) -> str:
     return encode_content(blocks)[0]
 
 
+def token_estimate(blocks: list[ContentBlock]) -> int:
+    """What a node without a ``token_count`` counts as: ceil(bytes of its content JSON / 4).
+
+    The content JSON is the node's ``content_json`` as the store writes it: the blocks' compact
+    UTF-8 JSON (no spaces, every field of a block written, a spilled JSON block as its summary
+    and reference), which :func:`decode_stored_content` holds stored content to; so the estimate
+    of a read node is the estimate of its stored text. Four bytes a token is the usual rough
+    rule for English and JSON.
+    """
+    return -(-len(orjson.dumps(CONTENT.dump_python(blocks))) // 4)
+
+
 SpillHook = Callable[[Place, JsonBlock, bytes], JsonBlock | None]
 """Given a JSON block's place, the block and its data's bytes: the block to store instead (its
 data moved to an artifact), or ``None`` to keep the data inline."""

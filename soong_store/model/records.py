@@ -32,6 +32,7 @@ from soong_store.model.content import (
     ToolCallBlock,
     ToolResultBlock,
     content_from_json,
+    token_estimate,
 )
 from soong_store.model.enums import EventLevel, NodeType, Role
 from soong_store.model.frozen import FrozenList, freeze
@@ -74,6 +75,7 @@ __all__ = [
     "event_record",
     "frozen_node",
     "node_record",
+    "node_tokens",
     "run_record",
     "session_record",
     "written_artifact_record",
@@ -120,11 +122,16 @@ class ContextView(Record):
     """What the model gets: the active path cut at its last compaction, and its token total.
 
     ``nodes`` is read-only (a :class:`~soong_store.model.frozen.FrozenList`): the path cache
-    shares it, and the records in it, with later reads.
+    shares it, and the records in it, with later reads. ``token_count`` adds up the nodes'
+    counts, a node without one counted as :func:`~soong_store.model.content.token_estimate`;
+    ``estimated`` says whether any was. ``omitted``: the nodes of the cut path that a
+    ``max_tokens`` read left out (0 for a read without ``max_tokens``).
     """
 
     nodes: list[NodeRecord]
     token_count: int
+    omitted: int = 0
+    estimated: bool = False
 
 
 def _stored_content(session_id: str, row: Mapping[Any, Any]) -> list[ContentBlock]:
@@ -194,17 +201,37 @@ def written_event_record(session_id: str, row: Mapping[Any, Any], payload: Any) 
     )
 
 
-def context_view(nodes: list[NodeRecord], token_count: int | None = None) -> ContextView:
+def context_view(
+    nodes: list[NodeRecord],
+    token_count: int | None = None,
+    *,
+    omitted: int = 0,
+    estimated: bool | None = None,
+) -> ContextView:
     """A :class:`ContextView` of trusted nodes; ``token_count`` defaults to their tokens' sum.
 
     ``nodes`` is kept when it is read-only already (a path the cache holds), else copied into
-    a :class:`~soong_store.model.frozen.FrozenList`.
+    a :class:`~soong_store.model.frozen.FrozenList`. Without ``token_count``, ``estimated`` is
+    found with the sum; with it, the caller says.
     """
     if token_count is None:
-        token_count = sum(node.token_count or 0 for node in nodes)
+        token_count = sum(node_tokens(node) for node in nodes)
+        estimated = any(node.token_count is None for node in nodes)
     if type(nodes) is not FrozenList:
         nodes = FrozenList(nodes)
-    return built(ContextView, {"nodes": nodes, "token_count": token_count})
+    fields = {
+        "nodes": nodes,
+        "token_count": token_count,
+        "omitted": omitted,
+        "estimated": bool(estimated),
+    }
+    return built(ContextView, fields)
+
+
+def node_tokens(node: NodeRecord) -> int:
+    """A node's ``token_count``, else its :func:`~soong_store.model.content.token_estimate`."""
+    count = node.token_count
+    return token_estimate(node.content) if count is None else count
 
 
 def frozen_node(node: NodeRecord, *, fresh: bool = False) -> NodeRecord:

@@ -25,23 +25,26 @@ list, the lists and dicts inside its blocks and its metadata copied into read-on
 and a context's ``nodes`` is a read-only list, the held path itself when the context is all of
 it. A caller's change raises ``TypeError`` instead of reaching the next read. Entries are
 bounded: a few sessions, a few paths each, and a cap on the nodes held in all.
+
+A held path keeps its running token totals and its tool exchanges with it, made as nodes join,
+so that ``context(max_tokens=)`` picks its tail without summing the path (:meth:`_Chain.budgeted`).
 """
 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import Connection
 
 from soong_store.backends.base import Backend, backend_class_of
 from soong_store.backends.link import Link, engine_connection
 from soong_store.backends.values import DataVersion, ReadOnAThread
-from soong_store.errors import NotFound
+from soong_store.errors import BudgetError, NotFound
 from soong_store.model.enums import NodeType
 from soong_store.model.frozen import FrozenList
 from soong_store.read import record_reads
@@ -63,34 +66,52 @@ FIRST_STEP = 8
 
 @dataclass(slots=True)
 class _Chain:
-    """A path ending at the leaf it is kept under, root-most first."""
+    """A path ending at the leaf it is kept under, root-most first.
+
+    Its token totals are kept as prefix sums with it, made once as nodes join, so that a read
+    of the context, with or without ``max_tokens``, sums nothing over the path.
+    """
 
     records: FrozenList[NodeRecord]
     """Never changed once made: a longer path is a new chain, so a context may share it."""
     tokens: list[int]
-    """``tokens[i]`` is the token total of ``records[:i]``."""
+    """``tokens[i]`` is the token total of ``records[:i]`` (estimates for nodes without)."""
+    guess: int
+    """The index of the newest node without a ``token_count`` (its tokens estimated); -1: none."""
     complete: bool
     """Whether ``records[0]`` is a root (else it is a compaction node)."""
     cut: int
     """The index of the last compaction node in ``records``; -1 for none."""
+    exchanges: _Exchanges
+    """Where a tail of the cut path would start inside a tool exchange."""
 
     @classmethod
     def of(cls, records: list[NodeRecord]) -> _Chain:
-        tokens = [0, *accumulate(node.token_count or 0 for node in records)]
-        complete = records[0].parent_id is None
-        return cls(FrozenList(records), tokens, complete, _last_compaction(records))
+        empty = _Chain(FrozenList(), [0], -1, records[0].parent_id is None, -1, _Exchanges())
+        return empty.extended(records)
 
     def extended(self, new: list[NodeRecord]) -> _Chain:
         """This path with ``new`` (root-most first) below its leaf."""
-        tokens = (
-            self.tokens
-            + list(accumulate((node.token_count or 0 for node in new), initial=self.tokens[-1]))[1:]
-        )
-        cut = _last_compaction(new)
-        cut = len(self.records) + cut if cut >= 0 else self.cut
-        return _Chain(FrozenList(self.records + new), tokens, self.complete, cut)
+        from soong_store.model.records import node_tokens
 
-    def tail(self, limit: int | None, cut: bool) -> tuple[list[NodeRecord], int]:
+        start, tokens, guess = len(self.records), self.tokens[-1], self.guess
+        more = []
+        for index, node in enumerate(new, start):
+            tokens += node_tokens(node)
+            more.append(tokens)
+            if node.token_count is None:
+                guess = index
+        exchanges = self.exchanges.extended(start, new)
+        return _Chain(
+            FrozenList(self.records + new),
+            self.tokens + more,
+            guess,
+            self.complete,
+            exchanges.head if exchanges.head >= 0 else self.cut,
+            exchanges,
+        )
+
+    def tail(self, limit: int | None, cut: bool) -> _Part:
         """The nodes a read returns (from the last compaction with ``cut``) and their tokens.
 
         All of the path is the held list itself (read-only); a part of it is a new list.
@@ -100,14 +121,135 @@ class _Chain:
         if limit is not None:
             start = max(start, end - limit)
         records = self.records if start == 0 else self.records[start:end]
-        return records, self.tokens[end] - self.tokens[start]
+        return self._part(records, start, 0, 0)
+
+    def budgeted(self, sid: str, limit: int | None, max_tokens: int) -> _Part:
+        """The newest tail of the cut path within ``max_tokens`` (and ``limit`` nodes).
+
+        The compaction node heading a cut path is kept and counted; the tail starts outside
+        every tool exchange. ``BudgetError`` when the head alone is over ``max_tokens`` (or
+        ``limit`` is 0).
+        """
+        end, head = len(self.records), self.cut
+        first, room, limit_room = head + 1, max_tokens, limit
+        if head >= 0:
+            node = self.records[head]
+            room -= self.tokens[first] - self.tokens[head]
+            if room < 0 or limit == 0:
+                bound = f"max_tokens {max_tokens}" if room < 0 else "limit 0"
+                raise BudgetError(
+                    f"the compaction node {node.node_id!r} heading the context of session "
+                    f"{sid!r} counts {self.tokens[first] - self.tokens[head]} tokens: it alone "
+                    f"is over {bound}",
+                    session_id=sid,
+                    node_id=node.node_id,
+                    max_tokens=max_tokens,
+                )
+            limit_room = None if limit is None else limit - 1
+        else:
+            first = 0
+        start = bisect_left(self.tokens, self.tokens[end] - room, first, end)
+        if limit_room is not None:
+            start = max(start, end - limit_room)
+        start = self.exchanges.start(start)
+        if head < 0:
+            records = self.records if start == 0 else FrozenList(self.records[start:end])
+        elif head == 0 and start == 1:
+            records = self.records
+        else:
+            records = FrozenList([self.records[head], *self.records[start:end]])
+        return self._part(records, start, start - first, 1 if head >= 0 else 0)
+
+    def _part(self, records: list[NodeRecord], start: int, omitted: int, head: int) -> _Part:
+        """``records``: ``records[start:]`` after ``head`` (1: the compaction node kept)."""
+        end, at = len(self.records), self.cut
+        tokens = self.tokens[end] - self.tokens[start]
+        estimated = self.guess >= start  # a tail ends at the leaf: the newest guess tells
+        if head:
+            tokens += self.tokens[at + 1] - self.tokens[at]
+            estimated = estimated or self.records[at].token_count is None
+        return _Part(records, tokens, omitted, estimated)
 
 
-def _last_compaction(records: list[NodeRecord]) -> int:
-    for index in range(len(records) - 1, -1, -1):
-        if records[index].node_type is NodeType.COMPACTION:
-            return index
-    return -1
+class _Part(NamedTuple):
+    """What a read returns of a path: its nodes, their tokens, what a budget left out."""
+
+    nodes: list[NodeRecord]
+    tokens: int
+    omitted: int = 0
+    estimated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Exchanges:
+    """Where a tail of a path would start inside a tool exchange: a result without its call.
+
+    A tail ``path[s:]`` leaves out ``path[:s]``; it starts inside an exchange when one of its
+    nodes holds a ``tool_result`` whose call (the nearest node at or above it with a
+    ``tool_call`` of that id, as the tool rules of :mod:`soong_store.rules.tree` find it) is
+    among the nodes left out. Calls and results that interleave make one exchange of all their
+    overlapping spans. A compaction node is the head a cut context keeps, so nothing at or above
+    the last one is left out by a tail: a result whose call was made there, or nowhere on the
+    path, opens no exchange.
+
+    Kept with a held path as it grows (:meth:`extended` copies, so a held value never changes):
+    ``spans`` are the merged ranges ``(first, last)`` of the starts ``s`` inside an exchange,
+    ``calls`` the index of each ``tool_call_id``'s nearest call below the head. Here rather than
+    with the tool rules so that a store's first read imports nothing more.
+    """
+
+    head: int = -1
+    """The index of the last compaction node (-1: none)."""
+    calls: Mapping[str, int] = field(default_factory=dict)
+    spans: Sequence[tuple[int, int]] = ()
+    """Never changed once held (an extension that changes them copies them first)."""
+
+    def extended(self, first: int, nodes: list[NodeRecord]) -> _Exchanges:
+        """These exchanges with ``nodes`` (root-most first) from index ``first`` on."""
+        from soong_store.model.content import ToolCallBlock, ToolResultBlock
+
+        head, calls, spans = self.head, self.calls, self.spans
+        own_calls: dict[str, int] | None = None  # copies made on first change: most nodes
+        own_spans: list[tuple[int, int]] | None = None  # change neither
+        for index, node in enumerate(nodes, first):
+            if node.node_type is NodeType.COMPACTION:  # a new head: nothing above is left out
+                head, own_calls, own_spans = index, {}, []
+                calls, spans = own_calls, own_spans
+                continue
+            blocks = node.content
+            made = [b.tool_call_id for b in blocks if isinstance(b, ToolCallBlock)]
+            for block in blocks:
+                if not isinstance(block, ToolResultBlock) or block.tool_call_id in made:
+                    continue
+                call = calls.get(block.tool_call_id)
+                if call is None:
+                    continue
+                if own_spans is None:
+                    own_spans = list(spans)
+                    spans = own_spans
+                low = call + 1
+                while own_spans and own_spans[-1][1] >= low - 1:
+                    low = min(low, own_spans.pop()[0])
+                own_spans.append((low, index))
+            if made:
+                if own_calls is None:
+                    own_calls = dict(calls)
+                    calls = own_calls
+                for call_id in made:
+                    own_calls[call_id] = index
+        if head == self.head and own_calls is None and own_spans is None:
+            return self
+        return _Exchanges(head, calls, spans)
+
+    def start(self, wanted: int) -> int:
+        """The first start from ``wanted`` on that is outside every exchange."""
+        at = bisect_right(self.spans, (wanted, _AFTER_ALL)) - 1
+        if at >= 0 and self.spans[at][1] >= wanted:
+            return self.spans[at][1] + 1
+        return wanted
+
+
+_AFTER_ALL = 2**63
 
 
 @dataclass(slots=True)
@@ -151,7 +293,8 @@ class PathCache:
         version = self._version(connection, budget)
         if version is None:
             return reads.active_path(_engines(connection), session_id, node_id, limit)
-        nodes = self._read(connection, version, session_id, node_id, limit, False, budget)[0]
+        found = self._read(connection, version, session_id, node_id, limit, False, budget)
+        nodes = found.tail(limit, False).nodes if isinstance(found, _Chain) else found
         return list(nodes) if type(nodes) is FrozenList else nodes
 
     def context(
@@ -161,18 +304,35 @@ class PathCache:
         node_id: str | None,
         limit: int | None,
         budget: int | None = None,
+        max_tokens: int | None = None,
     ) -> ContextView:
         """:func:`~soong_store.read.session_reads.context`, from the cache where it is current.
 
-        ``budget``: as for :meth:`active_path`.
+        ``budget``: as for :meth:`active_path`. ``max_tokens``: the newest part of the cut path
+        within that many tokens (:meth:`_Chain.budgeted`); the whole cut path is read for it.
         """
         from soong_store.model.records import context_view
 
         version = self._version(connection, budget)
+        walked = None if max_tokens is not None else limit  # a budget needs the whole cut path
         if version is None:
-            return reads.context(_engines(connection), session_id, node_id, limit)
-        nodes, tokens = self._read(connection, version, session_id, node_id, limit, True, budget)
-        return context_view(nodes, tokens)
+            engine = _engines(connection)
+            if max_tokens is None:
+                return reads.context(engine, session_id, node_id, limit)
+            target = reads.path_target(engine, session_id, node_id)
+            if target is None:
+                return context_view([])
+            cut = reads.tail_nodes(engine, session_id, target, None, to_compaction=True)
+            found: _Chain | list[NodeRecord] = _Chain.of(cut)
+        else:
+            found = self._read(connection, version, session_id, node_id, walked, True, budget)
+        if not isinstance(found, _Chain):  # a bounded tail, or nothing
+            return context_view(found)
+        if max_tokens is None:
+            part = found.tail(limit, True)
+        else:
+            part = found.budgeted(session_id, limit, max_tokens)
+        return context_view(part.nodes, part.tokens, omitted=part.omitted, estimated=part.estimated)
 
     def forget(self, session_id: str) -> None:
         """Drop what is held of one session."""
@@ -238,7 +398,8 @@ class PathCache:
         limit: int | None,
         cut: bool,
         budget: int | None,
-    ) -> tuple[list[NodeRecord], int]:
+    ) -> _Chain | list[NodeRecord]:
+        """The path to the node (a chain), or a ``limit``'s tail of it the walk did not climb."""
         entry = self._entry(session_id, version)
         snapshot = (version.source, version.data)
         with self._lock:
@@ -254,7 +415,7 @@ class PathCache:
                 entry.seen, entry.active = snapshot, active
         target = node_id if node_id is not None else active
         if target is None:
-            return [], 0
+            return []
         walk = _Walk(entry, self._lock, connection, session_id, cut, budget)
         return walk.run(target, limit)
 
@@ -288,11 +449,11 @@ class _Walk:
         self.budget = budget
         """Rows the walk may still read (``None``: any number)."""
 
-    def run(self, target: str, limit: int | None) -> tuple[list[NodeRecord], int]:
+    def run(self, target: str, limit: int | None) -> _Chain | list[NodeRecord]:
         if limit == 0:  # nothing to return, but the node must be there
             self._node(target, None, 1)
             self._keep(target, None)
-            return [], 0
+            return []
         new: list[NodeRecord] = []  # leaf first
         below: NodeRecord | None = None
         current: str | None = target
@@ -317,9 +478,9 @@ class _Walk:
             made = _Chain.of(new)
         else:  # a bounded tail: its nodes are kept, not its path
             self._keep(target, None)
-            return new, sum(node.token_count or 0 for node in new)
+            return new
         self._keep(target, made)
-        return made.tail(limit, self.cut)
+        return made
 
     def _node(self, node_id: str, below: NodeRecord | None, wanted: int | None) -> NodeRecord:
         record = self.entry.nodes.get(node_id) or self.fetched.get(node_id)

@@ -192,17 +192,35 @@ class ConversationCalls(StoreCore):
         return await self._runtime.read(query, ON_LINK_BUDGETED)
 
     async def context(
-        self, session_id: str, node_id: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        node_id: str | None = None,
+        limit: int | None = None,
+        *,
+        max_tokens: int | None = None,
     ) -> ContextView:
         """The active path cut at its last compaction node, with its token total.
 
         ``limit``: at most the last that many nodes of the cut path, root-most first, and
-        ``token_count`` the total of those; only they are read.
+        ``token_count`` the total of those; only they are read. A node without a
+        ``token_count`` counts as ceil(bytes of its content JSON / 4) (``estimated`` says so).
+
+        ``max_tokens``: the newest part of the cut path whose total fits, never starting inside
+        a tool exchange (a result whose call it leaves out), with the compaction node that
+        heads a cut path kept and counted; ``omitted`` says how many nodes were left out. With
+        ``limit`` too, both bound the result (the head is one of its ``limit`` nodes).
+
+        Raises:
+            BudgetError: the compaction head alone is over ``max_tokens`` (or ``limit`` is 0).
+            InvalidArgument: a bad ``limit`` or ``max_tokens`` (not an integer >= 0).
         """
         sid = check_session_id(session_id)
         nid = check_optional_id(node_id, "node")
         count = check_bound(limit, "limit")
-        query = partial(self._paths.context, session_id=sid, node_id=nid, limit=count)
+        tokens = check_bound(max_tokens, "max_tokens")
+        query = partial(
+            self._paths.context, session_id=sid, node_id=nid, limit=count, max_tokens=tokens
+        )
         return await self._runtime.read(query, ON_LINK_BUDGETED)
 
     async def timeline(

@@ -26,6 +26,7 @@ CONTRACT = {
     "SchemaVersionError",
     "TaskDagUnavailable",
     "InvalidContent",
+    "BudgetError",
     "TaskDag",
     "Task",
     "TaskStatus",

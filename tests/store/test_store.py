@@ -175,7 +175,8 @@ async def test_context_without_compaction_is_whole_path(store: SessionStore):
     await store.append_node(sid, "user", "message", text("1"), token_count=2)
     await store.append_node(sid, "assistant", "message", text("2"))
     view = await store.context(sid)
-    assert len(view.nodes) == 2 and view.token_count == 2
+    # The second has no count: its content JSON [{"type":"text","text":"2"}] is 28 bytes, 7 tokens.
+    assert len(view.nodes) == 2 and view.token_count == 2 + 7 and view.estimated
     empty = await store.create_session(cwd=".")
     assert (await store.context(empty.session_id)).nodes == []
 

@@ -7,6 +7,8 @@ main agent, and the main agent's never one of the worker's.
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import shutil
 import tempfile
 from contextlib import ExitStack
@@ -131,7 +133,9 @@ class TreeMachine(RuleBasedStateMachine):
             assert self.expect_branch_error(parent, role, node_type, self.worker)
             return
         assert not self.expect_branch_error(parent, role, node_type, self.worker)
-        self.added(node, parent, self.worker, 0)
+        # No token_count: the context counts ceil(bytes of the stored content JSON / 4).
+        estimate = math.ceil(len(json.dumps(content, separators=(",", ":"))) / 4)
+        self.added(node, parent, self.worker, estimate)
 
     @precondition(lambda self: bool(self.order))
     @rule(pick=st.integers(0, 10_000))
