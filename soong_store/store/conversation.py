@@ -153,6 +153,7 @@ class ConversationCalls(StoreCore):
         sessions are redacted too. Once the store is closed the old content is in no file
         of the home (docs/operations.md, "Erasure").
         """
+        reason = self._clean(reason, "redaction reason")
         node = await calls.redact_node(self._runtime, session_id, node_id, reason)
         self._paths.forget(node.session_id)
         return node

@@ -100,7 +100,11 @@ async def test_every_call_of_the_api_stores_scrubbed_text(
         tx.add_event("note", payload=said("tx"))
         tx.add_artifact(b"bytes", summary=said("art"), metadata={"m": said()})
     await store.put_artifact(sid, b"more", summary=said(), metadata={"m": said()})
-    await store.finish_run(run.run_id, "failed", "failed", usage={"model": said()}, error=said("err"))
+    await store.finish_run(
+        run.run_id, "failed", "failed", usage={"model": said()}, error=said("err")
+    )
+    redacted = await store.redact_node(sid, user.node_id, reason=said("pasted a key"))
+    assert redacted.content[0].reason == said("pasted a key").replace(SECRET, LABEL)  # type: ignore[union-attr]
     await assert_gone(store, backend, sid)
 
 
