@@ -346,7 +346,7 @@ async def _check_batch(
     search.update(got.search)
 
     def judge() -> list[list[Problem]]:
-        listing = list(files.files())
+        listing = list(files.files(batch.sids))
         out = []
         for sid in batch.sids:
             found = list(batch.before[sid])

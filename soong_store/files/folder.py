@@ -20,7 +20,7 @@ import logging
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Protocol
@@ -266,18 +266,23 @@ class ArtifactFiles:
             os.close(folder)
         return info.st_size if stat.S_ISREG(info.st_mode) else None
 
-    def files(self) -> Iterator[tuple[str, float]]:
+    def files(self, folders: Iterable[str] | None = None) -> Iterator[tuple[str, float]]:
         """Every entry of every session folder (links and all), as (path, modification time).
 
+        ``folders``: only these session folders (those missing are skipped), without listing
+        the others: a check of a batch of sessions reads their folders, not the whole home's.
         Session folders that are links, and anything at the top that is not a folder, are not
         entered.
         """
-        try:
-            top = os.scandir(self._base)
-        except FileNotFoundError:
-            return
-        with top:
-            folders = [e.name for e in top if e.is_dir(follow_symlinks=False)]
+        if folders is None:
+            try:
+                top = os.scandir(self._base)
+            except FileNotFoundError:
+                return
+            with top:
+                folders = [e.name for e in top if e.is_dir(follow_symlinks=False)]
+        else:  # names from rows, which may be damaged: never a path out of the base
+            folders = [f for f in folders if f not in ("", ".", "..") and not set(f) & {"/", "\0"}]
         for folder_name in sorted(folders):
             try:
                 fd = os.open(self._base / folder_name, _FOLDER_FLAGS)

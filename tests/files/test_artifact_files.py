@@ -36,3 +36,21 @@ async def test_file_write_is_atomic_and_leaves_no_temp(tmp_path: Path):
     files.write("s_a/one.json", b"2")  # replaced whole, never mixed
     assert sorted(p.name for p in (tmp_path / "artifacts" / "s_a").iterdir()) == ["one.json"]
     assert files.read("s_a/one.json") == b"2"
+
+
+async def test_a_listing_of_some_folders_reads_only_them_and_never_leaves_the_base(tmp_path: Path):
+    files = ArtifactFiles(tmp_path / "artifacts")
+    for rel in ("sess_a/art_1.bin", "sess_a/art_2.bin", "sess_b/art_3.bin", "sess_c/art_4.bin"):
+        files.write(rel, b"x")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.bin").write_bytes(b"y")
+    everything = [rel for rel, _ in files.files()]
+    assert everything == [
+        "sess_a/art_1.bin",
+        "sess_a/art_2.bin",
+        "sess_b/art_3.bin",
+        "sess_c/art_4.bin",
+    ]
+    some = [rel for rel, _ in files.files(["sess_c", "sess_a", "sess_missing"])]
+    assert some == ["sess_a/art_1.bin", "sess_a/art_2.bin", "sess_c/art_4.bin"]
+    assert [rel for rel, _ in files.files(["..", ".", "", "../outside", "sess_b/.."])] == []
