@@ -9,10 +9,11 @@ reads of a session's own tables, its nodes and events, are :mod:`soong_store.rea
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, Select, Table, or_, select
+from sqlalchemy import ColumnElement, Connection, RowMapping, Select, Table, or_, select
 from sqlalchemy.engine import Dialect
 
 from soong_store.backends.link import Link
@@ -86,22 +87,60 @@ def get_session(connection: Link, session_id: str) -> SessionRecord:
     return session_record(session_row(connection, session_id))
 
 
+def key_filter(owner: str | None, key: str) -> tuple[ColumnElement[bool], ...]:
+    """The terms that find the session ``owner`` (``None``: no owner) names ``key``.
+
+    Written so that each is served by its unique index (``owner IS NULL`` is what the index of
+    the sessions without an owner is made for).
+    """
+    by_owner = sessions_table.c.owner
+    return (by_owner.is_(None) if owner is None else by_owner == owner, sessions_table.c.key == key)
+
+
+def find_session(connection: Connection, owner: str | None, key: str) -> SessionRecord | None:
+    """The session ``owner`` names ``key``, or ``None``."""
+    row = connection.execute(select(sessions_table).where(*key_filter(owner, key))).mappings()
+    found = row.first()
+    return None if found is None else session_record(found)
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """What a listing of sessions keeps: each field ``None`` keeps every session."""
+
+    owner: str | None = None
+    cwd: str | None = None
+    updated_after: str | None = None
+    updated_before: str | None = None
+
+
 def list_sessions(
     connection: Connection,
     status: SessionStatus | None,
     limit: int | None,
     after: tuple[str, str] | None = None,
+    where: SessionFilter | None = None,
 ) -> list[SessionRecord]:
     """Sessions, most recently updated first; ``after`` is the key of the last one seen.
 
     The key (``updated_at``, ``session_id``, as stored) makes a page far down cost what the
     first one does: the index on ``updated_at`` is entered at the key, no row before it is read.
+    An owner or a cwd has an index of its own in the same order (``where``: the filters; the
+    bounds on ``updated_at`` are exclusive).
     """
-    stmt = select(sessions_table).order_by(
-        sessions_table.c.updated_at.desc(), sessions_table.c.session_id.desc()
-    )
+    table = sessions_table
+    stmt = select(table).order_by(table.c.updated_at.desc(), table.c.session_id.desc())
     if status is not None:
-        stmt = stmt.where(sessions_table.c.status == str(status))
+        stmt = stmt.where(table.c.status == str(status))
+    if where is not None:
+        if where.owner is not None:
+            stmt = stmt.where(table.c.owner == where.owner)
+        if where.cwd is not None:
+            stmt = stmt.where(table.c.cwd == where.cwd)
+        if where.updated_after is not None:
+            stmt = stmt.where(table.c.updated_at > where.updated_after)
+        if where.updated_before is not None:
+            stmt = stmt.where(table.c.updated_at < where.updated_before)
     if after is not None:
         updated, sid = after
         column = sessions_table.c.updated_at

@@ -17,6 +17,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,7 +30,9 @@ from soong_store.model.checks import (
     check_bound,
     check_id,
     check_integer,
+    check_key,
     check_optional_id,
+    check_optional_owner,
     check_session_id,
 )
 from soong_store.model.checks import enum_value as _enum
@@ -66,15 +69,17 @@ _EPOCH_SPAN = 1e12
 # -- sessions, agents and runs --------------------------------------------------------------
 
 
-def create_session_job(cwd: object, metadata: Any, root_agent_type: object) -> Job[SessionRecord]:
+def create_session_job(
+    cwd: object,
+    metadata: Any,
+    root_agent_type: object,
+    owner: object = None,
+    key: object = None,
+) -> Job[SessionRecord]:
     """``cwd`` made absolute (task logs must be found from any directory), a root agent type."""
     from soong_store.write import lifecycle as writes
 
-    if not isinstance(cwd, str | os.PathLike):
-        raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
-    cwd_text = os.path.abspath(codec.check_text(os.fspath(cwd), "cwd"))
-    if "\x00" in cwd_text:
-        raise InvalidArgument(f"invalid cwd {cwd!r}: a path cannot hold a NUL character")
+    cwd_text = check_cwd(cwd)
     agent_type = _enum(AgentType, root_agent_type, "root agent type")
     if agent_type not in (AgentType.MAIN, AgentType.ORCHESTRATOR):
         raise InvalidArgument(
@@ -85,15 +90,61 @@ def create_session_job(cwd: object, metadata: Any, root_agent_type: object) -> J
         cwd=cwd_text,
         metadata_json=codec.dumps_optional(metadata, what="session metadata"),
         root_agent_type=agent_type,
+        owner=check_optional_owner(owner),
+        key=None if key is None else check_key(key),
     )
 
 
-def list_sessions_job(status: object, limit: object, after: object) -> Job[list[SessionRecord]]:
+def check_cwd(cwd: object) -> str:
+    """``cwd`` as the absolute path a session stores (``InvalidArgument`` naming a bad one)."""
+    if not isinstance(cwd, str | os.PathLike):
+        raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
+    cwd_text = os.path.abspath(codec.check_text(os.fspath(cwd), "cwd"))
+    if "\x00" in cwd_text:
+        raise InvalidArgument(f"invalid cwd {cwd!r}: a path cannot hold a NUL character")
+    return cwd_text
+
+
+def find_session_job(key: object, owner: object) -> Job[SessionRecord | None]:
+    """The session an owner (or no owner) names ``key``."""
+    return partial(record_reads.find_session, owner=check_optional_owner(owner), key=check_key(key))
+
+
+def list_sessions_job(
+    status: object,
+    limit: object,
+    after: object,
+    *,
+    owner: object = None,
+    cwd: object = None,
+    updated_after: object = None,
+    updated_before: object = None,
+) -> Job[list[SessionRecord]]:
     """A page of sessions; ``after`` must be a record a listing returned (its key is the cursor)."""
     wanted = None if status is None else _enum(SessionStatus, status, "session status")
     count = check_bound(limit, "limit", low=1)
     key = None if after is None else _session_key(after)
-    return partial(record_reads.list_sessions, status=wanted, limit=count, after=key)
+    where = record_reads.SessionFilter(
+        owner=check_optional_owner(owner),
+        cwd=None if cwd is None else check_cwd(cwd),
+        updated_after=_stored_time(updated_after, "updated_after"),
+        updated_before=_stored_time(updated_before, "updated_before"),
+    )
+    return partial(record_reads.list_sessions, status=wanted, limit=count, after=key, where=where)
+
+
+def _stored_time(value: object, what: str) -> str | None:
+    """An aware ``datetime`` as the stored timestamp text (UTC, microseconds), or ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise InvalidArgument(
+            f"invalid {what} {value!r}: expected a datetime with a time zone", **{what: value}
+        )
+    try:
+        return value.astimezone(UTC).isoformat(timespec="microseconds")
+    except OverflowError:  # a time zone takes it beyond year 1 or 9999
+        raise InvalidArgument(f"invalid {what} {value!r}: out of range", **{what: value}) from None
 
 
 def _session_key(record: object) -> tuple[str, str]:

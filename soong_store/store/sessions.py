@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -31,13 +32,27 @@ class SessionCalls(StoreCore):
         cwd: str | os.PathLike[str],
         metadata: Any = None,
         root_agent_type: AgentType | str = "main",
+        *,
+        owner: str | None = None,
+        key: str | None = None,
     ) -> SessionRecord:
         """Create a session with its root agent (``main`` or ``orchestrator``) and tables.
 
         ``cwd`` is stored as an absolute path: the session's task logs live under it, and they
-        must be found again from any working directory.
+        must be found again from any working directory. ``owner`` names the user or tenant
+        (1-128 characters of ``[A-Za-z0-9_.@:-]``); ``key`` is the application's own name for
+        the session (1-256 printable characters), unique per owner.
+
+        Raises:
+            InvalidArgument: a bad argument, or a ``key`` another session of the same owner
+                holds (nothing is written).
         """
-        return await self._runtime.write(calls.create_session_job(cwd, metadata, root_agent_type))
+        job = calls.create_session_job(cwd, metadata, root_agent_type, owner, key)
+        return await self._runtime.write(job)
+
+    async def find_session(self, key: str, *, owner: str | None = None) -> SessionRecord | None:
+        """The session ``owner`` (``None``: no owner) named ``key``, or ``None``."""
+        return await self._runtime.read(calls.find_session_job(key, owner), ON_LOOP)
 
     async def get_session(self, session_id: str) -> SessionRecord:
         """One session (``NotFound`` if there is none)."""
@@ -50,14 +65,28 @@ class SessionCalls(StoreCore):
         status: SessionStatus | str | None = None,
         limit: int | None = None,
         *,
+        owner: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
         after: SessionRecord | None = None,
     ) -> list[SessionRecord]:
         """Sessions, most recently updated first; ``after``: the next page after that record.
 
         Pass the last record of a page as ``after`` to read the next one (a key cursor: a page
-        far down costs what the first one does).
+        far down costs what the first one does). ``owner`` and ``cwd`` keep the sessions of one
+        owner or one folder; ``updated_after`` and ``updated_before`` (aware datetimes, both
+        exclusive) those last changed in that span. Every filter is served by an index.
         """
-        job = calls.list_sessions_job(status, limit, after)
+        job = calls.list_sessions_job(
+            status,
+            limit,
+            after,
+            owner=owner,
+            cwd=cwd,
+            updated_after=updated_after,
+            updated_before=updated_before,
+        )
         return await self._runtime.read(job, page(limit, ON_LOOP))
 
     async def archive_session(self, session_id: str) -> SessionRecord:

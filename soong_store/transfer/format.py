@@ -178,6 +178,8 @@ def _read(lines: Iterable[bytes | str], progress: Progress | None, spool: Spool 
         if kind != "session" and not bundle.rows["session"]:
             raise _refuse(lineno, "the session row must come first")
         row: Any = item.get("row")
+        if kind == "session" and isinstance(row, dict) and not {"owner", "key"} & set(row):
+            row = {**row, "owner": None, "key": None}  # written before sessions had owners
         found = Found(bundle.session_id)
         if not row_problems(found, kind, row):
             raise _refuse(lineno, found[0].message)

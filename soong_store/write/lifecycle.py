@@ -14,7 +14,7 @@ from sqlalchemy import Connection, delete, exists, select, update
 
 from soong_store.backends.base import lock_session
 from soong_store.catalog import lookup as catalog
-from soong_store.errors import StorageError
+from soong_store.errors import InvalidArgument, StorageError
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -48,14 +48,19 @@ def create_session(
     *,
     parent_session_id: str | None = None,
     session_id: str | None = None,
+    owner: str | None = None,
+    key: str | None = None,
 ) -> SessionRecord:
     """Insert a session and its root agent (one transaction); its pair comes with its first write.
 
     No schema changes here, so no other connection re-reads the schema after a new session.
 
     ``session_id`` is for a fork, whose id is chosen before its files are linked; it is
-    generated here otherwise (again on a collision).
+    generated here otherwise (again on a collision). A ``key`` another session of the same
+    ``owner`` holds is :class:`InvalidArgument` (see :func:`claim_key`).
     """
+    if key is not None:
+        claim_key(connection, owner, key)
     while True:
         chosen = session_id or new_session_id()
         lock_session(connection, chosen)
@@ -79,12 +84,38 @@ def create_session(
         "metadata_json": metadata_json,
         "created_at": now,
         "updated_at": now,
+        "owner": owner,
+        "key": key,
     }
     connection.execute(sessions_table.insert(), row)
     connection.execute(
         agents_table.insert(), _agent_row(agent_id, session_id, root_agent_type, now)
     )
     return session_record(row)
+
+
+def claim_key(connection: Connection, owner: str | None, key: str) -> None:
+    """Refuse ``key`` if a session of ``owner`` (or, ``None``, of no owner) holds it already.
+
+    The lock makes two writers of the same name on PostgreSQL wait for each other, so the second
+    is refused here with a clear error; the unique indexes of ``sessions`` refuse the clash in
+    any case.
+
+    Raises:
+        InvalidArgument: the key is taken (nothing is written).
+    """
+    lock_session(connection, f"owner-key:{owner}:{key}")
+    taken = connection.execute(
+        select(sessions_table.c.session_id).where(*record_reads.key_filter(owner, key))
+    ).scalar()
+    if taken is not None:
+        whose = "no owner" if owner is None else f"owner {owner!r}"
+        raise InvalidArgument(
+            f"key {key!r} already names session {taken!r} of {whose}",
+            key=key,
+            owner=owner,
+            session_id=taken,
+        )
 
 
 def _agent_row(agent_id: str, session_id: str, agent_type: AgentType, now: str) -> dict[str, Any]:

@@ -28,6 +28,15 @@ async def test_sessions_imported_before_the_revision_are_still_found(tmp_path: P
         raw.execute("DROP TABLE search_text")
         raw.execute("DROP TABLE home_identity")  # and revision 0007's home id
         raw.execute("DROP TABLE keyed_states")  # and revision 0008's keyed states
+        for index in (  # and revision 0009's owners and keys
+            "uq_sessions_key_without_owner",
+            "uq_sessions_owner_key",
+            "ix_sessions_cwd_updated_at",
+            "ix_sessions_owner_updated_at",
+        ):
+            raw.execute(f"DROP INDEX {index}")
+        raw.execute('ALTER TABLE sessions DROP COLUMN "key"')
+        raw.execute("ALTER TABLE sessions DROP COLUMN owner")
         raw.execute("UPDATE alembic_version SET version_num = '0002'")
         raw.commit()
     finally:
