@@ -63,6 +63,7 @@ if _typing.TYPE_CHECKING:
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
     from soong_store.model.search import SearchHit
     from soong_store.store import SessionStore
+    from soong_store.store.scoped import ScopedStore
     from soong_store.tasks.wal import Task, TaskDag, TaskStatus
     from soong_store.write.unit_of_work import UnitOfWork
 
@@ -89,6 +90,7 @@ _LAZY = {
     "soong_store.model.records": ("ContextView", "EventRecord", "NodeRecord"),
     "soong_store.model.search": ("SearchHit",),
     "soong_store.store": ("SessionStore",),
+    "soong_store.store.scoped": ("ScopedStore",),
     "soong_store.tasks.wal": ("Task", "TaskDag", "TaskStatus"),
     "soong_store.write.unit_of_work": ("UnitOfWork",),
 }
@@ -140,6 +142,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "SchemaVersionError",
+    "ScopedStore",
     "SearchHit",
     "SessionArchived",
     "SessionRecord",

@@ -51,6 +51,34 @@ def session_row(connection: Link, session_id: str) -> Row:
     return row
 
 
+def owned_session(connection: Link, session_id: str, owner: str) -> SessionRecord:
+    """The session if ``owner`` owns it; else ``NotFound`` exactly as for an unknown id.
+
+    A scoped store must not tell another owner's session from one that does not exist.
+    """
+    row = session_row(connection, session_id)
+    if row["owner"] != owner:
+        raise NotFound(f"no session {session_id!r}", session_id=session_id)
+    return session_record(row)
+
+
+_OWNED = {"agent": agents_table, "run": runs_table, "artifact": artifacts_table}
+
+
+def check_owned(connection: Connection, kind: str, value: str, owner: str) -> None:
+    """``NotFound`` (as :func:`_one` says it) unless the ``kind`` row ``value`` is ``owner``'s."""
+    table = _OWNED[kind]
+    key = f"{kind}_id"
+    stmt = (
+        select(sessions_table.c.owner)
+        .select_from(table.join(sessions_table, sessions_table.c.session_id == table.c.session_id))
+        .where(table.c[key] == value)
+    )
+    found = connection.execute(stmt).first()
+    if found is None or found[0] != owner:
+        raise NotFound(f"no {kind} {value!r}", **{key: value})
+
+
 def _one(connection: Connection, table: Table, key: str, value: str, kind: str) -> RowMapping:
     """The row of ``table`` whose ``key`` is ``value``, or ``NotFound`` naming it."""
     row = connection.execute(select(table).where(table.c[key] == value)).mappings().first()

@@ -271,6 +271,7 @@ def search_job(
     agent_type: object,
     limit: object,
     offset: object,
+    owner: str | None = None,
 ) -> Job[list[SearchHit]]:
     """A page of search hits: the query parsed (never an operator), the filters checked."""
     from soong_store.backends.search import Filters
@@ -284,6 +285,7 @@ def search_job(
         role=None if role is None else str(_enum(Role, role, "role")),
         node_type=None if node_type is None else str(_enum(NodeType, node_type, "node type")),
         agent_type=None if agent_type is None else str(_enum(AgentType, agent_type, "agent type")),
+        owner=owner,
     )
     count = check_bound(limit, "limit", low=1)
     skip = check_bound(offset, "offset")

@@ -5,9 +5,11 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from soong_store.model.checks import check_owner
 from soong_store.store import calls
 from soong_store.store.artifacts import ArtifactCalls
 from soong_store.store.conversation import ConversationCalls
+from soong_store.store.scoped import ScopedStore
 from soong_store.store.sessions import SessionCalls
 
 if TYPE_CHECKING:
@@ -38,6 +40,17 @@ class SessionStore(SessionCalls, ArtifactCalls, ConversationCalls):
     backoff for up to ``lock_wait`` seconds (writes, reads, the open-time upgrade alike); only
     then does the caller get a :class:`~soong_store.errors.StorageError`.
     """
+
+    def scoped(self, owner: str) -> ScopedStore:
+        """This store's session-level API confined to ``owner``'s sessions (DESIGN §17).
+
+        Another owner's session (or one without an owner) is ``NotFound`` through it exactly as
+        an unknown id is, and is never listed or found by a search.
+
+        Raises:
+            InvalidArgument: ``owner`` is not 1-128 characters of ``[A-Za-z0-9_.@:-]``.
+        """
+        return ScopedStore(self, check_owner(owner))
 
     # -- task DAGs --------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ CONTRACT = {
     "EventLevel",
     "upgrade",
     "current_revision",
+    "ScopedStore",
 }
 
 
