@@ -61,6 +61,7 @@ if _typing.TYPE_CHECKING:
         SessionRecord,
     )
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
+    from soong_store.model.retention import RetentionPolicy, RetentionReport
     from soong_store.model.search import SearchHit
     from soong_store.store import SessionStore
     from soong_store.store.scoped import ScopedStore
@@ -88,6 +89,7 @@ _LAZY = {
         "SessionRecord",
     ),
     "soong_store.model.records": ("ContextView", "EventRecord", "NodeRecord"),
+    "soong_store.model.retention": ("RetentionPolicy", "RetentionReport"),
     "soong_store.model.search": ("SearchHit",),
     "soong_store.store": ("SessionStore",),
     "soong_store.store.scoped": ("ScopedStore",),
@@ -138,6 +140,8 @@ __all__ = [
     "NodeRecord",
     "NodeType",
     "NotFound",
+    "RetentionPolicy",
+    "RetentionReport",
     "Role",
     "RunRecord",
     "RunStatus",

@@ -181,6 +181,23 @@ def list_sessions(
     return [session_record(row) for row in connection.execute(stmt).mappings()]
 
 
+def idle_sessions(
+    connection: Connection, before: str, owner: str | None, status: SessionStatus | None
+) -> list[str]:
+    """The ids of the sessions last updated before ``before``, oldest first (retention).
+
+    Served by the index on ``updated_at`` (with the owner's, or the status's, when given).
+    """
+    table = sessions_table
+    stmt = select(table.c.session_id).where(table.c.updated_at < before)
+    if owner is not None:
+        stmt = stmt.where(table.c.owner == owner)
+    if status is not None:
+        stmt = stmt.where(table.c.status == str(status))
+    stmt = stmt.order_by(table.c.updated_at, table.c.session_id)
+    return list(connection.execute(stmt).scalars())
+
+
 def get_agent(connection: Connection, agent_id: str) -> AgentRecord:
     """One agent."""
     return agent_record(_one(connection, agents_table, "agent_id", agent_id, "agent"))

@@ -17,7 +17,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,6 +52,7 @@ from soong_store.store.runtime import StoreRuntime
 
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
     from soong_store.model.records import EventRecord
+    from soong_store.model.retention import RetentionReport
     from soong_store.model.search import SearchHit
     from soong_store.tasks.registry import TaskDags
     from soong_store.tasks.wal import Listener, TaskDag
@@ -331,13 +332,66 @@ async def fork_session(runtime: StoreRuntime, session_id: object, node_id: objec
 async def delete_session(runtime: StoreRuntime, session_id: object) -> str:
     """Remove the rows and tables, then the files no other row names; the checked id back."""
     from soong_store.write import lifecycle as writes
-    from soong_store.write.file_jobs import remove_unreferenced
 
     sid = check_session_id(session_id)
-    paths = await runtime.write(partial(writes.delete_session, session_id=sid))
+    await _delete(runtime, partial(writes.delete_session, session_id=sid))
+    return sid
+
+
+async def _delete(runtime: StoreRuntime, job: Job[list[str] | None]) -> bool:
+    """Run a delete job, then remove the files no other row names; whether it deleted."""
+    from soong_store.write.file_jobs import remove_unreferenced
+
+    paths = await runtime.write(job)
     if paths:
         await runtime.write(partial(remove_unreferenced, files=runtime.files, paths=paths))
-    return sid
+    return paths is not None
+
+
+async def apply_retention(runtime: StoreRuntime, policy: object, dry_run: bool) -> RetentionReport:
+    """Delete, then archive, the sessions idle for longer than ``policy`` allows.
+
+    Deleting is :func:`delete_session`'s path (rows, pair, search rows, files no other row
+    names). The sessions are listed in one read, then each is deleted or archived in a job of
+    its own that first checks, under the session's lock, that it is still idle: a session
+    written meanwhile is left alone and not reported.
+    """
+    from soong_store.model.retention import RetentionPolicy, RetentionReport
+    from soong_store.write import lifecycle as writes
+
+    if not isinstance(policy, RetentionPolicy):
+        raise InvalidArgument(f"invalid policy {policy!r:.80}: expected a RetentionPolicy")
+    now = datetime.now(UTC)
+    report = RetentionReport()
+    if policy.delete_after is not None:
+        cutoff = _cutoff(now, policy.delete_after)
+        for sid in await _idle(runtime, cutoff, policy.owner, None):
+            job = partial(writes.delete_idle, session_id=sid, idle_before=cutoff)
+            if dry_run or await _delete(runtime, job):
+                report.deleted.append(sid)
+    if policy.archive_after is not None:
+        cutoff = _cutoff(now, policy.archive_after)
+        gone = set(report.deleted)  # a dry run's: they would be deleted, not archived
+        for sid in await _idle(runtime, cutoff, policy.owner, SessionStatus.ACTIVE):
+            archive = partial(writes.archive_idle, session_id=sid, idle_before=cutoff)
+            if sid not in gone and (dry_run or await runtime.write(archive)):
+                report.archived.append(sid)
+    return report
+
+
+def _cutoff(now: datetime, span: timedelta) -> str:
+    """``now - span`` as stored text; before year 1 (no session is that old): ``""``."""
+    try:
+        return (now - span).isoformat(timespec="microseconds")
+    except OverflowError:
+        return ""
+
+
+async def _idle(
+    runtime: StoreRuntime, cutoff: str, owner: str | None, status: SessionStatus | None
+) -> list[str]:
+    query = partial(record_reads.idle_sessions, before=cutoff, owner=owner, status=status)
+    return await runtime.read(query)
 
 
 async def collect_garbage(runtime: StoreRuntime, dry_run: bool, min_age: object) -> list[str]:

@@ -21,6 +21,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from soong_store.errors import InvalidArgument
 from soong_store.model.checks import check_id, check_session_id
 from soong_store.read import record_reads
 from soong_store.read.readers import ON_LINK, ON_LOOP
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         SessionRecord,
     )
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
+    from soong_store.model.retention import RetentionPolicy, RetentionReport
     from soong_store.model.search import SearchHit
     from soong_store.store.facade import SessionStore
     from soong_store.tasks.wal import TaskDag
@@ -134,6 +136,27 @@ class ScopedStore:
     async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
         """A copy of the path to ``node_id``: a new session of this owner."""
         return await self._store.fork_session(await self._own(session_id), node_id)
+
+    async def apply_retention(
+        self, policy: RetentionPolicy, *, dry_run: bool = False
+    ) -> RetentionReport:
+        """The store's retention run, on this owner's sessions only.
+
+        Raises:
+            InvalidArgument: ``policy`` names another owner.
+        """
+        from dataclasses import replace
+
+        from soong_store.model.retention import RetentionPolicy
+
+        if isinstance(policy, RetentionPolicy) and policy.owner != self.owner:
+            if policy.owner is not None:
+                raise InvalidArgument(
+                    f"invalid policy owner {policy.owner!r}: this handle is {self.owner!r}'s",
+                    owner=policy.owner,
+                )
+            policy = replace(policy, owner=self.owner)
+        return await self._store.apply_retention(policy, dry_run=dry_run)
 
     # -- agents and runs --------------------------------------------------------------------
 

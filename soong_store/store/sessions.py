@@ -16,6 +16,7 @@ from soong_store.model.enums import (
     SessionStatus,
 )
 from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
+from soong_store.model.retention import RetentionPolicy, RetentionReport
 from soong_store.read import record_reads
 from soong_store.read.readers import ON_LINK, ON_LOOP, ON_LOOP_BUDGETED, page
 from soong_store.store import calls
@@ -101,6 +102,24 @@ class SessionCalls(StoreCore):
         sid = await calls.delete_session(self._runtime, session_id)
         if self._task_dags is not None:
             self._task_dags.forget_session(sid)
+
+    async def apply_retention(
+        self, policy: RetentionPolicy, *, dry_run: bool = False
+    ) -> RetentionReport:
+        """Delete the sessions idle past ``delete_after``, archive those past ``archive_after``.
+
+        Idle is measured from ``updated_at``; deleting is :meth:`delete_session` (rows, tables,
+        search rows, the artifact files no other session names). A session written while the
+        run goes is left alone. ``dry_run``: report what would be done, change nothing.
+
+        Raises:
+            InvalidArgument: ``policy`` is not a :class:`~soong_store.RetentionPolicy`.
+        """
+        report = await calls.apply_retention(self._runtime, policy, bool(dry_run))
+        if self._task_dags is not None and not dry_run:
+            for sid in report.deleted:
+                self._task_dags.forget_session(sid)
+        return report
 
     async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
         """A new session holding copies of the active path up to ``node_id``."""

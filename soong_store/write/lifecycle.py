@@ -357,6 +357,40 @@ def switch_node(connection: Connection, session_id: str, node_id: str | None) ->
     return session_record(writer.session)
 
 
+def still_idle(connection: Connection, session_id: str, idle_before: str) -> bool:
+    """Whether the session exists and was not updated since ``idle_before`` (retention).
+
+    Asked under the session's lock, in the job that then archives or deletes it: a session that
+    was written (or deleted) since retention listed it is left alone.
+    """
+    return _idle_status(connection, session_id, idle_before) is not None
+
+
+def _idle_status(connection: Connection, session_id: str, idle_before: str) -> str | None:
+    lock_session(connection, session_id)
+    row = connection.execute(
+        select(sessions_table.c.updated_at, sessions_table.c.status).where(
+            sessions_table.c.session_id == session_id
+        )
+    ).first()
+    return None if row is None or row[0] >= idle_before else str(row[1])
+
+
+def archive_idle(connection: Connection, session_id: str, idle_before: str) -> bool:
+    """Archive the session if it is active and :func:`still_idle`; whether it was archived."""
+    if _idle_status(connection, session_id, idle_before) != SessionStatus.ACTIVE:
+        return False
+    archive_session(connection, session_id)
+    return True
+
+
+def delete_idle(connection: Connection, session_id: str, idle_before: str) -> list[str] | None:
+    """Delete the session if it is :func:`still_idle`: its artifact paths, else ``None``."""
+    if not still_idle(connection, session_id, idle_before):
+        return None
+    return delete_session(connection, session_id)
+
+
 def archive_session(connection: Connection, session_id: str) -> SessionRecord:
     """Mark a session archived: readable, no longer writable (archiving twice is harmless)."""
     lock_session(connection, session_id)

@@ -39,6 +39,8 @@ CONTRACT = {
     "upgrade",
     "current_revision",
     "ScopedStore",
+    "RetentionPolicy",
+    "RetentionReport",
 }
 
 

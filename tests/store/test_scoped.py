@@ -102,7 +102,7 @@ CALLS: dict[str, Call] = {
 }
 """Every scoped call that names a session or a row of one, as it would reach another's."""
 
-UNSCOPED = {"create_session", "find_session", "list_sessions", "search"}
+UNSCOPED = {"create_session", "find_session", "list_sessions", "search", "apply_retention"}
 """The scoped calls that name no session: tested apart (they only ever see the owner's)."""
 
 
