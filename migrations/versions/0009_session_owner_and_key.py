@@ -1,4 +1,4 @@
-"""Owners and keys of sessions: ``sessions.owner`` and ``sessions.key``, indexed (DESIGN §17).
+"""Owners and keys of sessions: ``sessions.owner`` and ``sessions.key``, indexed.
 
 Revision ID: 0009
 Revises: 0008

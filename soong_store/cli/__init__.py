@@ -26,6 +26,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
@@ -48,7 +49,7 @@ HANDLERS = {
     "browse": ("show", "tree", "path", "timeline", "switch"),
     "tasks": ("tasks",),
     "transfer": ("export", "import"),
-    "maintain": ("upgrade", "check", "gc", "demo"),
+    "maintain": ("upgrade", "check", "gc", "retention", "demo"),
     "search": ("search",),
     "web": ("serve",),
 }
@@ -95,6 +96,26 @@ def _seconds(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise ValueError(text)
     return value
+
+
+_DURATION = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def duration(text: str) -> timedelta:
+    """A span written as a whole number and a unit: ``90s``, ``45m``, ``12h``, ``30d``, ``2w``."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _DURATION or not number.isascii() or not number.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: expected a whole number and a unit (s, m, h, d, w), "
+            "like 30d or 12h"
+        )
+    try:
+        span = timedelta(**{_DURATION[unit]: int(number)})
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: too long") from None
+    if span <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: expected more than 0")
+    return span
 
 
 _nonnegative.__name__ = "integer >= 0"
@@ -185,6 +206,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add("--status", choices=[s.value for s in SessionStatus], help="only this status")
     add("--limit", type=_positive, default=50, metavar="N", help="sessions per page (default 50)")
     add("--offset", type=_nonnegative, default=0, metavar="N", help="sessions to skip (paging)")
+    add("--owner", metavar="O", help="only this owner's sessions")
+    add("--cwd", metavar="DIR", help="only sessions of this working directory")
+    add("--since", type=duration, metavar="SPAN",
+        help="only sessions updated within SPAN (like 7d, 12h)")  # fmt: skip
     add = command("show", "show a session, its agents, runs, artifacts and usage")
     add("session_id", **_SID)
     add = command("tree", "print the whole tree of a session, active path marked")
@@ -241,6 +266,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="what FILE is (default: auto, told from its content)")  # fmt: skip
     add("--new-id", action="store_true",
         help="soong exports: fresh ids for the session, agents, runs, artifacts")  # fmt: skip
+    add = command("retention", "archive sessions idle for a while, delete those idle for longer")
+    add("--archive-after", type=duration, metavar="SPAN",
+        help="archive active sessions not updated for SPAN (like 30d)")  # fmt: skip
+    add("--delete-after", type=duration, metavar="SPAN",
+        help="delete sessions not updated for SPAN (like 180d), with their files")  # fmt: skip
+    add("--owner", metavar="O", help="only this owner's sessions")
+    add("--dry-run", action="store_true", help="only list what would be archived and deleted")
     command("demo", "write a realistic demo session and print its tree")
     add = command(
         "search", 'find nodes of every session, branch and agent by words or "quoted phrases"'

@@ -1,7 +1,7 @@
 """What a retention run keeps and what it did: :class:`RetentionPolicy`, :class:`RetentionReport`.
 
 Plain values, checked when made, so that a bad policy is refused before any session is read.
-The run itself is ``SessionStore.apply_retention`` (DESIGN §17).
+The run itself is ``SessionStore.apply_retention``.
 """
 
 from __future__ import annotations

@@ -134,8 +134,8 @@ sessions_table = Table(
 )
 """One conversation: the container of an agent tree, its nodes and its events.
 
-``owner`` (a user or tenant) and ``key`` (an application's own name for the session) come from
-DESIGN §17; see :data:`SESSION_OWNER_INDEXES` for how they are indexed.
+``owner`` (a user or tenant) and ``key`` (an application's own name for the session, unique per
+owner): see :data:`SESSION_OWNER_INDEXES` for how they are indexed.
 """
 
 agents_table = Table(

@@ -42,7 +42,7 @@ class SessionStore(SessionCalls, ArtifactCalls, ConversationCalls):
     """
 
     def scoped(self, owner: str) -> ScopedStore:
-        """This store's session-level API confined to ``owner``'s sessions (DESIGN §17).
+        """This store's session-level API confined to ``owner``'s sessions.
 
         Another owner's session (or one without an owner) is ``NotFound`` through it exactly as
         an unknown id is, and is never listed or found by a search.

@@ -1,4 +1,4 @@
-"""``ScopedStore``: a store's session-level API confined to one owner (DESIGN §17).
+"""``ScopedStore``: a store's session-level API confined to one owner.
 
 A server that keeps many users' sessions hands each request the handle of its user:
 ``store.scoped(owner)``. Every call through it sees that owner's sessions and nothing else. A
