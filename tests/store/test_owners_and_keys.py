@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from soong_store import InvalidArgument, SessionStore
+from tests.backends import Backend
 from tests.conftest import text
 from tests.helpers import execute, snapshot
 
@@ -67,6 +68,21 @@ async def test_concurrent_creates_of_one_key_make_one_session(store: SessionStor
     made = [r for r in results if not isinstance(r, BaseException)]
     assert len(made) == 1
     assert all(isinstance(r, InvalidArgument) for r in results if r not in made)
+
+
+async def test_two_stores_creating_one_key_at_once_make_one_session(
+    store: SessionStore, backend: Backend
+) -> None:
+    """Two writers (two processes or hosts in production): the database keeps the key unique."""
+    async with backend.store() as other:
+        results = await asyncio.gather(
+            *(s.create_session("/p", owner=None, key="race") for s in (store, other) * 3),
+            return_exceptions=True,
+        )
+    made = [r for r in results if not isinstance(r, BaseException)]
+    assert len(made) == 1, results
+    assert all(isinstance(r, InvalidArgument) for r in results if r not in made)
+    assert len(await store.list_sessions()) == 1
 
 
 _ROW = (
