@@ -202,3 +202,44 @@ async def test_a_scoped_create_cannot_take_another_owners_key_from_them(
     await store.create_session("/p", owner="bob", key="k")
     mine = await store.scoped("alice").create_session("/p", key="k")
     assert (mine.owner, mine.key) == ("alice", "k")
+
+
+INSIDE: dict[str, Callable[[ScopedStore, str, Ids], Awaitable[Any]]] = {
+    "parent agent": lambda s, sid, i: s.create_agent(sid, "sub", parent_agent_id=i.agent_id),
+    "created by run": lambda s, sid, i: s.create_agent(sid, "sub", created_by_run_id=i.run_id),
+    "run of agent": lambda s, sid, i: s.start_run(sid, i.agent_id),
+    "node's run": lambda s, sid, i: s.append_node(
+        sid, "user", "message", text("x"), run_id=i.run_id
+    ),
+    "node's agent": lambda s, sid, i: s.append_node(
+        sid, "user", "message", text("x"), agent_id=i.agent_id
+    ),
+    "parent node": lambda s, sid, i: s.append_node(
+        sid, "user", "message", text("x"), parent_id=i.node_id
+    ),
+    "switch": lambda s, sid, i: s.switch_node(sid, i.node_id),
+    "fork": lambda s, sid, i: s.fork_session(sid, i.node_id),
+    "event's node": lambda s, sid, i: s.append_event(sid, "note", node_id=i.node_id),
+    "artifact's node": lambda s, sid, i: s.put_artifact(sid, b"x", node_id=i.node_id),
+    "artifact ref": lambda s, sid, i: s.append_node(
+        sid, "user", "message", [{"type": "artifact_ref", "artifact_id": i.artifact_id}]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INSIDE))
+async def test_another_owners_rows_named_inside_an_own_session_are_not_found(
+    store: SessionStore, name: str
+) -> None:
+    """The store's own rule (ids named beside a session are that session's) holds the scope."""
+    theirs = await filled(store, "bob")
+    scoped = store.scoped("alice")
+    mine = await scoped.create_session("/p")
+    await scoped.append_node(mine.session_id, "user", "message", text("mine"))
+    before = snapshot(store)
+    with pytest.raises(NotFound) as foreign:
+        await INSIDE[name](scoped, mine.session_id, theirs)
+    assert snapshot(store) == before
+    with pytest.raises(NotFound) as unknown:
+        await INSIDE[name](scoped, mine.session_id, UNKNOWN)
+    assert masked(foreign.value, theirs) == masked(unknown.value, UNKNOWN)
