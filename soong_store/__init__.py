@@ -63,10 +63,12 @@ if _typing.TYPE_CHECKING:
         SessionRecord,
     )
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
+    from soong_store.model.retention import RetentionPolicy, RetentionReport
     from soong_store.model.search import SearchHit
     from soong_store.model.usage import UsageRow
     from soong_store.scrub.secrets import SecretScrubber
     from soong_store.store import SessionStore
+    from soong_store.store.scoped import ScopedStore
     from soong_store.tasks.wal import Task, TaskDag, TaskStatus
     from soong_store.write.unit_of_work import UnitOfWork
 
@@ -92,10 +94,12 @@ _LAZY = {
         "SessionRecord",
     ),
     "soong_store.model.records": ("ContextView", "EventRecord", "NodeRecord"),
+    "soong_store.model.retention": ("RetentionPolicy", "RetentionReport"),
     "soong_store.model.search": ("SearchHit",),
     "soong_store.scrub.secrets": ("SecretScrubber",),
     "soong_store.model.usage": ("UsageRow",),
     "soong_store.store": ("SessionStore",),
+    "soong_store.store.scoped": ("ScopedStore",),
     "soong_store.tasks.wal": ("Task", "TaskDag", "TaskStatus"),
     "soong_store.write.unit_of_work": ("UnitOfWork",),
 }
@@ -145,10 +149,13 @@ __all__ = [
     "NodeType",
     "NotFound",
     "RedactedBlock",
+    "RetentionPolicy",
+    "RetentionReport",
     "Role",
     "RunRecord",
     "RunStatus",
     "SchemaVersionError",
+    "ScopedStore",
     "SearchHit",
     "SecretScrubber",
     "SessionArchived",

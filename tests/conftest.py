@@ -152,6 +152,19 @@ def connect_raw(path: Path | str, **kwargs: Any) -> sqlite3.Connection:
     return connection
 
 
+def undo_owner_revision(connection: sqlite3.Connection) -> None:
+    """Take revision 0009's columns and indexes off ``sessions`` (a home from before it)."""
+    for index in (
+        "uq_sessions_key_without_owner",
+        "uq_sessions_owner_key",
+        "ix_sessions_cwd_updated_at",
+        "ix_sessions_owner_updated_at",
+    ):
+        connection.execute(f"DROP INDEX {index}")
+    connection.execute('ALTER TABLE sessions DROP COLUMN "key"')
+    connection.execute("ALTER TABLE sessions DROP COLUMN owner")
+
+
 def snapshot(home: Path) -> dict[str, Any]:
     """The schema and every table's rows, as the backend reads them, to prove nothing changed.
 

@@ -1,7 +1,7 @@
 """The usage ledger: one row per entry of a run's usage, so that usage is summed on the database.
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-07
 
 Runs written before this revision are entered from their ``usage_json``, read leniently (usage
@@ -20,7 +20,7 @@ from soong_store.model.usage import KEYS
 from soong_store.write.usage_ledger import ledger_rows
 
 revision: str = "0010"
-down_revision: str | Sequence[str] | None = "0008"
+down_revision: str | Sequence[str] | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

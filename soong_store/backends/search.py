@@ -26,11 +26,14 @@ class Filters:
     role: str | None = None
     node_type: str | None = None
     agent_type: str | None = None
+    owner: str | None = None
 
     def clause(self, params: dict[str, Any]) -> str:
         """`` AND column = :name`` for each filter given (``t``: search_text, ``a``: agents).
 
-        The values go into ``params``, so a searcher's query only appends the clause.
+        The values go into ``params``, so a searcher's query only appends the clause. An
+        ``owner`` keeps the rows of that owner's sessions (a scoped store's search): filtered in
+        the query, so that a page of hits stays full.
         """
         where = ""
         for name, column in _FILTER_COLUMNS:
@@ -38,6 +41,9 @@ class Filters:
             if value is not None:
                 where += f" AND {column} = :{name}"
                 params[name] = str(value)
+        if self.owner is not None:
+            where += " AND t.session_id IN (SELECT session_id FROM sessions WHERE owner = :owner)"
+            params["owner"] = self.owner
         return where
 
 

@@ -27,6 +27,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
@@ -49,7 +50,7 @@ HANDLERS = {
     "browse": ("show", "tree", "path", "timeline", "switch"),
     "tasks": ("tasks",),
     "transfer": ("export", "import"),
-    "maintain": ("upgrade", "check", "gc", "demo"),
+    "maintain": ("upgrade", "check", "gc", "retention", "demo"),
     "search": ("search",),
     "web": ("serve",),
     "usage": ("usage",),
@@ -107,6 +108,28 @@ def _since(text: str) -> Any:
 
 
 _since.__name__ = "age (12h, 30d, 2w) or date (YYYY-MM-DD)"
+
+
+_DURATION = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def duration(text: str) -> timedelta:
+    """A span written as a whole number and a unit: ``90s``, ``45m``, ``12h``, ``30d``, ``2w``."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _DURATION or not number.isascii() or not number.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: expected a whole number and a unit (s, m, h, d, w), "
+            "like 30d or 12h"
+        )
+    try:
+        span = timedelta(**{_DURATION[unit]: int(number)})
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: too long") from None
+    if span <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: expected more than 0")
+    return span
+
+
 _nonnegative.__name__ = "integer >= 0"
 _positive.__name__ = "integer >= 1"
 _seconds.__name__ = "seconds"
@@ -195,6 +218,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add("--status", choices=[s.value for s in SessionStatus], help="only this status")
     add("--limit", type=_positive, default=50, metavar="N", help="sessions per page (default 50)")
     add("--offset", type=_nonnegative, default=0, metavar="N", help="sessions to skip (paging)")
+    add("--owner", metavar="O", help="only this owner's sessions")
+    add("--cwd", metavar="DIR", help="only sessions of this working directory")
+    add("--since", type=duration, metavar="SPAN",
+        help="only sessions updated within SPAN (like 7d, 12h)")  # fmt: skip
     add = command("show", "show a session, its agents, runs, artifacts and usage")
     add("session_id", **_SID)
     add = command("tree", "print the whole tree of a session, active path marked")
@@ -254,6 +281,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add("--scrub", action="store_true",
         help="replace credentials (cloud and API keys, tokens, private keys) with "
         "[REDACTED:<kind>] before anything is stored")  # fmt: skip
+    add = command("retention", "archive sessions idle for a while, delete those idle for longer")
+    add("--archive-after", type=duration, metavar="SPAN",
+        help="archive active sessions not updated for SPAN (like 30d)")  # fmt: skip
+    add("--delete-after", type=duration, metavar="SPAN",
+        help="delete sessions not updated for SPAN (like 180d), with their files")  # fmt: skip
+    add("--owner", metavar="O", help="only this owner's sessions")
+    add("--dry-run", action="store_true", help="only list what would be archived and deleted")
     command("demo", "write a realistic demo session and print its tree")
     add = command(
         "search", 'find nodes of every session, branch and agent by words or "quoted phrases"'
@@ -263,9 +297,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add("--role", choices=[r.value for r in Role], help="only nodes of this role")
     add("--limit", type=_positive, default=20, metavar="N", help="hits per page (default 20)")
     add("--offset", type=_nonnegative, default=0, metavar="N", help="hits to skip (paging)")
-    add = command("usage", "sum the runs' token usage and cost per day, model, session or cwd")
-    add("--by", choices=["day", "model", "session", "cwd"], default="day",
-        help="one row per UTC day (default), model, session or cwd")  # fmt: skip
+    add = command("usage", "sum the runs' token usage and cost per day, model, session, cwd or "
+                  "owner")  # fmt: skip
+    add("--by", choices=["day", "model", "session", "cwd", "owner"], default="day",
+        help="one row per UTC day (default), model, session, cwd or owner")  # fmt: skip
+    add("--owner", metavar="O", help="only the runs of this owner's sessions")
     add("--since", type=_since, metavar="WHEN",
         help="only runs started since then: an age (12h, 30d, 2w) or a UTC date "
         "(YYYY-MM-DD)")  # fmt: skip

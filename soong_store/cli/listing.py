@@ -4,8 +4,9 @@ Apart from :mod:`soong_store.cli.browse` because it is the command run most and 
 usually be read without opening a store (:mod:`soong_store.cli.glance`): then neither SQLAlchemy
 nor an event loop is loaded. Not when a database URL or a SQLite driver is named (``--url``,
 ``--sqlite-module``, ``$SOONG_STORE_SQLITE_MODULE``): the look reads with the standard library's
-``sqlite3`` only. The handler returns the exit status when the look answered, else the
-coroutine that lists through the store.
+``sqlite3`` only; nor when the listing is filtered (``--owner``, ``--cwd``, ``--since``). The
+handler returns the exit status when the look answered, else the coroutine that lists through
+the store.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Coroutine, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from soong_store.cli import glance, render
@@ -26,7 +28,11 @@ if TYPE_CHECKING:
 def cmd_sessions(args: argparse.Namespace) -> int | Coroutine[Any, Any, int]:
     """List sessions, most recently updated first."""
     wanted = args.offset + args.limit + 1
-    if args.url is None and args.sqlite_module is None and not os.environ.get(SQLITE_MODULE_ENV):
+    filtered = args.owner is not None or args.cwd is not None or args.since is not None
+    plain = (
+        args.url is None and args.sqlite_module is None and not os.environ.get(SQLITE_MODULE_ENV)
+    )
+    if plain and not filtered:
         found = glance.sessions_page(args.home or default_home(), args.status, wanted)
         if found is not None:
             return _print(args, found)
@@ -34,8 +40,15 @@ def cmd_sessions(args: argparse.Namespace) -> int | Coroutine[Any, Any, int]:
 
 
 async def _through_store(args: argparse.Namespace, wanted: int) -> int:
+    since = None if args.since is None else datetime.now(UTC) - args.since
     async with open_existing(args) as store:
-        found = await store.list_sessions(status=args.status, limit=wanted)
+        found = await store.list_sessions(
+            status=args.status,
+            limit=wanted,
+            owner=args.owner,
+            cwd=args.cwd,
+            updated_after=since,
+        )
     return _print(args, found)
 
 

@@ -98,6 +98,27 @@ async def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_retention(args: argparse.Namespace) -> int:
+    """Archive idle sessions and delete old ones, as ``--archive-after``/``--delete-after`` say."""
+    from soong_store.model.retention import RetentionPolicy
+
+    policy = RetentionPolicy(
+        archive_after=args.archive_after, delete_after=args.delete_after, owner=args.owner
+    )
+    async with open_existing(args) as store:
+        report = await store.apply_retention(policy, dry_run=args.dry_run)
+    if args.json:
+        emit({"dry_run": args.dry_run, "archived": report.archived, "deleted": report.deleted})
+        return 0
+    would = "would be " if args.dry_run else ""
+    out(f"{len(report.archived)} sessions {would}archived, {len(report.deleted)} {would}deleted")
+    for sid in report.archived:
+        out(f"  archived {sid}")
+    for sid in report.deleted:
+        out(f"  deleted  {sid}")
+    return 0
+
+
 async def cmd_demo(args: argparse.Namespace) -> int:
     """Write one realistic session on a temporary home (or ``--home``) and print its tree."""
     home = args.home or Path(tempfile.mkdtemp(prefix="soong-store-demo-"))

@@ -39,7 +39,7 @@ since_value.__name__ = "age (12h, 30d, 2w) or date (YYYY-MM-DD)"
 async def cmd_usage(args: argparse.Namespace) -> int:
     """Print the usage of the runs, one row per group."""
     async with open_existing(args) as store:
-        rows = await store.usage(by=args.by, since=args.since)
+        rows = await store.usage(by=args.by, owner=args.owner, since=args.since)
     if args.json:
         since = None if args.since is None else args.since.isoformat(timespec="seconds")
         emit({"by": args.by, "since": since, "rows": [row.model_dump() for row in rows]})
@@ -50,8 +50,10 @@ async def cmd_usage(args: argparse.Namespace) -> int:
     return 0
 
 
-def _key(row: UsageRow) -> str:
-    return "(no model)" if row.key is None else row.key
+def _key(row: UsageRow, by: str) -> str:
+    if row.key is not None:
+        return row.key
+    return "(no model)" if by == "model" else "(none)"
 
 
 def _cells(row: UsageRow) -> list[str]:
@@ -68,7 +70,7 @@ def usage_lines(rows: list[UsageRow], by: str) -> list[str]:
     """The rows as plain aligned columns under a heading (no bar: for files and pipes)."""
     if not rows:
         return ["no usage recorded"]
-    table = [[by, *_HEADS], *([_key(row), *_cells(row)] for row in rows)]
+    table = [[by, *_HEADS], *([_key(row, by), *_cells(row)] for row in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     lines = []
     for line in table:
@@ -89,7 +91,7 @@ def _draw(rows: list[UsageRow], by: str) -> None:
         return
     cells = [_cells(row) for row in rows]
     numbers = [max(len(head), *(len(line[i]) for line in cells)) for i, head in enumerate(_HEADS)]
-    key = min(max(len(by), *(len(_key(row)) for row in rows)), _KEY)
+    key = min(max(len(by), *(len(_key(row, by)) for row in rows)), _KEY)
     # the bar takes what the numbers and the key leave of the line (numbers are never cut)
     bar_width = max(_BAR_MIN, min(_BAR, console.width - key - sum(numbers) - 2 * len(numbers)))
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -100,5 +102,5 @@ def _draw(rows: list[UsageRow], by: str) -> None:
     most = max(max(_tokens(row) for row in rows), 1)
     for row, line in zip(rows, cells, strict=True):
         bar = Bar(size=most, begin=0, end=_tokens(row), width=bar_width, color="cyan")
-        table.add_row(_key(row), *line, bar)
+        table.add_row(_key(row, by), *line, bar)
     console.print(table)

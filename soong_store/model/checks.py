@@ -124,3 +124,34 @@ def check_lock_wait(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise InvalidArgument(f"invalid lock_wait {value!r}: expected seconds > 0", lock_wait=value)
     return float(value)
+
+
+OWNER_RE = re.compile(r"[A-Za-z0-9_.@:\-]{1,128}")
+"""What an owner (a user or tenant) must match: compared, listed, typed on a command line."""
+
+MAX_KEY = 256
+"""The longest session key, in characters."""
+
+
+def check_owner(value: object) -> str:
+    """Return ``value`` if it is an owner: 1-128 characters of ``[A-Za-z0-9_.@:-]``."""
+    if not isinstance(value, str) or OWNER_RE.fullmatch(value) is None:
+        raise InvalidArgument(
+            f"invalid owner {value!r:.200}: expected 1-128 characters of [A-Za-z0-9_.@:-]",
+            owner=value,
+        )
+    return value
+
+
+def check_optional_owner(value: object) -> str | None:
+    """Like :func:`check_owner`, letting ``None`` (no owner) through."""
+    return None if value is None else check_owner(value)
+
+
+def check_key(value: object) -> str:
+    """Return ``value`` if it is a session key: 1-256 printable characters."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_KEY or not value.isprintable():
+        raise InvalidArgument(
+            f"invalid key {value!r:.300}: expected 1-{MAX_KEY} printable characters", key=value
+        )
+    return value

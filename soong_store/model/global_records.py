@@ -37,6 +37,8 @@ class SessionRecord(Record):
     metadata: Any
     created_at: datetime
     updated_at: datetime
+    owner: str | None = None
+    key: str | None = None
 
 
 class AgentRecord(Record):
@@ -113,6 +115,8 @@ def session_record(row: Mapping[Any, Any]) -> SessionRecord:
             "metadata": stored(row, "metadata_json"),
             "created_at": ts(row["created_at"]),
             "updated_at": ts(row["updated_at"]),
+            "owner": row["owner"],
+            "key": row["key"],
         },
     )
 

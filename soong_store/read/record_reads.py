@@ -9,10 +9,11 @@ reads of a session's own tables, its nodes and events, are :mod:`soong_store.rea
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, Select, Table, or_, select
+from sqlalchemy import ColumnElement, Connection, RowMapping, Select, Table, or_, select
 from sqlalchemy.engine import Dialect
 
 from soong_store.backends.link import Link
@@ -48,6 +49,34 @@ def session_row(connection: Link, session_id: str) -> Row:
     if row is None:
         raise NotFound(f"no session {session_id!r}", session_id=session_id)
     return row
+
+
+def owned_session(connection: Link, session_id: str, owner: str) -> SessionRecord:
+    """The session if ``owner`` owns it; else ``NotFound`` exactly as for an unknown id.
+
+    A scoped store must not tell another owner's session from one that does not exist.
+    """
+    row = session_row(connection, session_id)
+    if row["owner"] != owner:
+        raise NotFound(f"no session {session_id!r}", session_id=session_id)
+    return session_record(row)
+
+
+_OWNED = {"agent": agents_table, "run": runs_table, "artifact": artifacts_table}
+
+
+def check_owned(connection: Connection, kind: str, value: str, owner: str) -> None:
+    """``NotFound`` (as :func:`_one` says it) unless the ``kind`` row ``value`` is ``owner``'s."""
+    table = _OWNED[kind]
+    key = f"{kind}_id"
+    stmt = (
+        select(sessions_table.c.owner)
+        .select_from(table.join(sessions_table, sessions_table.c.session_id == table.c.session_id))
+        .where(table.c[key] == value)
+    )
+    found = connection.execute(stmt).first()
+    if found is None or found[0] != owner:
+        raise NotFound(f"no {kind} {value!r}", **{key: value})
 
 
 def _one(connection: Connection, table: Table, key: str, value: str, kind: str) -> RowMapping:
@@ -86,22 +115,60 @@ def get_session(connection: Link, session_id: str) -> SessionRecord:
     return session_record(session_row(connection, session_id))
 
 
+def key_filter(owner: str | None, key: str) -> tuple[ColumnElement[bool], ...]:
+    """The terms that find the session ``owner`` (``None``: no owner) names ``key``.
+
+    Written so that each is served by its unique index (``owner IS NULL`` is what the index of
+    the sessions without an owner is made for).
+    """
+    by_owner = sessions_table.c.owner
+    return (by_owner.is_(None) if owner is None else by_owner == owner, sessions_table.c.key == key)
+
+
+def find_session(connection: Connection, owner: str | None, key: str) -> SessionRecord | None:
+    """The session ``owner`` names ``key``, or ``None``."""
+    row = connection.execute(select(sessions_table).where(*key_filter(owner, key))).mappings()
+    found = row.first()
+    return None if found is None else session_record(found)
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """What a listing of sessions keeps: each field ``None`` keeps every session."""
+
+    owner: str | None = None
+    cwd: str | None = None
+    updated_after: str | None = None
+    updated_before: str | None = None
+
+
 def list_sessions(
     connection: Connection,
     status: SessionStatus | None,
     limit: int | None,
     after: tuple[str, str] | None = None,
+    where: SessionFilter | None = None,
 ) -> list[SessionRecord]:
     """Sessions, most recently updated first; ``after`` is the key of the last one seen.
 
     The key (``updated_at``, ``session_id``, as stored) makes a page far down cost what the
     first one does: the index on ``updated_at`` is entered at the key, no row before it is read.
+    An owner or a cwd has an index of its own in the same order (``where``: the filters; the
+    bounds on ``updated_at`` are exclusive).
     """
-    stmt = select(sessions_table).order_by(
-        sessions_table.c.updated_at.desc(), sessions_table.c.session_id.desc()
-    )
+    table = sessions_table
+    stmt = select(table).order_by(table.c.updated_at.desc(), table.c.session_id.desc())
     if status is not None:
-        stmt = stmt.where(sessions_table.c.status == str(status))
+        stmt = stmt.where(table.c.status == str(status))
+    if where is not None:
+        if where.owner is not None:
+            stmt = stmt.where(table.c.owner == where.owner)
+        if where.cwd is not None:
+            stmt = stmt.where(table.c.cwd == where.cwd)
+        if where.updated_after is not None:
+            stmt = stmt.where(table.c.updated_at > where.updated_after)
+        if where.updated_before is not None:
+            stmt = stmt.where(table.c.updated_at < where.updated_before)
     if after is not None:
         updated, sid = after
         column = sessions_table.c.updated_at
@@ -112,6 +179,23 @@ def list_sessions(
     if limit is not None:
         stmt = stmt.limit(limit)
     return [session_record(row) for row in connection.execute(stmt).mappings()]
+
+
+def idle_sessions(
+    connection: Connection, before: str, owner: str | None, status: SessionStatus | None
+) -> list[str]:
+    """The ids of the sessions last updated before ``before``, oldest first (retention).
+
+    Served by the index on ``updated_at`` (with the owner's, or the status's, when given).
+    """
+    table = sessions_table
+    stmt = select(table.c.session_id).where(table.c.updated_at < before)
+    if owner is not None:
+        stmt = stmt.where(table.c.owner == owner)
+    if status is not None:
+        stmt = stmt.where(table.c.status == str(status))
+    stmt = stmt.order_by(table.c.updated_at, table.c.session_id)
+    return list(connection.execute(stmt).scalars())
 
 
 def get_agent(connection: Connection, agent_id: str) -> AgentRecord:

@@ -19,7 +19,7 @@ from sqlalchemy import Integer, Table
 
 from soong_store.errors import SoongStoreError
 from soong_store.model import codec
-from soong_store.model.checks import check_id, check_session_id
+from soong_store.model.checks import check_id, check_key, check_owner, check_session_id
 from soong_store.model.content import decode_stored_content
 from soong_store.model.enums import (
     TERMINAL_RUN_STATUSES,
@@ -143,6 +143,10 @@ def _check_value(session_id: str, kind: str, column: str, value: Any) -> None:
         decode_stored_content(value)
     elif column == "cwd":
         _check_cwd(value)
+    elif column == "owner":
+        check_owner(value)
+    elif column == "key":
+        check_key(value)
     elif column == "event_type":
         codec.check_text(value, "event type", max_len=_MAX_EVENT_TYPE)
     elif column == "filename":

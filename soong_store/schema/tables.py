@@ -33,6 +33,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    column,
 )
 
 from soong_store.model.enums import AgentStatus, AgentType, EndReason, RunStatus, SessionStatus
@@ -80,6 +81,37 @@ def _deferred(target: str) -> ForeignKey:
     return ForeignKey(target, deferrable=True, initially="DEFERRED", use_alter=True)
 
 
+def _owner_indexes() -> tuple[Index, ...]:
+    owner, key = column("owner", Text), column("key", Text)
+    return (
+        # The listings of one owner's or one folder's sessions, newest first with the key cursor.
+        Index("ix_sessions_owner_updated_at", "owner", "updated_at", "session_id"),
+        Index("ix_sessions_cwd_updated_at", "cwd", "updated_at", "session_id"),
+        # A key is unique per owner, sessions without an owner included: NULLs are distinct in
+        # a unique index, so the sessions without an owner have an index of their own. Partial
+        # indexes (not one on an expression): both databases refuse the clash, and both reflect
+        # them, so autogenerate sees no drift.
+        Index(
+            "uq_sessions_owner_key",
+            "owner",
+            "key",
+            unique=True,
+            sqlite_where=owner.is_not(None),
+            postgresql_where=owner.is_not(None),
+        ),
+        Index(
+            "uq_sessions_key_without_owner",
+            "key",
+            unique=True,
+            sqlite_where=owner.is_(None) & key.is_not(None),
+            postgresql_where=owner.is_(None) & key.is_not(None),
+        ),
+    )
+
+
+SESSION_OWNER_INDEXES = _owner_indexes()
+"""The indexes of ``sessions.owner`` and ``sessions.key`` (made by revision 0009)."""
+
 sessions_table = Table(
     "sessions",
     metadata,
@@ -92,12 +124,19 @@ sessions_table = Table(
     _text("metadata_json", nullable=True),
     _text("created_at"),
     _text("updated_at"),
+    _text("owner", nullable=True),
+    _text("key", nullable=True),
     _one_of("status", SessionStatus),
     Index("ix_sessions_updated_at", "updated_at"),
     Index("ix_sessions_status_updated_at", "status", "updated_at"),
     Index("ix_sessions_root_agent_id", "root_agent_id"),
+    *SESSION_OWNER_INDEXES,
 )
-"""One conversation: the container of an agent tree, its nodes and its events."""
+"""One conversation: the container of an agent tree, its nodes and its events.
+
+``owner`` (a user or tenant) and ``key`` (an application's own name for the session, unique per
+owner): see :data:`SESSION_OWNER_INDEXES` for how they are indexed.
+"""
 
 agents_table = Table(
     "agents",

@@ -17,7 +17,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,7 +30,9 @@ from soong_store.model.checks import (
     check_bound,
     check_id,
     check_integer,
+    check_key,
     check_optional_id,
+    check_optional_owner,
     check_session_id,
 )
 from soong_store.model.checks import enum_value as _enum
@@ -50,6 +52,7 @@ from soong_store.store.runtime import StoreRuntime
 
 if TYPE_CHECKING:  # the writes, fork, search and task WAL are imported by the calls that use them
     from soong_store.model.records import EventRecord, NodeRecord
+    from soong_store.model.retention import RetentionReport
     from soong_store.model.search import SearchHit
     from soong_store.model.usage import UsageRow
     from soong_store.tasks.registry import TaskDags
@@ -68,15 +71,17 @@ _EPOCH_SPAN = 1e12
 # -- sessions, agents and runs --------------------------------------------------------------
 
 
-def create_session_job(cwd: object, metadata: Any, root_agent_type: object) -> Job[SessionRecord]:
+def create_session_job(
+    cwd: object,
+    metadata: Any,
+    root_agent_type: object,
+    owner: object = None,
+    key: object = None,
+) -> Job[SessionRecord]:
     """``cwd`` made absolute (task logs must be found from any directory), a root agent type."""
     from soong_store.write import lifecycle as writes
 
-    if not isinstance(cwd, str | os.PathLike):
-        raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
-    cwd_text = os.path.abspath(codec.check_text(os.fspath(cwd), "cwd"))
-    if "\x00" in cwd_text:
-        raise InvalidArgument(f"invalid cwd {cwd!r}: a path cannot hold a NUL character")
+    cwd_text = check_cwd(cwd)
     agent_type = _enum(AgentType, root_agent_type, "root agent type")
     if agent_type not in (AgentType.MAIN, AgentType.ORCHESTRATOR):
         raise InvalidArgument(
@@ -87,15 +92,61 @@ def create_session_job(cwd: object, metadata: Any, root_agent_type: object) -> J
         cwd=cwd_text,
         metadata_json=codec.dumps_optional(metadata, what="session metadata"),
         root_agent_type=agent_type,
+        owner=check_optional_owner(owner),
+        key=None if key is None else check_key(key),
     )
 
 
-def list_sessions_job(status: object, limit: object, after: object) -> Job[list[SessionRecord]]:
+def check_cwd(cwd: object) -> str:
+    """``cwd`` as the absolute path a session stores (``InvalidArgument`` naming a bad one)."""
+    if not isinstance(cwd, str | os.PathLike):
+        raise InvalidArgument(f"invalid cwd {cwd!r}: expected a path")
+    cwd_text = os.path.abspath(codec.check_text(os.fspath(cwd), "cwd"))
+    if "\x00" in cwd_text:
+        raise InvalidArgument(f"invalid cwd {cwd!r}: a path cannot hold a NUL character")
+    return cwd_text
+
+
+def find_session_job(key: object, owner: object) -> Job[SessionRecord | None]:
+    """The session an owner (or no owner) names ``key``."""
+    return partial(record_reads.find_session, owner=check_optional_owner(owner), key=check_key(key))
+
+
+def list_sessions_job(
+    status: object,
+    limit: object,
+    after: object,
+    *,
+    owner: object = None,
+    cwd: object = None,
+    updated_after: object = None,
+    updated_before: object = None,
+) -> Job[list[SessionRecord]]:
     """A page of sessions; ``after`` must be a record a listing returned (its key is the cursor)."""
     wanted = None if status is None else _enum(SessionStatus, status, "session status")
     count = check_bound(limit, "limit", low=1)
     key = None if after is None else _session_key(after)
-    return partial(record_reads.list_sessions, status=wanted, limit=count, after=key)
+    where = record_reads.SessionFilter(
+        owner=check_optional_owner(owner),
+        cwd=None if cwd is None else check_cwd(cwd),
+        updated_after=_stored_time(updated_after, "updated_after"),
+        updated_before=_stored_time(updated_before, "updated_before"),
+    )
+    return partial(record_reads.list_sessions, status=wanted, limit=count, after=key, where=where)
+
+
+def _stored_time(value: object, what: str) -> str | None:
+    """An aware ``datetime`` as the stored timestamp text (UTC, microseconds), or ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise InvalidArgument(
+            f"invalid {what} {value!r}: expected a datetime with a time zone", **{what: value}
+        )
+    try:
+        return value.astimezone(UTC).isoformat(timespec="microseconds")
+    except OverflowError:  # a time zone takes it beyond year 1 or 9999
+        raise InvalidArgument(f"invalid {what} {value!r}: out of range", **{what: value}) from None
 
 
 def _session_key(record: object) -> tuple[str, str]:
@@ -231,6 +282,7 @@ def search_job(
     agent_type: object,
     limit: object,
     offset: object,
+    owner: str | None = None,
 ) -> Job[list[SearchHit]]:
     """A page of search hits: the query parsed (never an operator), the filters checked."""
     from soong_store.backends.search import Filters
@@ -244,6 +296,7 @@ def search_job(
         role=None if role is None else str(_enum(Role, role, "role")),
         node_type=None if node_type is None else str(_enum(NodeType, node_type, "node type")),
         agent_type=None if agent_type is None else str(_enum(AgentType, agent_type, "agent type")),
+        owner=owner,
     )
     count = check_bound(limit, "limit", low=1)
     skip = check_bound(offset, "offset")
@@ -254,14 +307,19 @@ def search_job(
     )
 
 
-def usage_job(by: object, since: object, until: object) -> Job[list[UsageRow]]:
-    """Usage summed per group: ``by`` one of the groups, ``since``/``until`` aware times."""
+def usage_job(
+    by: object, since: object, until: object, owner: object = None
+) -> Job[list[UsageRow]]:
+    """Usage summed per group (``by``), of runs started between two aware times.
+
+    ``owner``: an owner, or ``None`` for every session's runs.
+    """
     from soong_store.read import usage as ledger
 
     if not isinstance(by, str) or by not in ledger.GROUPS:
         raise InvalidArgument(f"invalid by {by!r}: expected one of {', '.join(ledger.GROUPS)}")
     low, high = _stamp(since, "since"), _stamp(until, "until")
-    return partial(ledger.usage, by=by, since=low, until=high)
+    return partial(ledger.usage, by=by, since=low, until=high, owner=check_optional_owner(owner))
 
 
 def _stamp(value: object, what: str) -> str | None:
@@ -312,14 +370,67 @@ async def fork_session(runtime: StoreRuntime, session_id: object, node_id: objec
 async def delete_session(runtime: StoreRuntime, session_id: object) -> str:
     """Remove the rows and tables, then the files no other row names; the checked id back."""
     from soong_store.write import lifecycle as writes
-    from soong_store.write.file_jobs import remove_unreferenced
 
     sid = check_session_id(session_id)
-    paths = await runtime.write(partial(writes.delete_session, session_id=sid))
-    runtime.erased = True
+    await _delete(runtime, partial(writes.delete_session, session_id=sid))
+    return sid
+
+
+async def _delete(runtime: StoreRuntime, job: Job[list[str] | None]) -> bool:
+    """Run a delete job, then remove the files no other row names; whether it deleted."""
+    from soong_store.write.file_jobs import remove_unreferenced
+
+    paths = await runtime.write(job)
+    runtime.erased = True  # the close erases what the delete left on disk
     if paths:
         await runtime.write(partial(remove_unreferenced, files=runtime.files, paths=paths))
-    return sid
+    return paths is not None
+
+
+async def apply_retention(runtime: StoreRuntime, policy: object, dry_run: bool) -> RetentionReport:
+    """Delete, then archive, the sessions idle for longer than ``policy`` allows.
+
+    Deleting is :func:`delete_session`'s path (rows, pair, search rows, files no other row
+    names). The sessions are listed in one read, then each is deleted or archived in a job of
+    its own that first checks, under the session's lock, that it is still idle: a session
+    written meanwhile is left alone and not reported.
+    """
+    from soong_store.model.retention import RetentionPolicy, RetentionReport
+    from soong_store.write import lifecycle as writes
+
+    if not isinstance(policy, RetentionPolicy):
+        raise InvalidArgument(f"invalid policy {policy!r:.80}: expected a RetentionPolicy")
+    now = datetime.now(UTC)
+    report = RetentionReport()
+    if policy.delete_after is not None:
+        cutoff = _cutoff(now, policy.delete_after)
+        for sid in await _idle(runtime, cutoff, policy.owner, None):
+            job = partial(writes.delete_idle, session_id=sid, idle_before=cutoff)
+            if dry_run or await _delete(runtime, job):
+                report.deleted.append(sid)
+    if policy.archive_after is not None:
+        cutoff = _cutoff(now, policy.archive_after)
+        gone = set(report.deleted)  # a dry run's: they would be deleted, not archived
+        for sid in await _idle(runtime, cutoff, policy.owner, SessionStatus.ACTIVE):
+            archive = partial(writes.archive_idle, session_id=sid, idle_before=cutoff)
+            if sid not in gone and (dry_run or await runtime.write(archive)):
+                report.archived.append(sid)
+    return report
+
+
+def _cutoff(now: datetime, span: timedelta) -> str:
+    """``now - span`` as stored text; before year 1 (no session is that old): ``""``."""
+    try:
+        return (now - span).isoformat(timespec="microseconds")
+    except OverflowError:
+        return ""
+
+
+async def _idle(
+    runtime: StoreRuntime, cutoff: str, owner: str | None, status: SessionStatus | None
+) -> list[str]:
+    query = partial(record_reads.idle_sessions, before=cutoff, owner=owner, status=status)
+    return await runtime.read(query)
 
 
 async def redact_node(

@@ -5,9 +5,11 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from soong_store.model.checks import check_owner
 from soong_store.store import calls
 from soong_store.store.artifacts import ArtifactCalls
 from soong_store.store.conversation import ConversationCalls
+from soong_store.store.scoped import ScopedStore
 from soong_store.store.sessions import SessionCalls
 
 if TYPE_CHECKING:
@@ -43,6 +45,17 @@ class SessionStore(SessionCalls, ArtifactCalls, ConversationCalls):
     validated and stored (:mod:`soong_store.scrub`); a scrubber that fails fails the call with
     :class:`~soong_store.errors.InvalidArgument`, and nothing is written.
     """
+
+    def scoped(self, owner: str) -> ScopedStore:
+        """This store's session-level API confined to ``owner``'s sessions.
+
+        Another owner's session (or one without an owner) is ``NotFound`` through it exactly as
+        an unknown id is, and is never listed or found by a search.
+
+        Raises:
+            InvalidArgument: ``owner`` is not 1-128 characters of ``[A-Za-z0-9_.@:-]``.
+        """
+        return ScopedStore(self, check_owner(owner))
 
     # -- task DAGs --------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from soong_store.model.enums import (
     SessionStatus,
 )
 from soong_store.model.global_records import AgentRecord, RunRecord, SessionRecord
+from soong_store.model.retention import RetentionPolicy, RetentionReport
 from soong_store.read import record_reads
 from soong_store.read.readers import ON_LINK, ON_LOOP, ON_LOOP_BUDGETED, ON_THREAD, page
 from soong_store.store import calls
@@ -35,14 +36,28 @@ class SessionCalls(StoreCore):
         cwd: str | os.PathLike[str],
         metadata: Any = None,
         root_agent_type: AgentType | str = "main",
+        *,
+        owner: str | None = None,
+        key: str | None = None,
     ) -> SessionRecord:
         """Create a session with its root agent (``main`` or ``orchestrator``) and tables.
 
         ``cwd`` is stored as an absolute path: the session's task logs live under it, and they
-        must be found again from any working directory.
+        must be found again from any working directory. ``owner`` names the user or tenant
+        (1-128 characters of ``[A-Za-z0-9_.@:-]``); ``key`` is the application's own name for
+        the session (1-256 printable characters), unique per owner.
+
+        Raises:
+            InvalidArgument: a bad argument, or a ``key`` another session of the same owner
+                holds (nothing is written).
         """
         metadata = self._clean(metadata, "session metadata")
-        return await self._runtime.write(calls.create_session_job(cwd, metadata, root_agent_type))
+        job = calls.create_session_job(cwd, metadata, root_agent_type, owner, key)
+        return await self._runtime.write(job)
+
+    async def find_session(self, key: str, *, owner: str | None = None) -> SessionRecord | None:
+        """The session ``owner`` (``None``: no owner) named ``key``, or ``None``."""
+        return await self._runtime.read(calls.find_session_job(key, owner), ON_LOOP)
 
     async def get_session(self, session_id: str) -> SessionRecord:
         """One session (``NotFound`` if there is none)."""
@@ -55,14 +70,28 @@ class SessionCalls(StoreCore):
         status: SessionStatus | str | None = None,
         limit: int | None = None,
         *,
+        owner: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
         after: SessionRecord | None = None,
     ) -> list[SessionRecord]:
         """Sessions, most recently updated first; ``after``: the next page after that record.
 
         Pass the last record of a page as ``after`` to read the next one (a key cursor: a page
-        far down costs what the first one does).
+        far down costs what the first one does). ``owner`` and ``cwd`` keep the sessions of one
+        owner or one folder; ``updated_after`` and ``updated_before`` (aware datetimes, both
+        exclusive) those last changed in that span. Every filter is served by an index.
         """
-        job = calls.list_sessions_job(status, limit, after)
+        job = calls.list_sessions_job(
+            status,
+            limit,
+            after,
+            owner=owner,
+            cwd=cwd,
+            updated_after=updated_after,
+            updated_before=updated_before,
+        )
         return await self._runtime.read(job, page(limit, ON_LOOP))
 
     async def archive_session(self, session_id: str) -> SessionRecord:
@@ -77,6 +106,24 @@ class SessionCalls(StoreCore):
         sid = await calls.delete_session(self._runtime, session_id)
         if self._task_dags is not None:
             self._task_dags.forget_session(sid)
+
+    async def apply_retention(
+        self, policy: RetentionPolicy, *, dry_run: bool = False
+    ) -> RetentionReport:
+        """Delete the sessions idle past ``delete_after``, archive those past ``archive_after``.
+
+        Idle is measured from ``updated_at``; deleting is :meth:`delete_session` (rows, tables,
+        search rows, the artifact files no other session names). A session written while the
+        run goes is left alone. ``dry_run``: report what would be done, change nothing.
+
+        Raises:
+            InvalidArgument: ``policy`` is not a :class:`~soong_store.RetentionPolicy`.
+        """
+        report = await calls.apply_retention(self._runtime, policy, bool(dry_run))
+        if self._task_dags is not None and not dry_run:
+            for sid in report.deleted:
+                self._task_dags.forget_session(sid)
+        return report
 
     async def fork_session(self, session_id: str, node_id: str) -> SessionRecord:
         """A new session holding copies of the active path up to ``node_id``."""
@@ -182,14 +229,18 @@ class SessionCalls(StoreCore):
         self,
         *,
         by: str = "day",
+        owner: str | None = None,
         since: datetime | date | None = None,
         until: datetime | date | None = None,
     ) -> list[UsageRow]:
-        """Runs' usage summed per day (UTC), model, session or cwd, on the database.
+        """Runs' usage summed per day (UTC), model, session, cwd or owner, on the database.
+
+        ``owner``: only the runs of that owner's sessions (``by="owner"`` groups by it instead;
+        runs of sessions without an owner have the key ``None``).
 
         Counts the runs started at ``since`` or later and before ``until`` (a ``date`` is its
         UTC midnight; a ``datetime`` must say its time zone). Days come oldest first, other
         groups most tokens first.
         """
-        job = calls.usage_job(by, since, until)
+        job = calls.usage_job(by, since, until, owner)
         return await self._runtime.read(job, ON_THREAD)

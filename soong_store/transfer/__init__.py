@@ -60,6 +60,7 @@ from soong_store.transfer.format import (
 )
 from soong_store.write import session_keys
 from soong_store.write.file_jobs import named_paths, remove_unreferenced
+from soong_store.write.lifecycle import claim_key
 from soong_store.write.session_writer import SessionWriter
 from soong_store.write.usage_ledger import enter_usage
 
@@ -362,6 +363,9 @@ def _insert_bundle(
                 f"{kind} {clash!r} already exists in this database; import with --new-id",
                 **{f"{kind}_id": clash},
             )
+    session = bundle.rows["session"][0]
+    if session["key"] is not None:  # refused before a file is put in place
+        claim_key(connection, session["owner"], session["key"])
     _publish(connection, files, staged)
     connection.execute(sessions_table.insert(), bundle.rows["session"])
     for each in (name, *more_names) if name is not None else more_names:

@@ -237,6 +237,8 @@ def _read(
         if kind != "session" and not bundle.rows["session"]:
             raise _refuse(lineno, "the session row must come first")
         row: Any = item.get("row")
+        if kind == "session" and isinstance(row, dict) and not {"owner", "key"} & set(row):
+            row = {**row, "owner": None, "key": None}  # written before sessions had owners
         if scrub is not None:
             row = scrub_row(kind, row, scrub)
         found = Found(bundle.session_id)

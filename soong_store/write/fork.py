@@ -95,6 +95,7 @@ def fork_session(
         root.agent_type,
         parent_session_id=session_id,
         session_id=plan.session_id,
+        owner=source["owner"],  # a fork stays with its owner; the key names the source alone
     )
     writer = SessionWriter.open(connection, fork.session_id)
     copied: dict[str, str] = {}

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, delete, exists, select, update
 
 from soong_store.backends.base import lock_session
 from soong_store.catalog import lookup as catalog
-from soong_store.errors import StorageError
+from soong_store.errors import InvalidArgument, StorageError
 from soong_store.model.enums import (
     AgentStatus,
     AgentType,
@@ -49,14 +49,19 @@ def create_session(
     *,
     parent_session_id: str | None = None,
     session_id: str | None = None,
+    owner: str | None = None,
+    key: str | None = None,
 ) -> SessionRecord:
     """Insert a session and its root agent (one transaction); its pair comes with its first write.
 
     No schema changes here, so no other connection re-reads the schema after a new session.
 
     ``session_id`` is for a fork, whose id is chosen before its files are linked; it is
-    generated here otherwise (again on a collision).
+    generated here otherwise (again on a collision). A ``key`` another session of the same
+    ``owner`` holds is :class:`InvalidArgument` (see :func:`claim_key`).
     """
+    if key is not None:
+        claim_key(connection, owner, key)
     while True:
         chosen = session_id or new_session_id()
         lock_session(connection, chosen)
@@ -80,12 +85,38 @@ def create_session(
         "metadata_json": metadata_json,
         "created_at": now,
         "updated_at": now,
+        "owner": owner,
+        "key": key,
     }
     connection.execute(sessions_table.insert(), row)
     connection.execute(
         agents_table.insert(), _agent_row(agent_id, session_id, root_agent_type, now)
     )
     return session_record(row)
+
+
+def claim_key(connection: Connection, owner: str | None, key: str) -> None:
+    """Refuse ``key`` if a session of ``owner`` (or, ``None``, of no owner) holds it already.
+
+    The lock makes two writers of the same name on PostgreSQL wait for each other, so the second
+    is refused here with a clear error; the unique indexes of ``sessions`` refuse the clash in
+    any case.
+
+    Raises:
+        InvalidArgument: the key is taken (nothing is written).
+    """
+    lock_session(connection, f"owner-key:{owner}:{key}")
+    taken = connection.execute(
+        select(sessions_table.c.session_id).where(*record_reads.key_filter(owner, key))
+    ).scalar()
+    if taken is not None:
+        whose = "no owner" if owner is None else f"owner {owner!r}"
+        raise InvalidArgument(
+            f"key {key!r} already names session {taken!r} of {whose}",
+            key=key,
+            owner=owner,
+            session_id=taken,
+        )
 
 
 def _agent_row(agent_id: str, session_id: str, agent_type: AgentType, now: str) -> dict[str, Any]:
@@ -329,6 +360,40 @@ def switch_node(connection: Connection, session_id: str, node_id: str | None) ->
     )
     writer.finish()
     return session_record(writer.session)
+
+
+def still_idle(connection: Connection, session_id: str, idle_before: str) -> bool:
+    """Whether the session exists and was not updated since ``idle_before`` (retention).
+
+    Asked under the session's lock, in the job that then archives or deletes it: a session that
+    was written (or deleted) since retention listed it is left alone.
+    """
+    return _idle_status(connection, session_id, idle_before) is not None
+
+
+def _idle_status(connection: Connection, session_id: str, idle_before: str) -> str | None:
+    lock_session(connection, session_id)
+    row = connection.execute(
+        select(sessions_table.c.updated_at, sessions_table.c.status).where(
+            sessions_table.c.session_id == session_id
+        )
+    ).first()
+    return None if row is None or row[0] >= idle_before else str(row[1])
+
+
+def archive_idle(connection: Connection, session_id: str, idle_before: str) -> bool:
+    """Archive the session if it is active and :func:`still_idle`; whether it was archived."""
+    if _idle_status(connection, session_id, idle_before) != SessionStatus.ACTIVE:
+        return False
+    archive_session(connection, session_id)
+    return True
+
+
+def delete_idle(connection: Connection, session_id: str, idle_before: str) -> list[str] | None:
+    """Delete the session if it is :func:`still_idle`: its artifact paths, else ``None``."""
+    if not still_idle(connection, session_id, idle_before):
+        return None
+    return delete_session(connection, session_id)
 
 
 def archive_session(connection: Connection, session_id: str) -> SessionRecord:

@@ -30,7 +30,7 @@ from soong_store.catalog import placement as pair_files
 from soong_store.check.run import check_store
 from soong_store.schema import session_tables
 from soong_store.transfer import export_session, import_session
-from tests.conftest import connect_raw, text
+from tests.conftest import connect_raw, text, undo_owner_revision
 from tests.shard_support import (
     assert_each_pair_in_one_file,
     limited,
@@ -628,6 +628,7 @@ async def test_a_home_from_before_ids_upgrades_and_reads_its_shards(
         main.execute("DROP TABLE home_identity")
         main.execute("DROP TABLE keyed_states")
         main.execute("DROP TABLE run_usage")
+        undo_owner_revision(main)
         main.execute("UPDATE alembic_version SET version_num = '0006'")
     main.close()
     for shard in shards:

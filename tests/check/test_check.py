@@ -107,7 +107,7 @@ def test_every_kind_of_damage_is_found_by_its_ids(damaged: dict[str, Any]) -> No
         for bad in ("bad-id", "sess_no_tables"):
             damage(
                 "INSERT INTO sessions VALUES (:id, '.', 'agent_none', NULL, NULL, 'active', NULL,"
-                " :now, :now)",
+                " :now, :now, NULL, NULL)",
                 id=bad,
                 now=now,
             )

@@ -21,7 +21,9 @@ async def write(backend: Backend) -> dict[str, Any]:
             ("a", [{"model": "big", "input_tokens": 1000, "output_tokens": 50, "cost_usd": 0.5}]),
             ("b", {"model": "small", "input_tokens": 10, "cache_read_tokens": 400}),
         ):
-            s = await store.create_session(cwd=backend.home / name)
+            s = await store.create_session(
+                cwd=backend.home / name, owner="alice" if name == "a" else None
+            )
             run = await store.start_run(s.session_id, s.root_agent_id)
             done = await store.finish_run(run.run_id, "completed", "completed", usage=usage)
             made[name] = s.session_id
@@ -58,6 +60,13 @@ def test_usage_by_each_group_as_text_and_json(
     assert [r["key"] for r in by_session] == [made["a"], made["b"]]
     by_cwd = run("usage", "--by", "cwd")
     assert str(backend.home / "a") in by_cwd and str(backend.home / "b") in by_cwd
+    by_owner = run("usage", "--by", "owner").splitlines()
+    assert [line.split()[:3] for line in by_owner[1:]] == [
+        ["alice", "1", "1,000"],
+        ["(none)", "1", "10"],
+    ]
+    alices = run.json("usage", "--by", "session", "--owner", "alice")["rows"]
+    assert [r["key"] for r in alices] == [made["a"]]
 
 
 def test_since_takes_an_age_or_a_date(backend: Backend, capsys: pytest.CaptureFixture[str]):
@@ -88,7 +97,12 @@ def test_a_terminal_gets_a_table_with_a_bar_per_row(
 
 @pytest.mark.parametrize(
     ("args", "named"),
-    [(["--by", "week"], "week"), (["--since", "3x"], "3x"), (["--since", "2026-13-01"], "13")],
+    [
+        (["--by", "week"], "week"),
+        (["--since", "3x"], "3x"),
+        (["--since", "2026-13-01"], "13"),
+        (["--owner", "no one"], "no one"),
+    ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(backend: Backend, args: list[str], named: str):
     asyncio.run(write(backend))

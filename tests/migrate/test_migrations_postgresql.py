@@ -44,3 +44,35 @@ def test_the_cli_upgrades_and_alembic_finds_no_drift(pg_database_url: str, tmp_p
     )
     assert check.returncode == 0, check.stderr
     assert "No new upgrade operations detected" in check.stdout
+
+
+def test_revision_0009_goes_down_and_up_again(pg_database_url: str) -> None:
+    from alembic import command
+    from sqlalchemy import create_engine, inspect
+
+    from soong_store.migrate.upgrade import alembic_config
+
+    soong_store.upgrade(pg_database_url)
+    engine = create_engine(pg_database_url)
+    try:
+        with engine.connect() as connection, connection.begin():
+            command.downgrade(alembic_config(connection), "0008")
+    finally:
+        engine.dispose()
+
+    def shape() -> tuple[set[str], set[str]]:
+        engine = create_engine(pg_database_url)
+        try:
+            found = inspect(engine)
+            columns = {c["name"] for c in found.get_columns("sessions")}
+            return columns, {i["name"] or "" for i in found.get_indexes("sessions")}
+        finally:
+            engine.dispose()
+
+    columns, indexes = shape()
+    assert not {"owner", "key"} & columns
+    assert not any("owner" in name or "key" in name for name in indexes)
+    soong_store.upgrade(pg_database_url)
+    columns, indexes = shape()
+    assert {"owner", "key"} <= columns
+    assert {"uq_sessions_owner_key", "uq_sessions_key_without_owner"} <= indexes

@@ -9,7 +9,7 @@ import pytest
 from soong_store import SessionStore
 from soong_store.backends.sqlite.search import DROP
 from soong_store.importers import import_report
-from tests.conftest import connect_raw, db_path
+from tests.conftest import connect_raw, db_path, undo_owner_revision
 from tests.importers.test_importers_corpus import CORPUS
 
 pytestmark = pytest.mark.sqlite
@@ -29,6 +29,7 @@ async def test_sessions_imported_before_the_revision_are_still_found(tmp_path: P
         raw.execute("DROP TABLE home_identity")  # and revision 0007's home id
         raw.execute("DROP TABLE keyed_states")  # and revision 0008's keyed states
         raw.execute("DROP TABLE run_usage")  # and revision 0010's usage ledger
+        undo_owner_revision(raw)  # and revision 0009's owners and keys
         raw.execute("UPDATE alembic_version SET version_num = '0002'")
         raw.commit()
     finally:

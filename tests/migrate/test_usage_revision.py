@@ -30,14 +30,14 @@ async def test_runs_before_the_revision_are_in_the_ledger(tmp_path: Path) -> Non
             run = await store.start_run(s.session_id, s.root_agent_id, status="queued")
             runs.append(run.run_id)
     raw = connect_raw(db_path(home))
-    try:  # the database as revision 0008 left it, its runs holding free-form usage
+    try:  # the database as revision 0009 left it, its runs holding free-form usage
         for run_id, (stored, _) in zip(runs, STORED, strict=True):
             raw.execute(
                 "UPDATE runs SET usage_json = ? WHERE run_id = ?",
                 (orjson.dumps(stored).decode(), run_id),
             )
         raw.execute("DROP TABLE run_usage")
-        raw.execute("UPDATE alembic_version SET version_num = '0008'")
+        raw.execute("UPDATE alembic_version SET version_num = '0009'")
         raw.commit()
     finally:
         raw.close()

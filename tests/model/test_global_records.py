@@ -30,6 +30,8 @@ ROW = {
     "metadata_json": '{"title": "a title"}',
     "created_at": "2026-12-02T02:00:00+00:00",
     "updated_at": "2026-12-02T02:00:01+00:00",
+    "owner": None,
+    "key": None,
 }
 
 

@@ -41,6 +41,9 @@ CONTRACT = {
     "upgrade",
     "current_revision",
     "SecretScrubber",
+    "ScopedStore",
+    "RetentionPolicy",
+    "RetentionReport",
 }
 
 

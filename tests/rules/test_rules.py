@@ -27,6 +27,8 @@ def session(**changes: Any) -> dict[str, Any]:
         "metadata_json": None,
         "created_at": T,
         "updated_at": T,
+        "owner": None,
+        "key": None,
     }
     return {**row, **changes}
 

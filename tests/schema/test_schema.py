@@ -35,7 +35,7 @@ pytestmark = pytest.mark.sqlite
 
 GLOBAL_TABLES = {
     "sessions": "session_id PK, cwd, root_agent_id, active_node_id?, parent_session_id?, status, "
-    "metadata_json?, created_at, updated_at",
+    "metadata_json?, created_at, updated_at, owner?, key?",
     "agents": "agent_id PK, session_id, parent_agent_id?, agent_type, created_by_run_id?, "
     "fork_from_node_id?, status, result_json?, metadata_json?, created_at, updated_at",
     "runs": "run_id PK, session_id, agent_id, status, start_node_id?, end_node_id?, end_reason?, "

@@ -150,12 +150,37 @@ async def test_since_and_until_bound_the_runs_start(store: SessionStore) -> None
     assert await store.usage(since=date(2999, 1, 1)) == []
 
 
+async def test_usage_by_owner_and_of_one_owner(store: SessionStore) -> None:
+    made = []
+    for owner, tokens in (("alice", 10), ("bob", 100), ("alice", 1), (None, 1000)):
+        s = await store.create_session(cwd=".", owner=owner)
+        run = await store.start_run(s.session_id, s.root_agent_id)
+        await store.finish_run(run.run_id, "completed", "completed", usage={"input_tokens": tokens})
+        made.append(s.session_id)
+    assert await store.usage(by="owner") == [
+        _row(None, 1, input_tokens=1000),
+        _row("bob", 1, input_tokens=100),
+        _row("alice", 2, input_tokens=11),
+    ]
+    assert await store.usage(by="session", owner="alice") == [
+        _row(made[0], 1, input_tokens=10),
+        _row(made[2], 1, input_tokens=1),
+    ]
+    assert await store.usage(by="owner", owner="bob") == [_row("bob", 1, input_tokens=100)]
+    assert await store.usage(owner="carol") == []
+    alice = store.scoped("alice")
+    assert await alice.usage(by="session") == await store.usage(by="session", owner="alice")
+    with pytest.raises(InvalidArgument):
+        await alice.usage(by="owner")
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
         {"by": "week"},
         {"by": None},
-        {"by": "owner"},
+        {"by": "tenant"},
+        {"owner": "not an owner"},
         {"since": datetime(2026, 1, 1)},  # no time zone: which day is meant is unknown
         {"until": "2026-01-01"},
         {"since": 5},
