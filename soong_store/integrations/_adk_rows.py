@@ -8,6 +8,8 @@ store's reader threads and writer run.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,24 @@ from soong_store.write import lifecycle as writes
 from soong_store.write import session_keys
 
 NAMESPACE = "google-adk"
+_PLAIN_OWNER = re.compile(r"[A-Za-z0-9_.@-]{1,128}")
+"""An ADK user id kept as it is for the owner: an owner's characters but ``:``, which marks the
+encoded ones."""
+
+
+def owner_of(user_id: str) -> str:
+    """The store owner of an ADK user: its id where an owner can hold it, else encoded.
+
+    ADK takes any string; an owner is 1-128 characters of ``[A-Za-z0-9_.@:-]``. Other ids
+    become ``x:`` and the hex of their UTF-8 (up to 63 bytes), or ``h:`` and its SHA-256: no
+    two users share an owner, as a plain id never holds ``:``.
+    """
+    if _PLAIN_OWNER.fullmatch(user_id):
+        return user_id
+    raw = user_id.encode("utf-8", "surrogatepass")
+    return f"x:{raw.hex()}" if len(raw) <= 63 else f"h:{hashlib.sha256(raw).hexdigest()}"
+
+
 """The session-key namespace of ADK sessions (and the metadata key of what this module writes)."""
 APP_STATES = "google-adk:app"
 USER_STATES = "google-adk:user"
@@ -87,7 +107,11 @@ def create(
     _, user, sid = orjson.loads(key)
     metadata = codec.dumps_text({NAMESPACE: {"app_name": app_name, "user_id": user, "id": sid}})
     record = writes.create_session(
-        connection, cwd=cwd, metadata_json=metadata, root_agent_type=AgentType.MAIN
+        connection,
+        cwd=cwd,
+        metadata_json=metadata,
+        root_agent_type=AgentType.MAIN,
+        owner=owner_of(user),
     )
     session_keys.claim(connection, NAMESPACE, key, record.session_id)
     app_state = _merge(connection, APP_STATES, state_key(app_name), deltas["app"], now)

@@ -41,7 +41,13 @@ from sqlalchemy.engine import URL
 
 from soong_store.errors import InvalidArgument, InvalidTransition, NotFound
 from soong_store.integrations import _adk_rows as adk_rows
-from soong_store.integrations._adk_rows import APP_STATES, NAMESPACE, SESSION_STATES, USER_STATES
+from soong_store.integrations._adk_rows import (
+    APP_STATES,
+    NAMESPACE,
+    SESSION_STATES,
+    USER_STATES,
+    owner_of,
+)
 from soong_store.model.content import ContentBlock, JsonBlock
 from soong_store.model.enums import Role
 from soong_store.model.frozen import thaw
@@ -49,7 +55,14 @@ from soong_store.model.records import NodeRecord
 from soong_store.store import SessionStore, run_read, run_write, runtime_of, scrub_of
 from soong_store.write import session_keys
 
-__all__ = ["APP_STATES", "NAMESPACE", "SESSION_STATES", "USER_STATES", "SoongSessionService"]
+__all__ = [
+    "APP_STATES",
+    "NAMESPACE",
+    "SESSION_STATES",
+    "USER_STATES",
+    "SoongSessionService",
+    "owner_of",
+]
 
 _REMEMBERED = 4096
 """How many sessions' last appends a service remembers."""

@@ -22,7 +22,7 @@ from google.genai import types
 
 from soong_store import JsonBlock, SessionStore
 from soong_store.check.run import check_store
-from soong_store.integrations.adk import SoongSessionService
+from soong_store.integrations.adk import SoongSessionService, owner_of
 
 APP = "app"
 
@@ -460,3 +460,23 @@ async def test_what_the_service_writes_passes_the_stores_check(
     assert sid is not None
     report = await check_store(service.store)
     assert report.ok, report
+
+
+async def test_the_user_is_the_sessions_owner_encoded_where_an_owner_cannot_hold_it(
+    service: SoongSessionService, place: dict[str, Any]
+) -> None:
+    long = "ü" * 40  # 80 bytes of UTF-8: hashed
+    users = ["ann", "ann:x", "bob smith", "", long, "x:616e6e"]
+    for user in users:
+        await service.create_session(app_name=APP, user_id=user, session_id="s")
+    owners = [owner_of(user) for user in users]
+    assert owners[:4] == ["ann", "x:" + b"ann:x".hex(), "x:" + b"bob smith".hex(), "x:"]
+    assert owners[4].startswith("h:") and len(owners[4]) == 66
+    assert owners[5] == "x:" + b"x:616e6e".hex()  # a plain-looking encoded id is encoded again
+    assert len(set(owners)) == len(users)
+    async with SessionStore(**place) as store:
+        for user, owner in zip(users, owners, strict=True):
+            sid = await service.store_session_id(app_name=APP, user_id=user, session_id="s")
+            listed = await store.scoped(owner).list_sessions()
+            assert [s.session_id for s in listed] == [sid]
+            assert (await store.get_session(sid)).owner == owner
