@@ -449,7 +449,9 @@ def test_no_command_prints_the_password_of_its_url(
         "export": ["export", sid, "-o", str(export)],
         "import": ["import", str(export), "--new-id"],
         "demo": ["demo"],
-        "search": ["search", "date"],
+        "usage": ["usage"],
+        "retention": ["retention", "--delete-after", "3650d", "--dry-run"],
+        "search": ["search", "date"],  # last: its open hint is looked at below
         "serve": ["serve", "--port", "0"],  # runs until stopped: its own check below
     }
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
