@@ -110,14 +110,24 @@ def test_start_does_not_wait_long_for_a_worker_that_never_begins(pool: FilePool,
     over(write)
 
 
-def test_a_raising_callback_does_not_stop_the_pool(pool: FilePool, root: Path):
+def test_a_raising_callback_does_not_stop_the_pool(pool: FilePool, root: Path, monkeypatch):
+    release = threading.Event()
+    real = ArtifactFiles.write
+
+    def held(self: ArtifactFiles, rel: str, data: bytes, begun: Callable[[], None] | None = None):
+        release.wait(10)
+        real(self, rel, data, begun)
+
+    monkeypatch.setattr(ArtifactFiles, "write", held)  # the callback is the pool's to call
     first = pool.start("s1/a.bin", b"a")
 
     def boom() -> None:
         raise RuntimeError("a callback failed")
 
     first.when_done(boom)
+    release.set()
     over(first)
+    monkeypatch.setattr(ArtifactFiles, "write", real)
     for i in range(8):  # more writes than workers: each worker must still be alive
         over(pool.start(f"s1/{i}.bin", b"x"))
     assert len(list((root / "s1").iterdir())) == 9
