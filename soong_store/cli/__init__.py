@@ -27,7 +27,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
@@ -100,11 +100,12 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _since(text: str) -> Any:
-    """``usage --since``, parsed by the command's module (imported only when it runs)."""
-    from soong_store.cli.usage import since_value
-
-    return since_value(text)
+def _since(text: str) -> datetime:
+    """``usage --since``: an age (a :func:`duration`: that long before now) or a UTC date."""
+    try:
+        return datetime.now(UTC) - duration(text)
+    except argparse.ArgumentTypeError:
+        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
 
 
 _since.__name__ = "age (12h, 30d, 2w) or date (YYYY-MM-DD)"

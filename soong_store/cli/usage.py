@@ -8,32 +8,17 @@ with ``--json``.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from datetime import UTC, datetime, timedelta
 
 from soong_store.cli.common import emit, open_existing, out_lines
 from soong_store.model.usage import UsageRow
 
-_AGE = re.compile(r"(\d{1,6})([hdw])")
-_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 _HEADS = ("runs", "input", "output", "cache read", "cache write", "cost USD")
 _BAR = 24
 """The width of the longest bar on a terminal (less on a narrow one, down to ``_BAR_MIN``)."""
 _BAR_MIN = 8
 _KEY = 48
 """The widest a key is shown on one line (a longer one folds)."""
-
-
-def since_value(text: str) -> datetime:
-    """``--since``: an age (``12h``, ``30d``, ``2w``: that long before now) or a UTC date."""
-    if match := _AGE.fullmatch(text):
-        return datetime.now(UTC) - int(match.group(1)) * _UNITS[match.group(2)]
-    day = datetime.strptime(text, "%Y-%m-%d")
-    return day.replace(tzinfo=UTC)
-
-
-since_value.__name__ = "age (12h, 30d, 2w) or date (YYYY-MM-DD)"
 
 
 async def cmd_usage(args: argparse.Namespace) -> int:
