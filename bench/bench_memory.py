@@ -11,8 +11,9 @@ in a process of its own and reads its peak RSS from ``wait4`` (the child's own `
 ``export``, ``tree``, ``tree --json``, ``path``, ``path --json``, ``timeline``,
 ``timeline --json``, ``import`` of the export (into a fresh home), and ``import`` of each
 transcript. Output goes to ``/dev/null``. The target of every row is a peak RSS of at most
-250 MB, whatever the session's size. A benchmark prints facts: the exit status is 0 whatever
-the verdicts.
+250 MB, whatever the session's size. The row ``floor_big_line`` is the baseline of the 100 MB
+line: a bare ``python3`` inserting that line's text with ``sqlite3``. A benchmark prints facts:
+the exit status is 0 whatever the verdicts.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ ROWS = (
     "import_export",
     "import_claude",
     "import_big_line",
+    "floor_big_line",
 )
 
 
@@ -174,7 +176,28 @@ def commands(folder: Path, sid: str) -> dict[str, tuple[list[str], str]]:
             [*base, fresh, "import", str(folder / "big-line.jsonl")],
             "import of a Claude Code transcript with one 100 MB line",
         ),
+        "floor_big_line": (
+            [sys.executable, "-c", _FLOOR, str(folder / "big-line.jsonl"), f"{fresh}.sqlite"],
+            "the floor: bare python3 + sqlite3 inserting that line's text",
+        ),
     }
+
+
+_FLOOR = """
+import json, sqlite3, sys
+with open(sys.argv[1], 'rb') as source:
+    source.readline()
+    line = source.readline()
+text = json.loads(line)['message']['content'][0]['text']
+del line
+database = sqlite3.connect(sys.argv[2])
+database.execute('CREATE TABLE node (content TEXT)')
+database.execute('INSERT INTO node VALUES (?)', (text,))
+database.commit()
+"""
+"""The least any store needs for the 100 MB line: a bare ``python3`` reads it, decodes it, and
+inserts its text into one table with ``sqlite3`` (one copy held by Python, SQLite's copy of the
+bound value, and the record SQLite builds of it)."""
 
 
 def main() -> None:
@@ -203,15 +226,23 @@ def main() -> None:
     )
     print("| row | what | peak RSS | seconds | target | verdict |")
     print("| --- | --- | --- | --- | --- | --- |")
+    peaks: dict[str, float] = {}
     for name in args.only.split(","):
         command, what = rows[name]
         shutil.rmtree(args.dir / "fresh", ignore_errors=True)
+        Path(f"{args.dir / 'fresh'}.sqlite").unlink(missing_ok=True)
         mb, seconds, status = peak_mb(command)
+        peaks[name] = mb
+        target = "—" if name.startswith("floor") else f"≤ {TARGET_MB} MB"
         verdict = "FAIL (exit status)" if status else ("PASS" if mb <= TARGET_MB else "FAIL")
+        if name.startswith("floor") and not status:
+            verdict = "baseline"
         print(
-            f"| {name} | {what} | {mb:.0f} MB | {seconds:.1f} | ≤ {TARGET_MB} MB | {verdict} |",
-            flush=True,
+            f"| {name} | {what} | {mb:.0f} MB | {seconds:.1f} | {target} | {verdict} |", flush=True
         )
+    if "import_big_line" in peaks and "floor_big_line" in peaks:
+        ratio = peaks["import_big_line"] / peaks["floor_big_line"]
+        print(f"\nthe 100 MB line: the import's peak is {ratio:.2f}x the floor's")
 
 
 if __name__ == "__main__":
