@@ -9,8 +9,9 @@ them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sqlalchemy import Connection
 
@@ -55,6 +56,41 @@ _FILTER_COLUMNS = (
 )
 
 
+WINDOW: Final = 5_000
+"""How many matches are ranked together: a query's newest ``WINDOW`` matches, then the next.
+
+A search orders its matches window by window: the newest ``WINDOW`` matches that pass the
+filters (by ``doc_id``: the order nodes were indexed in), best first, then the ``WINDOW`` before
+them, best first, and so on; ``offset`` pages through that order, from one window into the
+next. So only a window's rows are ever scored, whatever a common word matches, and a better hit
+older than the newest ``WINDOW`` matches comes after them. Every backend windows the same
+matches the same way (docs/search.md). Read at each search, so a test may lower it.
+"""
+
+Fetch = Callable[[int, int, int, int], list[dict[str, Any]]]
+"""``fetch(skipped, window, offset, limit)``: the page of the window of ``window`` matches after
+the newest ``skipped``, ``offset`` and ``limit`` within it (a backend's two steps, below)."""
+
+
+def paged(fetch: Fetch, limit: int, offset: int) -> list[dict[str, Any]]:
+    """The hits ``offset`` to ``offset + limit`` in window order, from one window or several.
+
+    A window that gives fewer rows than asked ended there: the next one follows, unless it held
+    fewer than :data:`WINDOW` rows (the last: no older match is left).
+    """
+    window = WINDOW
+    number, skip = divmod(offset, window)
+    hits: list[dict[str, Any]] = []
+    while len(hits) < limit:
+        wanted = limit - len(hits)
+        rows = fetch(number * window, window, skip, wanted)
+        hits += rows
+        if len(rows) < wanted and skip + len(rows) < window:
+            break
+        number, skip = number + 1, 0
+    return hits
+
+
 class Searcher(Protocol):
     """How one database answers a search over ``search_text`` (``Backend.searcher()``)."""
 
@@ -69,11 +105,12 @@ class Searcher(Protocol):
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        """Matching rows best first, the newer ``created_at`` first on ties, with snippet and rank.
+        """Matching rows by window (:data:`WINDOW`), in each best first, then the newer node.
 
-        A row holds the columns of ``search_text`` but ``doc_id`` and ``body``, the agent's
-        ``agent_type``, a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank``
-        (higher is better). ``query`` is never empty.
+        On equal scores the newer ``created_at`` first, then the row indexed later. A row holds
+        the columns of ``search_text`` but ``doc_id`` and ``body``, the agent's ``agent_type``,
+        a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank`` (higher is
+        better). ``query`` is never empty.
         """
 
     def index_problems(self, connection: Connection) -> list[str]:
