@@ -65,8 +65,8 @@ class PostgresSearch:
         ), page AS (
             SELECT t.doc_id, t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type,
                    t.role, t.node_type, t.created_at, t.body, {rank} AS rank
-            FROM search_text AS t JOIN agents AS a ON a.agent_id = t.agent_id
-            WHERE t.doc_id IN (SELECT doc_id FROM window_rows)
+            FROM window_rows AS w JOIN search_text AS t ON t.doc_id = w.doc_id
+            JOIN agents AS a ON a.agent_id = t.agent_id
             ORDER BY rank DESC, t.created_at DESC, t.doc_id DESC
             LIMIT :limit OFFSET :offset
         )
