@@ -67,27 +67,35 @@ older than the newest ``WINDOW`` matches comes after them. Every backend windows
 matches the same way (docs/search.md). Read at each search, so a test may lower it.
 """
 
-Fetch = Callable[[int, int, int, int], list[dict[str, Any]]]
-"""``fetch(skipped, window, offset, limit)``: the page of the window of ``window`` matches after
-the newest ``skipped``, ``offset`` and ``limit`` within it (a backend's two steps, below)."""
+Fetch = Callable[[int, int, int | None, int, int], tuple[list[dict[str, Any]], int | None]]
+"""``fetch(size, skipped, below, offset, limit)``: a backend's page of one window, and the
+window's lowest ``doc_id`` (``None``: the window is empty).
+
+The window is the ``size`` newest matches that pass the filters, after the newest ``skipped``
+of them, among those below the ``doc_id`` ``below`` (``None``: all); the page is ``limit`` of
+its hits, after ``offset``.
+"""
 
 
 def paged(fetch: Fetch, limit: int, offset: int) -> list[dict[str, Any]]:
     """The hits ``offset`` to ``offset + limit`` in window order, from one window or several.
 
     A window that gives fewer rows than asked ended there: the next one follows, unless it held
-    fewer than :data:`WINDOW` rows (the last: no older match is left).
+    fewer than :data:`WINDOW` rows (the last: no older match is left). The first window a page
+    reaches is found by skipping the matches of the windows before it; each next one starts
+    below the last (so a page of many windows walks each match once).
     """
-    window = WINDOW
-    number, skip = divmod(offset, window)
+    size = WINDOW
+    number, skip = divmod(offset, size)
+    skipped, below = number * size, None
     hits: list[dict[str, Any]] = []
     while len(hits) < limit:
         wanted = limit - len(hits)
-        rows = fetch(number * window, window, skip, wanted)
+        rows, low = fetch(size, skipped, below, skip, wanted)
         hits += rows
-        if len(rows) < wanted and skip + len(rows) < window:
+        if low is None or (len(rows) < wanted and skip + len(rows) < size):
             break
-        number, skip = number + 1, 0
+        skipped, below, skip = 0, low, 0
     return hits
 
 

@@ -20,6 +20,8 @@ INDEXED: Final = "to_tsvector('simple', body)"
 """The expression revision 0004's GIN index is on."""
 VECTOR: Final = "to_tsvector('simple', t.body)"
 """The same expression in the queries below, so that the planner uses the index."""
+_BELOW = " AND t.doc_id < :below"
+"""A window after the first of a page starts below the one before it."""
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=24, MinWords=8, ShortWord=1, HighlightAll=false"
 
 
@@ -56,12 +58,12 @@ class PostgresSearch:
             base["together"] = together
             rank += f" + ts_rank({VECTOR}, phraseto_tsquery('simple', :together))"
         where = filters.clause(base)
-        sql = text(f"""
+        sql = f"""
         WITH window_rows AS (
             SELECT t.doc_id
             FROM search_text AS t JOIN agents AS a ON a.agent_id = t.agent_id
-            WHERE {VECTOR} @@ ({match}){where}
-            ORDER BY t.doc_id DESC LIMIT :window OFFSET :skipped
+            WHERE {VECTOR} @@ ({match}){where}{{below}}
+            ORDER BY t.doc_id DESC LIMIT :size OFFSET :skipped
         ), page AS (
             SELECT t.doc_id, t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type,
                    t.role, t.node_type, t.created_at, t.body, {rank} AS rank
@@ -71,14 +73,25 @@ class PostgresSearch:
             LIMIT :limit OFFSET :offset
         )
         SELECT session_id, node_id, node_seq, agent_id, agent_type, role, node_type, created_at,
-               rank, ts_headline('simple', body, {match}, '{_HEADLINE}') AS snippet
+               rank, ts_headline('simple', body, {match}, '{_HEADLINE}') AS snippet,
+               (SELECT min(doc_id) FROM window_rows) AS low
         FROM page ORDER BY rank DESC, created_at DESC, doc_id DESC
-        """)
+        """
 
-        def fetch(skipped: int, window: int, offset: int, limit: int) -> list[dict[str, Any]]:
-            params = {**base, "window": window, "skipped": skipped, "limit": limit}
-            params["offset"] = offset
-            return [dict(row) for row in connection.execute(sql, params).mappings()]
+        walks = {below: text(sql.format(below=_BELOW if below else "")) for below in (False, True)}
+
+        def fetch(
+            size: int, skipped: int, below: int | None, offset: int, limit: int
+        ) -> tuple[list[dict[str, Any]], int | None]:
+            params = {**base, "size": size, "skipped": skipped, "below": below}
+            params.update(limit=limit, offset=offset)
+            rows = [
+                dict(row) for row in connection.execute(walks[below is not None], params).mappings()
+            ]
+            low = rows[0]["low"] if rows else None
+            for row in rows:
+                del row["low"]
+            return rows, low
 
         return paged(fetch, limit, offset)
 

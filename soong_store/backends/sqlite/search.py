@@ -217,8 +217,8 @@ def match_expression(query: SearchQuery) -> str:
 _WINDOW = """
 SELECT min(doc_id) AS low, max(doc_id) AS high FROM (
     SELECT search_fts.rowid AS doc_id FROM search_fts{joins}
-    WHERE search_fts MATCH :match{filters}
-    ORDER BY search_fts.rowid DESC LIMIT :window OFFSET :skipped
+    WHERE search_fts MATCH :match{filters}{below}
+    ORDER BY search_fts.rowid DESC LIMIT :size OFFSET :skipped
 )
 """
 """The first and last ``doc_id`` of a window: its matches, newest first, that pass the filters.
@@ -228,6 +228,8 @@ and scores none of them; with filters each match is joined to its row (``CROSS J
 FTS5 outside) until the window is full. The matches between the two ids that pass the filters
 are exactly the window's.
 """
+_BELOW = " AND search_fts.rowid < :below"
+"""A window after the first of a page starts below the one before it."""
 _ROW = " CROSS JOIN search_text AS t ON t.doc_id = search_fts.rowid"
 """The join every filter needs in the window's walk (the unfiltered walk joins nothing)."""
 
@@ -313,17 +315,23 @@ class FTS5Search:
             joins = _ROW + (_WINDOW_AGENTS if filters.agent_type is not None else "")
         if filters.session_id is not None:
             walked += _SESSION_RANGE
-        bounds = text(_WINDOW.format(joins=joins, filters=walked))
+        walks = {
+            below: text(_WINDOW.format(joins=joins, filters=walked, below=_BELOW if below else ""))
+            for below in (False, True)
+        }
         agents = _AGENTS if filters.agent_type is not None else ""
         page = text(_PAGE.format(agents=agents, filters=where))
 
-        def fetch(skipped: int, window: int, offset: int, limit: int) -> list[dict[str, Any]]:
-            params = {**base, "window": window, "skipped": skipped}
-            low, high = connection.execute(bounds, params).one()
+        def fetch(
+            size: int, skipped: int, below: int | None, offset: int, limit: int
+        ) -> tuple[list[dict[str, Any]], int | None]:
+            params = {**base, "size": size, "skipped": skipped, "below": below}
+            low, high = connection.execute(walks[below is not None], params).one()
             if low is None:
-                return []
+                return [], None
             params.update(low=low, high=high, limit=limit, offset=offset)
-            return [dict(row) for row in connection.execute(page, params).mappings()]
+            rows = [dict(row) for row in connection.execute(page, params).mappings()]
+            return rows, int(low)
 
         return paged(fetch, limit, offset)
 
