@@ -1,18 +1,22 @@
 """Search at scale: ``store.search`` beside the raw FTS5 query, indexing cost, index size.
 
 Run: ``python bench/search_bench.py [--sessions N] [--nodes N] [--queries N] [--appends N]
-[--only PART]`` (parts: search, size, indexing, layouts; ``--only indexing`` needs no home)
+[--only PART] [--window N]`` (parts: search, size, indexing, layouts; ``--only indexing`` needs
+no home; ``--window``: rank that many matches at a time instead of the store's window)
 (default 10,000 sessions of 50 nodes). The home is built once through the store's own write
 path and cached outside the repository (``--cache DIR``, default
 ``~/.cache/soong-store-bench/search-<sessions>x<nodes>``); later runs reuse it. Then, in one run:
 
-- **search**: the median wall time of ``await store.search(q)`` over a fixed query mix (one
-  common word, one rare word, two words, a quoted phrase, a word in one session), beside the
-  median of the bare FTS5 statement for the same queries on a raw ``sqlite3`` connection to
-  the same file (``MATCH`` + ``ORDER BY rank LIMIT 20``: no join, no snippet, no records),
-  the median of half the mix narrowed to ``role="assistant"`` (a filter most nodes pass), and
-  the medians of the mix's first ten common words alone, unfiltered and under each of
-  :data:`COMMON_FILTERS`;
+- **search**: the median and 90th percentile wall time of ``await store.search(q)`` over a
+  fixed query mix (one common word, one rare word, two words, a quoted phrase, a word in one
+  session), each query run twice in turn (the side going first alternating): as the store
+  ranks, a window of matches at a time (``soong_store.backends.search.WINDOW``), and with a
+  window no query fills (every match ranked at once: the order before windows), with the share
+  of queries whose first page is the same both ways; beside the median of the bare FTS5
+  statement for the same queries on a raw ``sqlite3`` connection to the same file (``MATCH`` +
+  ``ORDER BY rank LIMIT 20``: no join, no snippet, no records), the median of half the mix
+  narrowed to ``role="assistant"`` (a filter most nodes pass), and the medians of the mix's
+  first ten common words alone, unfiltered and under each of :data:`COMMON_FILTERS`;
 - **indexing**: per node, ``append_node`` of a text node and units of work of 50 nodes, with
   the index and with the session writer's search rows made none, on two fresh homes open at
   once that take turns by blocks of 25 appends or one unit (ratio of the sums, of wall and of
@@ -38,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import soong_store.backends.search as search_seam
 import soong_store.write.session_writer as session_writer
 from soong_store import SessionStore
 
@@ -116,13 +121,19 @@ async def measure_search(home: Path, mix: list[tuple[str, str | None]]) -> dict[
     from soong_store.model.search_query import parse_query
 
     raw = sqlite3.connect(home / "sessions.sqlite")
-    store_times, raw_times = [], []
+    store_times, full_times, raw_times, same = [], [], [], 0
     async with SessionStore(home=home) as store:
         await store.search("warmup")
-        for query, sid in mix:
-            t = time.perf_counter()
-            await store.search(query, session_id=sid)
-            store_times.append(time.perf_counter() - t)
+        for n, (query, sid) in enumerate(mix):
+            hits = {}
+            for side in ("windowed", "full") if n % 2 == 0 else ("full", "windowed"):
+                with ranked_by(search_seam.WINDOW if side == "windowed" else FULL):
+                    t = time.perf_counter()
+                    hits[side] = await store.search(query, session_id=sid)
+                    (store_times if side == "windowed" else full_times).append(
+                        time.perf_counter() - t
+                    )
+            same += hits["windowed"] == hits["full"]
             expression = match_expression(parse_query(query))
             sql = "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rank LIMIT 20"
             params: tuple[Any, ...] = (expression,)
@@ -149,9 +160,27 @@ async def measure_search(home: Path, mix: list[tuple[str, str | None]]) -> dict[
                 narrowed.setdefault(name, []).append(time.perf_counter() - t)
     raw.close()
     common_ms = {f"common_{name}_ms": median_ms(times) for name, times in narrowed.items()}
-    return {"search_ms": median_ms(store_times), "raw_fts5_ms": median_ms(raw_times),
+    return {"window": search_seam.WINDOW, "search_ms": median_ms(store_times),
             "search_p90_ms": statistics.quantiles(store_times, n=10)[-1] * 1000,
+            "full_rank_ms": median_ms(full_times),
+            "full_rank_p90_ms": statistics.quantiles(full_times, n=10)[-1] * 1000,
+            "first_page_as_full_rank": same / len(mix), "raw_fts5_ms": median_ms(raw_times),
             "search_role_filter_ms": median_ms(filtered), **common_ms}  # fmt: skip
+
+
+FULL = 1 << 62
+"""A window no query fills: every match ranked at once (the order before windows)."""
+
+
+@contextmanager
+def ranked_by(window: int) -> Iterator[None]:
+    """Searches in the block rank ``window`` matches at a time (the store reads it per search)."""
+    kept = search_seam.WINDOW
+    search_seam.WINDOW = window  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        search_seam.WINDOW = kept  # type: ignore[misc]
 
 
 COMMON_FILTERS: dict[str, dict[str, str]] = {
@@ -369,11 +398,14 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--layout-docs", type=int, default=100_000)
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--window", type=int, default=None, help="rank this many at a time")
     parser.add_argument(
         "--only", choices=PARTS, action="append", help="run this part alone (may repeat)"
     )
     args = parser.parse_args()
     parts = args.only or list(PARTS)
+    if args.window is not None:
+        search_seam.WINDOW = args.window  # type: ignore[misc]
     if parts == ["indexing"]:  # fresh homes only: no cached home needed
         show({"indexing": await measure_indexing(args.appends, args.rounds)})
         return

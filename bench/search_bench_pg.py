@@ -6,7 +6,9 @@ writes ``--sessions`` sessions of ``--nodes`` nodes through the store (the texts
 ``search_bench.py``), unless the database already holds that many, then measures the median of
 ``await store.search(q)`` over the same query mix, beside the median of the bare statement on
 the same connection pool (``@@`` on the GIN-indexed vector, ``ORDER BY ts_rank LIMIT 20``: no
-join, no snippet, no records), and the sizes of ``search_text`` and its GIN index.
+join, no snippet, no records), and the sizes of ``search_text`` and its GIN index. Each query of
+the mix runs twice in turn, as ``search_bench.py`` runs it: ranked a window at a time, and with
+every match ranked at once (the order before windows).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import statistics
 import time
 from typing import Any
 
-from search_bench import median_ms, node_content, queries, vocabulary
+from search_bench import FULL, median_ms, node_content, queries, ranked_by, vocabulary
 from sqlalchemy import create_engine, text
 
+import soong_store.backends.search as search_seam
 from soong_store import SessionStore
 
 RAW = """SELECT doc_id FROM search_text
@@ -49,13 +52,19 @@ async def measure(url: str, count: int) -> dict[str, Any]:
     with engine.connect() as connection:
         sid = connection.execute(text("SELECT min(session_id) FROM sessions")).scalar_one()
     mix = queries(random.Random(3), vocabulary(random.Random(19)), count, sid)
-    store_times, raw_times = [], []
+    store_times, full_times, raw_times, same = [], [], [], 0
     async with SessionStore(url=url) as store:
         await store.search("warmup")
-        for query, session in mix:
-            t = time.perf_counter()
-            await store.search(query, session_id=session)
-            store_times.append(time.perf_counter() - t)
+        for n, (query, session) in enumerate(mix):
+            hits = {}
+            for side in ("windowed", "full") if n % 2 == 0 else ("full", "windowed"):
+                with ranked_by(search_seam.WINDOW if side == "windowed" else FULL):
+                    t = time.perf_counter()
+                    hits[side] = await store.search(query, session_id=session)
+                    (store_times if side == "windowed" else full_times).append(
+                        time.perf_counter() - t
+                    )
+            same += hits["windowed"] == hits["full"]
             phrases = query.replace('"', " ").split()
             params = {f"p{i}": word for i, word in enumerate(phrases)}
             match = " && ".join(f"plainto_tsquery('simple', :p{i})" for i in range(len(phrases)))
@@ -73,9 +82,13 @@ async def measure(url: str, count: int) -> dict[str, Any]:
         ).one()
     engine.dispose()
     return {
+        "window": search_seam.WINDOW,
         "search_ms": median_ms(store_times),
-        "raw_tsvector_ms": median_ms(raw_times),
         "search_p90_ms": statistics.quantiles(store_times, n=10)[-1] * 1000,
+        "full_rank_ms": median_ms(full_times),
+        "full_rank_p90_ms": statistics.quantiles(full_times, n=10)[-1] * 1000,
+        "first_page_as_full_rank": same / len(mix),
+        "raw_tsvector_ms": median_ms(raw_times),
         "search_text_with_indexes_mb": sizes[0] / 1e6,
         "gin_index_mb": sizes[1] / 1e6,
         "database_mb": sizes[2] / 1e6,

@@ -1,11 +1,14 @@
 """Search where every hit ties on score: the page's time and the memory it takes.
 
-Run: ``python bench/search_ties_bench.py [--ties N] [--url URL]`` (default 200,000 nodes that
-each say "continue", in sessions of 1,000; SQLite in a home cached outside the repository,
-``--cache DIR``, default ``~/.cache/soong-store-bench/ties-<N>``; or the PostgreSQL database at
-``--url``, which it fills once and reuses). Equal short texts ("ok", "continue", a repeated
-tool output) are common in agent transcripts, and every one of them scores the same, so the
-page is decided by time alone among all of them.
+Run: ``python bench/search_ties_bench.py [--ties N] [--url URL] [--window N]`` (default
+200,000 nodes that each say "continue", in sessions of 1,000; SQLite in a home cached outside
+the repository, ``--cache DIR``, default ``~/.cache/soong-store-bench/ties-<N>``; or the
+PostgreSQL database at ``--url``, which it fills once and reuses). Equal short texts ("ok",
+"continue", a repeated tool output) are common in agent transcripts, and every one of them
+scores the same, so the page is decided by time alone among all of them. ``--window N`` ranks
+that many matches at a time instead of the store's window
+(``soong_store.backends.search.WINDOW``; a number larger than the ties ranks them all at once,
+as before windows).
 
 In a fresh process (so that the build's memory is not counted), after the store's open and one
 search of another word: the median wall time of ``store.search("continue")`` (the first page of
@@ -28,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import soong_store.backends.search as search_seam
 from soong_store import SessionStore, TextBlock
 
 WORD = "continue"
@@ -93,8 +97,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--url", default=None, help="a PostgreSQL database it may fill")
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--window", type=int, default=None, help="rank this many at a time")
     parser.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.window is not None:
+        search_seam.WINDOW = args.window  # type: ignore[misc]
     if args.measure is not None:
         print(json.dumps(asyncio.run(measure(args.measure, args.url, args.ties, args.rounds))))
         return
@@ -109,6 +116,7 @@ def main() -> None:
     print(f"home {home} (built in {(home / 'built').read_text().strip()})")
     command = [sys.executable, __file__, "--measure", str(home), "--ties", str(args.ties)]
     command += ["--rounds", str(args.rounds)] + (["--url", args.url] if args.url else [])
+    command += ["--window", str(args.window)] if args.window is not None else []
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     for key, value in figures.items():

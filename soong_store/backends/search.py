@@ -9,8 +9,9 @@ them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sqlalchemy import Connection
 
@@ -55,6 +56,49 @@ _FILTER_COLUMNS = (
 )
 
 
+WINDOW: Final = 5_000
+"""How many matches are ranked together: a query's newest ``WINDOW`` matches, then the next.
+
+A search orders its matches window by window: the newest ``WINDOW`` matches that pass the
+filters (by ``doc_id``: the order nodes were indexed in), best first, then the ``WINDOW`` before
+them, best first, and so on; ``offset`` pages through that order, from one window into the
+next. So only a window's rows are ever scored, whatever a common word matches, and a better hit
+older than the newest ``WINDOW`` matches comes after them. Every backend windows the same
+matches the same way (docs/search.md). Read at each search, so a test may lower it.
+"""
+
+Fetch = Callable[[int, int, int | None, int, int], tuple[list[dict[str, Any]], int | None]]
+"""``fetch(size, skipped, below, offset, limit)``: a backend's page of one window, and the
+window's lowest ``doc_id`` (``None``: the window is empty).
+
+The window is the ``size`` newest matches that pass the filters, after the newest ``skipped``
+of them, among those below the ``doc_id`` ``below`` (``None``: all); the page is ``limit`` of
+its hits, after ``offset``.
+"""
+
+
+def paged(fetch: Fetch, limit: int, offset: int) -> list[dict[str, Any]]:
+    """The hits ``offset`` to ``offset + limit`` in window order, from one window or several.
+
+    A window that gives fewer rows than asked ended there: the next one follows, unless it held
+    fewer than :data:`WINDOW` rows (the last: no older match is left). The first window a page
+    reaches is found by skipping the matches of the windows before it; each next one starts
+    below the last (so a page of many windows walks each match once).
+    """
+    size = WINDOW
+    number, skip = divmod(offset, size)
+    skipped, below = number * size, None
+    hits: list[dict[str, Any]] = []
+    while len(hits) < limit:
+        wanted = limit - len(hits)
+        rows, low = fetch(size, skipped, below, skip, wanted)
+        hits += rows
+        if low is None or (len(rows) < wanted and skip + len(rows) < size):
+            break
+        skipped, below, skip = 0, low, 0
+    return hits
+
+
 class Searcher(Protocol):
     """How one database answers a search over ``search_text`` (``Backend.searcher()``)."""
 
@@ -69,11 +113,12 @@ class Searcher(Protocol):
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        """Matching rows best first, the newer ``created_at`` first on ties, with snippet and rank.
+        """Matching rows by window (:data:`WINDOW`), in each best first, then the newer node.
 
-        A row holds the columns of ``search_text`` but ``doc_id`` and ``body``, the agent's
-        ``agent_type``, a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank``
-        (higher is better). ``query`` is never empty.
+        On equal scores the newer ``created_at`` first, then the row indexed later. A row holds
+        the columns of ``search_text`` but ``doc_id`` and ``body``, the agent's ``agent_type``,
+        a ``snippet`` (matched words between ``[`` and ``]``) and a ``rank`` (higher is
+        better). ``query`` is never empty.
         """
 
     def index_problems(self, connection: Connection) -> list[str]:

@@ -248,9 +248,11 @@ class ConversationCalls(StoreCore):
     ) -> list[SearchHit]:
         """Nodes of every session, branch and agent whose text matches ``query``, best first.
 
-        ``query`` is plain words (a node must hold each) and "quoted phrases" (words side by
-        side); nothing in it is an operator. Ties go to the newer node by ``created_at``, then
-        to the one indexed later; ``offset`` pages on.
+        Best first within windows of the newest matches (``docs/search.md``: a common word's
+        older better hits come after its newest 5,000). ``query`` is plain words (a node must
+        hold each) and "quoted phrases" (words side by side); nothing in it is an operator.
+        Ties go to the newer node by ``created_at``, then to the one indexed later; ``offset``
+        pages on.
         The filters narrow to one session, role, node type or agent type.
 
         Raises:

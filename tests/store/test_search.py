@@ -20,6 +20,7 @@ from soong_store import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from soong_store.backends import search as search_seam
 from soong_store.importers import import_file
 from soong_store.transfer import export_session, import_session
 from tests.backends import SEARCH_FOLDS_DIACRITICS, Backend
@@ -225,6 +226,52 @@ async def test_pages_follow_each_other(store: SessionStore) -> None:
     assert await store.search("heron", offset=7) == []
     narrowed = [await store.search("heron", session_id=sid, limit=3, offset=k) for k in (0, 3, 6)]
     assert narrowed == pages  # a filtered search orders and pages as an unfiltered one
+
+
+async def test_the_newest_matches_are_ranked_window_by_window(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a window of the newest matches is ranked; an older better hit comes in the next one.
+
+    The same order on every backend, and pages run on from one window into the next.
+    """
+    monkeypatch.setattr(search_seam, "WINDOW", 3)
+    sid = (await store.create_session(cwd=".")).session_id
+    older = [await store.append_node(sid, "user", "message", text("kiwi kiwi")) for _ in range(3)]
+    newer = [await store.append_node(sid, "user", "message", text("kiwi")) for _ in range(4)]
+    windows = [newer[:0:-1], [older[2], older[1], newer[0]], older[:1]]  # of 3, best first
+    expected = [node.node_id for window in windows for node in window]
+    hits = await store.search("kiwi", limit=100)
+    assert [hit.node_id for hit in hits] == expected
+    assert hits[2].rank < hits[3].rank  # the second window's better hits come after the first
+    for limit in (1, 2, 4):
+        pages = [await store.search("kiwi", limit=limit, offset=k) for k in range(0, 8, limit)]
+        assert [hit for page in pages for hit in page] == hits, limit
+    assert await store.search("kiwi", offset=7) == []
+    across = await store.search("kiwi", limit=4, offset=2)
+    assert [hit.node_id for hit in across] == expected[2:6]
+    monkeypatch.setattr(search_seam, "WINDOW", 100)
+    ranked = await store.search("kiwi", limit=100)
+    assert [hit.node_id for hit in ranked] == [n.node_id for n in older[::-1] + newer[::-1]]
+
+
+async def test_a_window_holds_the_newest_matches_that_pass_the_filters(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Newer matches that a filter drops take no room in the window (nor in a session's)."""
+    monkeypatch.setattr(search_seam, "WINDOW", 2)
+    a = (await store.create_session(cwd=".")).session_id
+    b = (await store.create_session(cwd=".")).session_id
+    asked = [await store.append_node(a, "user", "message", text("lynx")) for _ in range(3)]
+    for sid in (a, b, a, b):
+        await store.append_node(sid, "assistant", "message", text("lynx lynx"))
+    newest_first = [n.node_id for n in asked[::-1]]
+    assert [hit.node_id for hit in await store.search("lynx", role="user")] == newest_first
+    in_a = await store.search("lynx", session_id=a, limit=100)
+    assert [hit.role for hit in in_a] == ["assistant", "assistant", "user", "user", "user"]
+    users = await store.search("lynx", session_id=a, role="user", limit=1, offset=2)
+    assert [hit.node_id for hit in users] == newest_first[2:]
+    assert await store.search("lynx", agent_type="sub") == []
 
 
 TIES = 3 * few_variables.LIMIT

@@ -39,7 +39,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from soong_store.backends.base import backend_class_of
-from soong_store.backends.search import Filters
+from soong_store.backends.search import Filters, paged
 from soong_store.errors import StorageError
 
 if TYPE_CHECKING:  # a query is parsed only to search: the writer, which notes rows, needs none
@@ -214,6 +214,25 @@ def match_expression(query: SearchQuery) -> str:
     return f"({every}) OR {fts5_string(together)}"
 
 
+_WINDOW = """
+SELECT min(doc_id) AS low, max(doc_id) AS high FROM (
+    SELECT search_fts.rowid AS doc_id FROM search_fts{joins}
+    WHERE search_fts MATCH :match{filters}{below}
+    ORDER BY search_fts.rowid DESC LIMIT :size OFFSET :skipped
+)
+"""
+"""The first and last ``doc_id`` of a window: its matches, newest first, that pass the filters.
+
+FTS5 hands the matches over in ``rowid`` order itself (``ORDER BY rowid DESC`` costs no sort)
+and scores none of them; with filters each match is joined to its row (``CROSS JOIN`` keeps
+FTS5 outside) until the window is full. The matches between the two ids that pass the filters
+are exactly the window's.
+"""
+_BELOW = " AND search_fts.rowid < :below"
+"""A window after the first of a page starts below the one before it."""
+_ROW = " CROSS JOIN search_text AS t ON t.doc_id = search_fts.rowid"
+"""The join every filter needs in the window's walk (the unfiltered walk joins nothing)."""
+
 _PAGE = f"""
 SELECT t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type, t.role, t.node_type,
        t.created_at, -page.score AS rank,
@@ -221,7 +240,7 @@ SELECT t.session_id, t.node_id, t.node_seq, t.agent_id, a.agent_type, t.role, t.
 FROM (
     SELECT search_fts.rowid AS doc_id, bm25(search_fts) AS score
     FROM search_fts JOIN search_text AS t ON t.doc_id = search_fts.rowid{{agents}}
-    WHERE search_fts MATCH :match{{filters}}
+    WHERE search_fts MATCH :match AND search_fts.rowid BETWEEN :low AND :high{{filters}}
     ORDER BY score, t.created_at DESC, t.doc_id DESC
     LIMIT :limit OFFSET :offset
 ) AS page
@@ -230,19 +249,22 @@ WHERE t.doc_id = page.doc_id AND a.agent_id = t.agent_id
   AND search_fts MATCH :match AND search_fts.rowid = page.doc_id
 ORDER BY page.score, t.created_at DESC, t.doc_id DESC
 """
-"""A page of hits in one statement, ordered and cut by the database, whatever ties.
+"""A page of one window's hits, ordered and cut by the database, whatever ties.
 
-The inner query scores every match (BM25 has no shortcut to the best rows: FTS5's own ``ORDER
-BY rank`` scores them all too) and orders by score, then the newer node (its own time: imports
-keep the source's), then the row indexed later; its ``LIMIT``/``OFFSET`` lets SQLite keep only
-``limit + offset`` rows while it sorts. A run of equal scores of any length (a thousand nodes
-that say "continue") costs a row lookup each, never a bound variable.
-Only the page's rows are then joined to their columns, agent and snippet (``CROSS JOIN``
-keeps that order: FTS5 looks each row up by ``rowid``, rather than scanning every match).
+The inner query scores the window's matches only (BM25 has no shortcut to the best rows: FTS5
+scores every row it is given, so the window's bounds are given as a ``rowid`` range) and orders
+by score, then the newer node (its own time: imports keep the source's), then the row indexed
+later; its ``LIMIT``/``OFFSET`` lets SQLite keep only ``limit + offset`` rows while it sorts. A
+run of equal scores of any length costs a row lookup each, never a bound variable. BM25 still
+reads how many rows hold each phrase in the whole index (one pass over each phrase's list of
+rows, no scoring). Only the page's rows are then joined to their columns, agent and snippet
+(``CROSS JOIN`` keeps that order: FTS5 looks each row up by ``rowid``, rather than scanning
+every match).
 """
 _AGENTS = " JOIN agents AS a ON a.agent_id = t.agent_id"
 """The join the ``agent_type`` filter needs in the inner query (no other filter does)."""
-# A session's rows lie between its first and last doc_id: FTS5 scores only the matches in that
+_WINDOW_AGENTS = " CROSS JOIN agents AS a ON a.agent_id = t.agent_id"
+# A session's rows lie between its first and last doc_id: FTS5 walks only the matches in that
 # range (a search in one session costs what its range holds, not what the whole index holds).
 _SESSION_RANGE = (
     " AND search_fts.rowid BETWEEN"
@@ -281,15 +303,37 @@ class FTS5Search:
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        """The page of matches (see :class:`~soong_store.backends.search.Searcher`)."""
-        match = match_expression(query)
-        params: dict[str, Any] = {"match": match, "limit": limit, "offset": offset}
-        where = filters.clause(params)
+        """The page of matches (see :class:`~soong_store.backends.search.Searcher`).
+
+        Per window two statements: its bounds (:data:`_WINDOW`), then its page (:data:`_PAGE`).
+        """
+        base: dict[str, Any] = {"match": match_expression(query)}
+        where = filters.clause(base)
+        walked = where
+        joins = ""
+        if where:
+            joins = _ROW + (_WINDOW_AGENTS if filters.agent_type is not None else "")
         if filters.session_id is not None:
-            where += _SESSION_RANGE
+            walked += _SESSION_RANGE
+        walks = {
+            below: text(_WINDOW.format(joins=joins, filters=walked, below=_BELOW if below else ""))
+            for below in (False, True)
+        }
         agents = _AGENTS if filters.agent_type is not None else ""
-        sql = text(_PAGE.format(agents=agents, filters=where))
-        return [dict(row) for row in connection.execute(sql, params).mappings()]
+        page = text(_PAGE.format(agents=agents, filters=where))
+
+        def fetch(
+            size: int, skipped: int, below: int | None, offset: int, limit: int
+        ) -> tuple[list[dict[str, Any]], int | None]:
+            params = {**base, "size": size, "skipped": skipped, "below": below}
+            low, high = connection.execute(walks[below is not None], params).one()
+            if low is None:
+                return [], None
+            params.update(low=low, high=high, limit=limit, offset=offset)
+            rows = [dict(row) for row in connection.execute(page, params).mappings()]
+            return rows, int(low)
+
+        return paged(fetch, limit, offset)
 
     def index_problems(self, connection: Connection) -> list[str]:
         """FTS5's ``integrity-check`` of the index against ``search_text`` (none without FTS5).
