@@ -79,3 +79,17 @@ async def test_any_order_of_arrival_gives_the_one_shot_home(
         assert (await check_store(store)).ok
         again = await import_path(store, home, cwd=CORPUS)
         assert again.sources == [] and again.unchanged_files == len(FILES)
+
+
+async def test_a_sub_agent_before_its_session_on_every_backend(
+    store: SessionStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The same on each backend: the session's and agents' start move back to the source's."""
+    expected = await _one_shot(tmp_path_factory.mktemp("one-shot"))
+    home = tmp_path_factory.mktemp("arrival") / "home"
+    project = [name for name in FILES if name.parts[:2] == ("claude", "projects")]
+    for name in project:  # each alone, a sub-agent's transcript before its session's
+        await import_path(store, arrive(home, name), cwd=CORPUS)
+    claude = {key: shape for key, shape in expected.items() if key.startswith("claude-code:")}
+    assert await session_shapes(store) == claude
+    assert (await check_store(store)).ok
