@@ -205,6 +205,7 @@ class Reading:
             self.changed()
 
     def changed(self) -> None:
+        """Give up on this reading: the file is not the one the earlier readings read."""
         self.broken = True
         raise Changed(f"{self.name} changed while it was read; import it again")
 
