@@ -115,24 +115,20 @@ async def cmd_import(args: argparse.Namespace) -> int:
 
 
 async def _import_other(args: argparse.Namespace, fmt: str) -> int:
-    """Another tool's session file: every conversation in it becomes a session of its own."""
-    from soong_store.importers import import_report
-
+    """Another tool's session file: imported as a folder's files are, what is new in it only."""
     if args.file == "-":
         raise InvalidArgument(f"format {fmt} is read from a file, not from stdin")
     if args.new_id:
         raise InvalidArgument(f"--new-id is for soong exports; a {fmt} file always gets new ids")
-    async with open_store(args) as store:
-        report = await import_report(store, args.file, fmt)
-    if args.json:
-        emit(report.as_dict())
-    else:
-        out_lines(report.lines())
-    return 2 if any(s.error is not None for s in report.summaries) else 0
+    return await _import_paths(args, [args.file], fmt)
 
 
-async def _import_paths(args: argparse.Namespace, paths: list[str]) -> int:
-    """Files and folders: every source in them imported, or continued where it grew."""
+async def _import_paths(args: argparse.Namespace, paths: list[str], fmt: str | None = None) -> int:
+    """Files and folders: every source in them imported, or continued where it grew.
+
+    ``fmt`` is the format of one file already told (else ``--format``); the lines of that
+    file that were skipped or recovered are listed one by one.
+    """
     from soong_store.importers import import_paths
 
     if "-" in paths:
@@ -142,13 +138,20 @@ async def _import_paths(args: argparse.Namespace, paths: list[str]) -> int:
     bar = _bar()
     try:
         async with open_store(args) as store:
-            summary = await import_paths(store, paths, args.format, bar)
+            summary = await import_paths(store, paths, fmt or args.format, bar)
     finally:
         bar.close()
     if args.json:
         emit(summary.as_dict())
     else:
-        out_lines(summary.lines())
+        lines = summary.lines()
+        if fmt is not None:  # one file: which of its lines, and why
+            lines[-1:-1] = [
+                f"  line {i.line} {i.action}: {i.reason}"
+                for found in summary.issues.values()
+                for i in found
+            ]
+        out_lines(lines)
     troubled = summary.of("conflict") or summary.of("refused") or summary.unreadable
     return 2 if troubled else 0
 

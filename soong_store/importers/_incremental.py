@@ -14,7 +14,8 @@ at once and both append find out under the session's lock: the second is told to
 Runs grow with their turns: a run the store holds takes the new nodes of its turn, its usage,
 end and times as the new reading has them; held nodes of a turn that now has a run (its first
 usage came after the cut) are linked to it. So a transcript imported in parts holds the runs
-of the one-shot import.
+of the one-shot import. Likewise the session and its held agents start at the earliest time a
+reading gives them (a conversation's own file that comes after a sub-agent's starts earlier).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from soong_store.model import codec
 from soong_store.model.content import RedactedBlock, encode_content
 from soong_store.model.global_records import RunRecord
 from soong_store.model.records import NodeRecord
-from soong_store.schema.tables import agents_table, runs_table
+from soong_store.schema.tables import agents_table, runs_table, sessions_table
 from soong_store.store import SessionStore, artifact_files, run_write
 from soong_store.transfer.format import scrub_row
 from soong_store.write import session_keys
@@ -73,6 +74,8 @@ class Held:
     """The session's active node."""
     runs: dict[str, RunRecord] = field(default_factory=dict)
     """The imported runs by id."""
+    created: dict[str, str] = field(default_factory=dict)
+    """The ``created_at`` of the session (by its id) and of each agent, by id."""
 
 
 def _source(metadata: Any) -> dict[str, Any] | None:
@@ -85,8 +88,10 @@ async def held(store: SessionStore, session_id: str) -> Held:
     session = await store.get_session(session_id)
     known = Known(session_id, session.root_agent_id)
     found = Held(known, active=session.active_node_id)
+    found.created[session_id] = format_time(session.created_at)
     sub_files: dict[str, str] = {}
     for agent in await store.list_agents(session_id):
+        found.created[agent.agent_id] = format_time(agent.created_at)
         source = _source(agent.metadata)
         if source is not None:
             known.agents[agent_identity(source)] = agent.agent_id
@@ -163,6 +168,9 @@ class Increment:
     """The changed columns of held runs, by id."""
     linked: dict[str, str] = field(default_factory=dict)
     """The run of held nodes that had none, by node id."""
+    earlier: dict[str, str] = field(default_factory=dict)
+    """The new ``created_at`` of the session and the held agents the source now starts
+    earlier (its own file came after a sub-agent's), by id."""
 
     @property
     def empty(self) -> bool:
@@ -176,6 +184,7 @@ class Increment:
             or self.runs
             or self.grown
             or self.linked
+            or self.earlier
         )
 
 
@@ -216,7 +225,18 @@ def diff(rows: Rows, found: Held, transcripts: Iterable[str], has_main: bool) ->
     active = rows.session["active_node_id"]
     move = has_main and active is not None
     runs, grown, linked = _runs(rows, found, made)
-    return Increment(agents, renewed, made, events, artifacts, active, move, runs, grown, linked)
+    starts = [
+        (rows.session["session_id"], rows.session),
+        *((a["agent_id"], a) for a in rows.agents),
+    ]
+    earlier = {
+        row_id: row["created_at"]
+        for row_id, row in starts
+        if row_id in found.created and row["created_at"] < found.created[row_id]
+    }
+    return Increment(
+        agents, renewed, made, events, artifacts, active, move, runs, grown, linked, earlier
+    )
 
 
 _GROWS = ("start_node_id", "end_node_id", "usage_json", "created_at", "updated_at")
@@ -366,6 +386,12 @@ def _append_job(
             runs_table.update().where(runs_table.c.run_id == run_id).values(**changed)
         )
     refresh_usage(connection, increment.grown)
+    for row_id, created in increment.earlier.items():
+        if row_id == sid:
+            started = sessions_table.update().where(sessions_table.c.session_id == sid)
+        else:
+            started = agents_table.update().where(agents_table.c.agent_id == row_id)
+        connection.execute(started.values(created_at=created))
     if increment.linked and tables is not None:
         nodes = tables.nodes
         for node_id, run_id in increment.linked.items():

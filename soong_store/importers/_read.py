@@ -12,6 +12,7 @@ parser gets can always be stored. A JSON Lines file is read line by line and no 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -143,36 +144,111 @@ class JsonLines:
 
     A parser that needs the whole file's links before it reads the entries reads it twice
     rather than holding it. ``issues`` are those of the last reading that went to the end.
+
+    Every reading of the file reads the bytes the readings before it read, and a reading after
+    one that went to the end stops where that one did: a file that grows meanwhile is read as
+    it was, and one whose bytes changed under the readings (cut, or rewritten in place) fails
+    with :class:`Changed` rather than give the parser a mix of two versions.
     """
 
     def __init__(self, path: Path, data: bytes | None = None) -> None:
         self.path, self.data = path, data
         self.issues: list[LineIssue] = []
+        self._end: int | None = None
+        """Where the first reading that went to the end stopped."""
+        self._mark: tuple[int, bytes] | None = None
+        """The furthest a reading went, and the hash of the bytes up to there."""
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
         found: list[LineIssue] = []
-        lines = file_lines(self.path) if self.data is None else split_lines(self.data)
-        yield from iter_jsonl(lines, found)
+        if self.data is not None:
+            yield from iter_jsonl(split_lines(self.data), found)
+            self.issues = found
+            return
+        reading = Reading(self.path.name, self._mark)
+        with self.path.open("rb") as file:
+            try:
+                yield from iter_jsonl(file_lines(file, end=self._end, reading=reading), found)
+                reading.finish()
+                self._end = self._end if self._end is not None else file.tell()
+            finally:  # a reading stopped early (a parser's ``any``) marks how far it went too
+                if not reading.broken and reading.offset > (self._mark or (0, b""))[0]:
+                    self._mark = (reading.offset, reading.digest.digest())
         self.issues = found
 
 
-def file_lines(source: Path | BinaryIO) -> Iterator[bytes]:
+class Changed(ValueError):
+    """A file's bytes changed while it was being read (it was cut or rewritten in place)."""
+
+
+class Reading:
+    """One reading of a file: the hash of what it read, checked against an earlier reading's."""
+
+    def __init__(self, name: str, mark: tuple[int, bytes] | None) -> None:
+        self.name, self.mark = name, mark
+        self.digest = hashlib.sha256()
+        self.offset = 0
+        self.broken = False
+
+    def feed(self, data: bytes, offset: int) -> None:
+        """Take the bytes read up to ``offset``; :class:`Changed` if they are not the mark's."""
+        self.digest.update(data)
+        self.offset = offset
+        if self.mark is not None and offset >= self.mark[0]:
+            if offset != self.mark[0] or self.digest.digest() != self.mark[1]:
+                self.changed()
+            self.mark = None
+
+    def finish(self) -> None:
+        """The reading went to the file's end: :class:`Changed` if an earlier one went further."""
+        if self.mark is not None:
+            self.changed()
+
+    def changed(self) -> None:
+        """Give up on this reading: the file is not the one the earlier readings read."""
+        self.broken = True
+        raise Changed(f"{self.name} changed while it was read; import it again")
+
+
+def file_lines(
+    source: Path | BinaryIO, *, end: int | None = None, reading: Reading | None = None
+) -> Iterator[bytes]:
     """The lines of a file (a leading BOM dropped), read one at a time, each read once whole.
 
-    ``source`` is a path, or an open file read from where it stands. No line is held here
-    while its reader has it (nothing of it stays in this frame), and a long line is read in one
-    piece after finding its end, never joined from pieces.
+    ``source`` is a path, or an open file read from where it stands, up to ``end`` (default:
+    its size when the reading starts; a line that goes on past it is read whole). No line is
+    held here while its reader has it (nothing of it stays in this frame), and a long line is
+    read in one piece after finding its end, never joined from pieces. ``reading`` is fed
+    every byte read.
+
+    Raises:
+        Changed: the file ends before ``end`` (it was cut while it was read).
     """
     if isinstance(source, Path):
         with source.open("rb") as file:
-            yield from file_lines(file)
+            yield from file_lines(file, end=end, reading=reading)
         return
     start = source.tell()
-    if source.read(len(_BOM)) != _BOM:
+    head = source.read(len(_BOM))
+    if head != _BOM:
         source.seek(start)
-    size = os.fstat(source.fileno()).st_size
+    elif reading is not None:
+        reading.feed(head, source.tell())
+    size = os.fstat(source.fileno()).st_size if end is None else end
     while source.tell() < size:
-        yield _read_line(source)
+        yield _line(source, reading)
+
+
+def _line(file: BinaryIO, reading: Reading | None) -> bytes:
+    """The next line (fed to ``reading``); :class:`Changed` if the file ends first."""
+    line = _read_line(file)
+    if not line:
+        if reading is not None:
+            reading.changed()
+        raise Changed("the file changed while it was read (it was cut); import it again")
+    if reading is not None:
+        reading.feed(line, file.tell())
+    return line
 
 
 _PIECE = 2**20

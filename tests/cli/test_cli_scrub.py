@@ -41,7 +41,8 @@ def test_import_with_scrub_stores_no_credential(
     run = InProcess(capsys, backend)
     source = transcript(tmp_path / "s1.jsonl")
     doc = run.json("import", "--scrub", str(source))
-    [session] = doc["sessions"]
+    [session] = doc["sources"]
+    assert session["status"] == "imported"
     assert SECRET not in repr(snapshot(backend))
     path = run("path", session["session_id"])
     assert "push with [REDACTED:gitlab-token] please" in path

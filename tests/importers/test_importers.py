@@ -540,15 +540,15 @@ def test_the_cli_imports_another_agents_file_once(backend: Backend) -> None:
     cli = [sys.executable, "-m", "soong_store", *backend.cli]
     first = subprocess.run([*cli, "import", str(source)], capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
-    assert "claude-code, 1 session(s) written" in first.stdout
+    assert first.stdout.startswith(f"imported: {source} [claude-code] -> sess_")
     again = subprocess.run(
         [*cli, "import", str(source), "--format", "claude-code", "--json"],
         capture_output=True,
         text=True,
     )
     assert again.returncode == 0, again.stderr
-    report = json.loads(again.stdout)
-    assert report["format"] == "claude-code" and report["sessions"][0]["already_imported"]
+    summary = json.loads(again.stdout)  # the file is as it was: not read again
+    assert summary["sources"] == [] and summary["unchanged_files"] == 1
     wrong = subprocess.run(
         [*cli, "import", str(source), "--format", "claude-code", "--new-id"],
         capture_output=True,
