@@ -1,16 +1,20 @@
 """Codex CLI rollouts (``~/.codex/sessions/.../rollout-*.jsonl``) to the model.
 
 Each ``response_item`` is a node in file order: messages (``developer`` becomes ``system``),
-reasoning (kept verbatim), tool calls of every kind and their outputs (paired by ``call_id``;
-an output without one answers the oldest open call). A ``compacted`` record is a compaction
-node followed by its ``replacement_history`` as nodes under it: that history is what Codex
-sends after the compaction, so ``context()`` is the compaction, those items and what follows.
-``event_msg`` records (and ``turn_context``, ``world_state`` ...) become events; their
-``user_message``/``agent_message`` become message nodes only in a file that has no message
-items (they repeat them otherwise). A later ``session_meta`` with ``forked_from_id`` starts a
-``fork`` agent (from the main agent's latest node), one with ``parent_thread_id`` or a
-``source.subagent`` a ``sub`` agent; the records after it belong to that agent until the next
-``session_meta``, and one naming neither returns to the main agent.
+reasoning (kept verbatim), tool calls of every kind and their outputs (paired by ``call_id``; an
+output without one answers the oldest open call). A ``compacted`` record is a compaction node
+followed by its ``replacement_history`` as nodes under it: that history is what Codex sends
+after the compaction, so ``context()`` is the compaction, those items and what follows.
+``event_msg`` records (and ``turn_context``, ``world_state`` ...) become events. Codex writes
+each message twice, as an ``event_msg`` (``user_message``/``agent_message``) and as an item, in
+either order: an ``event_msg`` message is a node only before the file's first message item (a
+file of events only has its messages so), and then the item that repeats it (the next one of its
+role, with its text) is an event; what a line becomes depends only on the lines before it, so a
+rollout imported in parts as it grows gives the nodes of a one-shot import. A later
+``session_meta`` with ``forked_from_id`` starts a ``fork`` agent (from the main agent's latest
+node), one with ``parent_thread_id`` or a ``source.subagent`` a ``sub`` agent; the records after
+it belong to that agent until the next ``session_meta``, and one naming neither returns to the
+main agent.
 
 Sub-agent rollouts. Codex writes each thread to a rollout of its own; a thread a ``spawn_agent``
 call started names its parent in its first ``session_meta`` (``parent_thread_id``, or
@@ -75,12 +79,12 @@ _LEVELS = {"error": "error", "stream_error": "error", "turn_aborted": "warning"}
 def parse(path: Path, data: bytes | None = None, spool: ContentSpool | None = None) -> ParsedFile:
     """Read one rollout file (one session, its sub-agent and fork threads as agents).
 
-    ``data`` is the file's bytes, else the file is read a line at a time (twice: whether it has
-    message items first). With a ``spool``, each entry's content and each event's payload wait
-    there as soon as they are made, and the session holds the tree's shape.
+    ``data`` is the file's bytes, else the file is read a line at a time. With a ``spool``,
+    each entry's content and each event's payload wait there as soon as they are made, and the
+    session holds the tree's shape.
     """
     records = JsonLines(path, data)
-    reader = _Rollout(records, spool)
+    reader = _Rollout(spool)
     reader.read(records)
     session = reader.session
     session.leaf = reader.last.get(MAIN)
@@ -168,7 +172,7 @@ def join_sub(session: SourceSession, path: Path, spool: ContentSpool | None) -> 
     """
     key = path.stem
     records = JsonLines(path)
-    reader = _Rollout(records, spool, base=key, start=_SUB_START)
+    reader = _Rollout(spool, base=key, start=_SUB_START)
     reader.read(records)
     read = reader.session
     meta = {"file": path.name} | reader.own
@@ -191,7 +195,6 @@ class _Rollout:
 
     def __init__(
         self,
-        records: Iterable[tuple[int, dict[str, Any]]],
         spool: ContentSpool | None,
         base: str = MAIN,
         start: int = 0,
@@ -208,12 +211,11 @@ class _Rollout:
         self.issues: list[LineIssue] = []
         self.model: Any = None
         self.totals: dict[str, Any] = {}  # the last total usage of each agent
-        self.items_hold_messages = any(
-            r.get("type") == "response_item"
-            and isinstance(r.get("payload"), dict)
-            and r["payload"].get("type") == "message"
-            for _, r in records
-        )
+        self.items_seen = False
+        """Whether a message item came yet: then ``event_msg`` messages only repeat them."""
+        self.unpaired: list[tuple[str, str]] = []
+        """The role and text of each message node made from an ``event_msg`` whose item has
+        not come yet (the item that repeats it then is an event, not a second node)."""
 
     def read(self, records: Iterable[tuple[int, dict[str, Any]]]) -> None:
         position = self.start - 1
@@ -231,17 +233,19 @@ class _Rollout:
         moment = stamp(record.get("timestamp"), source)
         if kind == "session_meta":
             self._meta(item, lineno, position)
-        elif kind == "response_item" and item:
+        elif kind == "response_item" and item and not self._repeats(item):
             self.add(self._item(item, f"{self.prefix}{position}", source, moment, position))
             return
         elif kind == "compacted" and item:
             self._compacted(item, source, moment, position)
             return
-        elif kind == "event_msg" and not self.items_hold_messages and self._said(item):
+        elif kind == "event_msg" and not self.items_seen and self._said(item):
             role = "user" if item.get("type") == "user_message" else "assistant"
             key = f"{self.prefix}{position}"
             out = b.Content(key)
-            out.add(b.text(b.as_text(item.get("message"))), b.extras(item, "message"))
+            said = b.as_text(item.get("message"))
+            self.unpaired.append((role, said))
+            out.add(b.text(said), b.extras(item, "message"))
             entry = Entry(key, None, role, "message", out.blocks, out.source(source))
             entry.time, entry.position = moment, position
             self.add(entry)
@@ -285,6 +289,26 @@ class _Rollout:
                 )
         key = f"{self.agent}:{lineno}"
         self.session.calls.append(Call(key, usage, position, agent=self.agent))
+
+    def _repeats(self, item: dict[str, Any]) -> bool:
+        """Whether a message item repeats a message an earlier ``event_msg`` made a node of.
+
+        Each record is read as it comes, never from the lines after it, so that a rollout read
+        in two parts gives the nodes it gives read whole: of two copies, the first is the node.
+        """
+        if item.get("type") != "message":
+            return False
+        self.items_seen = True
+        role = _ROLES.get(str(item.get("role")), "user")
+        at = next((i for i, (r, _) in enumerate(self.unpaired) if r == role), None)
+        if at is None:
+            return False
+        _, said = self.unpaired.pop(at)
+        content = item.get("content")
+        parts = content if isinstance(content, list) else [content]
+        found = (p.get("text") if isinstance(p, dict) else p for p in parts)
+        texts = [t for t in found if isinstance(t, str)]
+        return said in ("".join(texts), "\n".join(texts))
 
     @staticmethod
     def _said(item: dict[str, Any]) -> bool:

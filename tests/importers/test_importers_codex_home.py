@@ -18,7 +18,9 @@ import pytest
 from soong_store import SessionStore
 from soong_store.check.run import check_store
 from soong_store.importers import import_path
-from tests.importers.test_import_path import CORPUS, _all
+from soong_store.importers.codex import parent_of
+from soong_store.model import codec
+from tests.importers.test_import_path import CORPUS, _all, _shape
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not here")
 
@@ -143,3 +145,56 @@ async def test_a_forked_thread_is_a_conversation_of_its_own(tmp_path: Path) -> N
         got = await _all(store)
         assert not _subs(got[SUB_B]) and not _subs(got[ROOT])
         assert len(got[SUB_B]["nodes"]) == len(got[ROOT]["nodes"])
+
+
+BOTH_COPIES = [
+    CORPUS / "codex" / "claude-code-transcripts__sample_codex_session.jsonl",
+    CORPUS / "acceptance" / "codex" / "lanegrid__agtrace__codex_session.jsonl",
+    CORPUS / "codex" / "claude-code-log__rollout-2026-01-02T03-04-05-11111111.jsonl",
+    CORPUS / "codex" / "agent-sessions__codex-large.jsonl",
+    CORPUS / "codex" / "agent-sessions__codex-small.jsonl",
+    SUB,
+]
+"""The corpus rollouts that write messages twice (an ``event_msg`` and a ``response_item``),
+in either order: the first two are real, the others fixtures."""
+
+
+def _canon(shape: dict[str, Any], thread: str, named: str) -> str:
+    """A session's shape as text, the thread's id ``thread`` read as ``named``."""
+    events = sorted([list(k), n] for k, n in shape["events"].items())
+    whole = {**shape, "nodes": sorted(shape["nodes"].items()), "events": events}
+    return codec.dumps_text(whole).replace(thread, named)
+
+
+@pytest.mark.parametrize("source", BOTH_COPIES, ids=lambda p: p.stem)
+async def test_a_rollout_cut_at_any_line_continues_to_the_one_shot_session(
+    tmp_path: Path, source: Path
+) -> None:
+    data = source.read_bytes()
+    lines = data.splitlines(keepends=True)
+    meta = orjson.loads(lines[0])["payload"]
+    thread = parent_of(meta) or meta["id"]  # the conversation (a sub-agent's is its parent's)
+    async with SessionStore(home=tmp_path / "one") as store:
+        whole = tmp_path / "one-home" / source.name
+        whole.parent.mkdir()
+        whole.write_bytes(data)
+        await import_path(store, whole)
+        expected = _canon((await _all(store))[thread], thread, thread)
+    async with SessionStore(home=tmp_path / "store") as store:
+        for at in range(1, len(lines)):  # each cut is a conversation of its own id
+            named = f"{thread}-cut{at}"
+            target = tmp_path / "home" / f"cut{at}" / source.name
+            target.parent.mkdir(parents=True)
+            renamed = [line.replace(thread.encode(), named.encode()) for line in lines]
+            target.write_bytes(b"".join(renamed[:at]))
+            await import_path(store, target)
+            target.write_bytes(b"".join(renamed))
+            summary = await import_path(store, target)
+            assert {s.status for s in summary.sources} <= {"continued", "up to date"}, (
+                at,
+                summary.lines(),
+            )
+            assert _canon(await _shape(store, summary.sources[0].session_id), named, thread) == (
+                expected
+            ), at
+        assert (await check_store(store)).ok
