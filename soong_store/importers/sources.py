@@ -245,7 +245,7 @@ async def import_paths(
     todo = [s for s in states if s.state not in known]
     summary.unchanged_files = len(states) - len(todo)
     run = _Run(store, summary, format, cwd, progress, len(states), summary.unchanged_files)
-    await run.go(todo)
+    await run.go(todo, [s.path for s in states if s.state in known])
     return summary
 
 
@@ -276,7 +276,7 @@ class _Run:
         if self.progress is not None:
             self.progress(self.done, self.total, str(path))
 
-    async def go(self, todo: list[_File]) -> None:
+    async def go(self, todo: list[_File], unchanged: list[Path]) -> None:
         groups: dict[tuple[str, str], list[_File]] = {}
         singles: list[tuple[str, _File]] = []
         threads: dict[Path, codex.Thread] = {}
@@ -302,8 +302,12 @@ class _Run:
                 groups.setdefault((fmt, ""), []).append(file)
             else:
                 singles.append((fmt, file))
+        known = list(threads.values())
+        ids = {t.id for t in known}
+        if any(t.parent is not None and t.parent not in ids for t in known):
+            known += await asyncio.to_thread(_threads, unchanged)
         for file in groups.pop(("codex", ""), []):
-            conversation = codex.conversation_of(threads[file.path], threads.values())
+            conversation = codex.conversation_of(threads[file.path], known)
             groups.setdefault(("codex", conversation), []).append(file)
         for (fmt, conversation), members in groups.items():
             await self.group(fmt, members, conversation)
@@ -520,6 +524,16 @@ def _read_transcript(fmt: str, path: Path, conversation: str, spool: ContentSpoo
     if fmt == "claude-code":
         return claude_code.parse_transcript(path, spool)
     return codex.parse_transcript(path, conversation, spool)
+
+
+def _threads(paths: list[Path]) -> list[codex.Thread]:
+    """The threads of the Codex rollouts among ``paths`` (by name): their parents' chains.
+
+    A sub-agent's rollout that grew while its parent's did not is read alone; the parents'
+    rollouts imported before tell which conversation it belongs to.
+    """
+    found = (codex.thread_of(p) for p in paths if p.name.startswith("rollout-"))
+    return [t for t in found if t is not None]
 
 
 def _conversation_of(path: Path) -> str:

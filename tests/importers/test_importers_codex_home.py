@@ -198,3 +198,20 @@ async def test_a_rollout_cut_at_any_line_continues_to_the_one_shot_session(
                 expected
             ), at
         assert (await check_store(store)).ok
+
+
+async def test_a_grown_nested_sub_agent_finds_its_conversation_among_imported_rollouts(
+    tmp_path: Path,
+) -> None:
+    expected = await _one_shot(tmp_path, ["root", "a", "nested"])
+    files = _home(tmp_path / "home")
+    files["b"].unlink()
+    whole = files["nested"].read_bytes()
+    async with SessionStore(home=tmp_path / "store") as store:
+        files["nested"].write_bytes(b"".join(whole.splitlines(keepends=True)[:7]))
+        await import_path(store, tmp_path / "home")
+        files["nested"].write_bytes(whole)  # only it changed: its parent is read, not imported
+        summary = await import_path(store, tmp_path / "home")
+        assert [(s.source_id, s.status) for s in summary.sources] == [(ROOT, "continued")]
+        assert summary.unchanged_files == 2
+        assert await _all(store) == expected
