@@ -19,8 +19,8 @@ from soong_store import SessionStore
 from soong_store.check.run import check_store
 from soong_store.importers import import_path
 from soong_store.importers.codex import parent_of
-from soong_store.model import codec
-from tests.importers.test_import_path import CORPUS, _all, _shape
+from tests.importers.cuts import cut_and_continue
+from tests.importers.test_import_path import CORPUS, _all
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not here")
 
@@ -159,59 +159,11 @@ BOTH_COPIES = [
 in either order: the first two are real, the others fixtures."""
 
 
-def _canon(shape: dict[str, Any], thread: str, named: str) -> str:
-    """A session's shape as text, the thread's id ``thread`` read as ``named``."""
-    events = sorted([list(k), n] for k, n in shape["events"].items())
-    whole = {**shape, "nodes": sorted(shape["nodes"].items()), "events": events}
-    return codec.dumps_text(whole).replace(thread, named)
-
-
 @pytest.mark.parametrize("source", BOTH_COPIES, ids=lambda p: p.stem)
 async def test_a_rollout_cut_at_any_line_continues_to_the_one_shot_session(
     tmp_path: Path, source: Path
 ) -> None:
-    data = source.read_bytes()
-    lines = data.splitlines(keepends=True)
-    meta = orjson.loads(lines[0])["payload"]
-    thread = parent_of(meta) or meta["id"]  # the conversation (a sub-agent's is its parent's)
-    async with SessionStore(home=tmp_path / "one") as store:
-        whole = tmp_path / "one-home" / source.name
-        whole.parent.mkdir()
-        whole.write_bytes(data)
-        await import_path(store, whole)
-        expected = _canon((await _all(store))[thread], thread, thread)
-    async with SessionStore(home=tmp_path / "store") as store:
-        for at in range(1, len(lines)):  # each cut is a conversation of its own id
-            named = f"{thread}-cut{at}"
-            target = tmp_path / "home" / f"cut{at}" / source.name
-            target.parent.mkdir(parents=True)
-            renamed = [line.replace(thread.encode(), named.encode()) for line in lines]
-            target.write_bytes(b"".join(renamed[:at]))
-            await import_path(store, target)
-            target.write_bytes(b"".join(renamed))
-            summary = await import_path(store, target)
-            assert {s.status for s in summary.sources} <= {"continued", "up to date"}, (
-                at,
-                summary.lines(),
-            )
-            assert _canon(await _shape(store, summary.sources[0].session_id), named, thread) == (
-                expected
-            ), at
-        assert (await check_store(store)).ok
-
-
-async def test_a_grown_nested_sub_agent_finds_its_conversation_among_imported_rollouts(
-    tmp_path: Path,
-) -> None:
-    expected = await _one_shot(tmp_path, ["root", "a", "nested"])
-    files = _home(tmp_path / "home")
-    files["b"].unlink()
-    whole = files["nested"].read_bytes()
-    async with SessionStore(home=tmp_path / "store") as store:
-        files["nested"].write_bytes(b"".join(whole.splitlines(keepends=True)[:7]))
-        await import_path(store, tmp_path / "home")
-        files["nested"].write_bytes(whole)  # only it changed: its parent is read, not imported
-        summary = await import_path(store, tmp_path / "home")
-        assert [(s.source_id, s.status) for s in summary.sources] == [(ROOT, "continued")]
-        assert summary.unchanged_files == 2
-        assert await _all(store) == expected
+    meta = orjson.loads(source.read_bytes().splitlines()[0])["payload"]
+    conversation = parent_of(meta) or meta["id"]  # a sub-agent's is its parent's
+    lines = len(source.read_bytes().splitlines())
+    await cut_and_continue(tmp_path, source, conversation, list(range(1, lines)))
