@@ -115,6 +115,16 @@ def thread_of(path: Path) -> Thread | None:
     return None
 
 
+def threads_of(paths: Iterable[Path]) -> list[Thread]:
+    """The threads of the rollouts among ``paths`` (told by their name, ``rollout-*``).
+
+    Read to follow a sub-agent's chain of parents through rollouts imported before: one that
+    grew while its parents' did not is read alone.
+    """
+    found = (thread_of(p) for p in paths if p.name.startswith("rollout-"))
+    return [t for t in found if t is not None]
+
+
 def conversation_of(thread: Thread, threads: Iterable[Thread]) -> str:
     """The conversation of a thread: the thread at the top of its parents' chain.
 
@@ -146,14 +156,16 @@ def parent_of(meta: dict[str, Any]) -> str | None:
     return parent if isinstance(parent, str) and parent else None
 
 
-def parse_transcript(path: Path, conversation: str, spool: ContentSpool | None) -> ParsedFile:
-    """One rollout of the conversation ``conversation`` (a thread id): its own, or a sub-agent's.
+def parse_transcript(
+    path: Path, spool: ContentSpool | None, conversation: str | None = None
+) -> ParsedFile:
+    """One rollout of a conversation: its own, or a sub-agent's.
 
-    The conversation's own rollout is read as :func:`parse` reads it; any other joins an
-    empty session of the conversation as a ``sub`` agent (:func:`join_sub`).
+    Without ``conversation`` it is the conversation's own, read as :func:`parse` reads it; with
+    it (the conversation's thread id), a sub-agent's joined to an empty session of it as a
+    ``sub`` agent (:func:`join_sub`).
     """
-    thread = thread_of(path)
-    if thread is None or thread.id == conversation:
+    if conversation is None:
         return parse(path, None, spool)
     session = SourceSession(FORMAT, conversation, None, {})
     issues = join_sub(session, path, spool)

@@ -305,24 +305,30 @@ class _Run:
         known = list(threads.values())
         ids = {t.id for t in known}
         if any(t.parent is not None and t.parent not in ids for t in known):
-            known += await asyncio.to_thread(_threads, unchanged)
+            known += await asyncio.to_thread(codex.threads_of, unchanged)
         for file in groups.pop(("codex", ""), []):
             conversation = codex.conversation_of(threads[file.path], known)
             groups.setdefault(("codex", conversation), []).append(file)
         for (fmt, conversation), members in groups.items():
-            await self.group(fmt, members, conversation)
+            subs = {f.path for f in members if _is_sub(fmt, f.path, conversation, threads)}
+            await self.group(fmt, members, conversation, subs)
         for fmt, file in singles:
             await self.single(fmt, file)
 
-    async def group(self, fmt: str, members: list[_File], conversation: str) -> None:
-        """The transcripts of one conversation (Claude Code's, Codex's), as one source."""
+    async def group(
+        self, fmt: str, members: list[_File], conversation: str, subs: set[Path]
+    ) -> None:
+        """The transcripts of one conversation (Claude Code's, Codex's), as one source.
+
+        ``subs`` are the sub-agents' transcripts among ``members``.
+        """
         spool = ContentSpool()
         try:
             pieces: list[_Piece] = []
-            for file in sorted(members, key=lambda f: _is_sub(fmt, f.path, conversation)):
+            for file in sorted(members, key=lambda f: f.path in subs):
                 try:
                     parsed = await asyncio.to_thread(
-                        _read_transcript, fmt, file.path, conversation, spool
+                        _read_transcript, fmt, file.path, conversation, file.path in subs, spool
                     )
                 except (OSError, ValueError) as exc:
                     self.summary.unreadable.append(f"{file.path}: {exc}")
@@ -330,7 +336,7 @@ class _Run:
                     continue
                 if parsed.issues:
                     self.summary.issues[str(file.path)] = parsed.issues
-                sub = _is_sub(fmt, file.path, conversation)
+                sub = file.path in subs
                 pieces += [_Piece(s, file, "", 0, sub) for s in parsed.sessions]
                 self.tick(file.path)
             if pieces:
@@ -512,28 +518,19 @@ def _merged(pieces: list[_Piece]) -> SourceSession:
     return base
 
 
-def _is_sub(fmt: str, path: Path, conversation: str) -> bool:
+def _is_sub(fmt: str, path: Path, conversation: str, threads: dict[Path, codex.Thread]) -> bool:
     """Whether a transcript of a conversation is a sub-agent's."""
     if fmt == "claude-code":
         return claude_code.is_sub_transcript(path)
-    thread = codex.thread_of(path)
-    return thread is not None and thread.id != conversation
+    return threads[path].id != conversation
 
 
-def _read_transcript(fmt: str, path: Path, conversation: str, spool: ContentSpool) -> ParsedFile:
+def _read_transcript(
+    fmt: str, path: Path, conversation: str, sub: bool, spool: ContentSpool
+) -> ParsedFile:
     if fmt == "claude-code":
         return claude_code.parse_transcript(path, spool)
-    return codex.parse_transcript(path, conversation, spool)
-
-
-def _threads(paths: list[Path]) -> list[codex.Thread]:
-    """The threads of the Codex rollouts among ``paths`` (by name): their parents' chains.
-
-    A sub-agent's rollout that grew while its parent's did not is read alone; the parents'
-    rollouts imported before tell which conversation it belongs to.
-    """
-    found = (codex.thread_of(p) for p in paths if p.name.startswith("rollout-"))
-    return [t for t in found if t is not None]
+    return codex.parse_transcript(path, spool, conversation if sub else None)
 
 
 def _conversation_of(path: Path) -> str:
