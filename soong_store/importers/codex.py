@@ -359,6 +359,8 @@ class _Rollout:
             self.agent = self.base
             return
         key = f"{self.prefix}thread-{len(s.agents) + 1}"
+        if self.base != MAIN:  # its events are of the sub-agent's file (a held session's lines)
+            meta["file_agent"] = self.base
         fork = self.last.get(self.base) if agent_type == "fork" else None
         s.agents.append(Agent(key, agent_type, meta, fork))
         self.agent = key

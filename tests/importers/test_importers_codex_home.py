@@ -167,3 +167,21 @@ async def test_a_rollout_cut_at_any_line_continues_to_the_one_shot_session(
     conversation = parent_of(meta) or meta["id"]  # a sub-agent's is its parent's
     lines = len(source.read_bytes().splitlines())
     await cut_and_continue(tmp_path, source, conversation, list(range(1, lines)))
+
+
+async def test_a_thread_inside_a_sub_agent_rollout_continues_without_repeating_its_events(
+    tmp_path: Path,
+) -> None:
+    # A sub-agent's rollout that holds a thread of its own (a later session_meta naming a
+    # parent), its last lines that thread's events: cut there, the rest imported later.
+    lines = SUB.read_bytes().splitlines(keepends=True)
+    meta = orjson.loads(lines[0])
+    meta["payload"] |= {"id": "inner", "parent_thread_id": SUB_A}
+    event = {"type": "event_msg", "payload": {"type": "task_started", "turn_id": "inner-1"}}
+    inner = [orjson.dumps(meta) + b"\n", orjson.dumps(event) + b"\n", *lines[3:6]]
+    source = tmp_path / "src" / f"rollout-2026-08-01T18-07-04-{SUB_A}.jsonl"
+    source.parent.mkdir()
+    source.write_bytes(b"".join([*lines, *inner]))
+    parent = parent_of(orjson.loads(lines[0])["payload"])
+    assert parent is not None
+    await cut_and_continue(tmp_path, source, parent, list(range(1, len(lines) + len(inner))))
