@@ -98,6 +98,8 @@ async def held(store: SessionStore, session_id: str) -> Held:
             found.agent_sources[agent.agent_id] = source
             if isinstance(source.get("file"), str):
                 sub_files[agent.agent_id] = source["file"].removesuffix(".jsonl")
+            elif isinstance(source.get("file_agent"), str):  # a thread in a sub-agent's file
+                sub_files[agent.agent_id] = source["file_agent"]
     seen: dict[str, int] = {}
     for node in await store.list_nodes(session_id):
         found.last_node_seq = max(found.last_node_seq, node.node_seq)

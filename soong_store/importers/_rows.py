@@ -4,7 +4,8 @@
 session, its agents, nodes (parents first), events (in source order) and artifacts with their
 bytes. Ids are new (the source's are kept in metadata); every node carries
 ``metadata["imported_from"]``, which marks it as history recorded elsewhere for the branch rule;
-every node has a ``node_created`` event and every failed tool result a ``tool_failed`` event.
+every node has a ``node_created`` event and every failed tool result a ``tool_failed`` event
+(a compaction's copy of it excepted).
 Timestamps are the source's where it has valid ones; an item without one takes the nearest
 earlier item's time (else the nearest later one, else ``fallback``), its raw value kept.
 
@@ -277,6 +278,8 @@ def _runs(
     turn_of: dict[str, str] = {}
     opened: dict[str, str] = {}  # the open turn of each agent
     for e in sorted(nodes, key=lambda e: e.position):
+        if "kept_copy_by" in e.source:
+            continue  # a compaction's copy of history: no call of this turn made it
         if e.role == "user" and e.node_type == "message":
             opened[e.agent] = e.key
             turns[e.key] = []
@@ -476,6 +479,8 @@ def _pending_events(
     pending: list[_Pending] = []
     for entry in nodes:
         pending.append((entry.position, len(pending), entry, None))
+        if "kept_copy_by" in entry.source:
+            continue  # the tool failed once: its original has the event
         for block in entry.blocks:
             if block.get("type") == "tool_result" and block.get("is_error"):
                 pending.append((entry.position, len(pending), entry, block))

@@ -1,14 +1,17 @@
 """Tree rules of an import, over the neutral model (no database): compactions, order, counts.
 
 **Compactions.** ``context()`` is the active path cut at its last compaction node. A source
-compaction that keeps recent entries (pi's first kept entry, for example) therefore has to sit
-*before* them on the path. :func:`arrange` moves it there: the compaction node becomes the child
-of the first kept entry's parent, the first kept entry is re-parented under it, and the entries
-that followed the compaction hang under the entry it followed. When a kept entry other than the
-last one has another child (a branch that did not see the compaction), moving would put the
-compaction on that branch's path too; the kept entries are then *copied* under the compaction
-instead, and the originals keep their place. The mode is recorded in the compaction's
-``imported_from.kept``.
+compaction that keeps recent entries (pi's first kept entry, for example) therefore has to be
+followed on the path by what it keeps. :func:`arrange` *copies* the kept entries (from the first
+kept one to the entry the compaction follows) under the compaction, chained in their order; the
+entries that followed the compaction hang under the last copy, and the originals keep their
+place. The compaction is never moved before the entries it keeps, though that would hold them
+once: it comes after them in the source, and a source imported in parts as it grows (the kept
+entries in one import, the compaction in the next) must give the tree a one-shot import gives,
+with no node the store holds already placed anew. A kept entry the source compacted before is
+kept as the copy that stands on the path (the compactions themselves are not copied). The
+compaction's ``imported_from.kept`` says what it kept; each copy's ``kept_copy_by`` names the
+compaction (its id, else its line).
 
 **Order.** Nodes are numbered in source order, each parent before its children; a parent chain
 that loops is cut (the node where the loop closes becomes a root, ``imported_from.cycle_cut``).
@@ -39,38 +42,27 @@ def _place_compaction(session: SourceSession, comp: Entry, by_key: dict[str, Ent
     kept = by_key.get(comp.keeps_from or "")
     if comp.parent is None or kept is None or kept is comp:
         return
+    copied = f"{kept.key}~"  # a copy of the kept entry made for an earlier compaction
     span: list[Entry] = []  # from the entry the compaction follows up to the first kept one
     node: Entry | None = by_key[comp.parent]
     seen: set[str] = set()
     while node is not None and node.key not in seen:
         seen.add(node.key)
-        span.append(node)
-        if node is kept:
+        if node.node_type != "compaction":
+            span.append(node)
+        if node is kept or node.key.startswith(copied):
             break
         node = by_key.get(node.parent) if node.parent is not None else None
-    if not span or span[-1] is not kept:
+    if not span or (span[-1] is not kept and not span[-1].key.startswith(copied)):
         return  # the kept entry is not on the compaction's branch
-    children: dict[str | None, list[Entry]] = defaultdict(list)
-    for entry in session.entries:
-        children[entry.parent].append(entry)
-    after = children[comp.key]
-    branched = any(
-        child.key != (span[i - 1].key if i else comp.key)
-        for i, entry in enumerate(span)
-        for child in children[entry.key]
-    )
-    last = span[0]
-    if not branched:
-        comp.parent, kept.parent = kept.parent, comp.key
-        mode = "moved"
-    else:
-        last = _copy_kept(session, comp, span, by_key)
-        mode = "copied"
+    after = [entry for entry in session.entries if entry.parent == comp.key]
+    last = _copy_kept(session, comp, span, by_key)
     for child in after:
         child.parent = last.key
     if session.leaf == comp.key:
         session.leaf = last.key
-    comp.source["kept"] = {"mode": mode, "first_kept": kept.source.get("id"), "entries": len(span)}
+    first = kept.source.get("id")
+    comp.source["kept"] = {"mode": "copied", "first_kept": first, "entries": len(span)}
 
 
 def _copy_kept(
@@ -79,8 +71,9 @@ def _copy_kept(
     """Copies of the kept entries chained under the compaction; the last copy."""
     parent = comp.key
     copies: list[Entry] = []
+    by = comp.source.get("id") or comp.source.get("line")
     for original in reversed(span):
-        source: dict[str, Any] = dict(original.source, kept_copy_by=comp.source.get("id"))
+        source: dict[str, Any] = dict(original.source, kept_copy_by=by)
         copy = replace(original, key=f"{original.key}~{comp.key}", parent=parent, source=source)
         copy.artifacts = []  # the copy refers to the original's artifact files
         by_key[copy.key] = copy
@@ -113,15 +106,20 @@ def _parents_first(entries: list[Entry], by_key: dict[str, Entry]) -> list[Entry
 
 
 def counts(session: SourceSession, entries: list[Entry]) -> dict[str, int]:
-    """What a session holds, as the import summary reports it."""
+    """What a session holds, as the import summary reports it.
+
+    ``nodes`` counts every node; messages, tool calls and errors are the source's own (a
+    compaction's copies of what it keeps are not counted again).
+    """
     children: dict[str, int] = defaultdict(int)
     for entry in entries:
         if entry.parent is not None:
             children[entry.parent] += 1
-    blocks = [block for entry in entries for block in entry.blocks]
+    originals = [e for e in entries if "kept_copy_by" not in e.source]  # not a compaction's copy
+    blocks = [block for entry in originals for block in entry.blocks]
     return {
         "nodes": len(entries),
-        "messages": sum(e.node_type == "message" for e in entries),
+        "messages": sum(e.node_type == "message" for e in originals),
         "roots": sum(e.parent is None for e in entries),
         "branch_points": sum(n > 1 for n in children.values()),
         "compactions": sum(e.node_type == "compaction" for e in entries),

@@ -5,7 +5,8 @@ A path is a file or a folder walked recursively. Each file's format is told from
 conversation of the tool that wrote it, whatever the number of files it is spread over: a
 Claude Code sub-agent's transcript (``agent-<id>.jsonl`` beside its session's file, or under
 ``<session>/subagents/``) joins the session of the conversation its lines name as a ``sub``
-agent, whether it comes before its parent's file, with it, or after it.
+agent, whether it comes before its parent's file, with it, or after it; so does a Codex
+sub-agent's rollout (its first ``session_meta`` names the thread that spawned it).
 
 Importing again is incremental. A source's session is found by its source id (a session key,
 as :func:`soong_store.importers.import_file` names it); the nodes it holds are recognised by
@@ -34,9 +35,9 @@ from sqlalchemy import Connection, select
 
 from soong_store.errors import InvalidArgument, NotFound, SessionArchived
 from soong_store.importers import _incremental as inc
-from soong_store.importers import claude_code
+from soong_store.importers import claude_code, codex
 from soong_store.importers._formats import _PARSERS, _STREAMED, FORMATS, _detect_file
-from soong_store.importers._model import LineIssue, SourceSession
+from soong_store.importers._model import LineIssue, ParsedFile, SourceSession
 from soong_store.importers._read import read_json
 from soong_store.importers._rows import build, build_rows
 from soong_store.importers._spool import ContentSpool
@@ -244,7 +245,7 @@ async def import_paths(
     todo = [s for s in states if s.state not in known]
     summary.unchanged_files = len(states) - len(todo)
     run = _Run(store, summary, format, cwd, progress, len(states), summary.unchanged_files)
-    await run.go(todo)
+    await run.go(todo, [s.path for s in states if s.state in known])
     return summary
 
 
@@ -256,6 +257,8 @@ class _Piece:
     file: _File
     digest: str
     index: int
+    sub: bool = False
+    """Whether it is a sub-agent's transcript (not the conversation's own file)."""
 
 
 @dataclass(slots=True)
@@ -273,9 +276,10 @@ class _Run:
         if self.progress is not None:
             self.progress(self.done, self.total, str(path))
 
-    async def go(self, todo: list[_File]) -> None:
+    async def go(self, todo: list[_File], unchanged: list[Path]) -> None:
         groups: dict[tuple[str, str], list[_File]] = {}
         singles: list[tuple[str, _File]] = []
+        threads: dict[Path, codex.Thread] = {}
         for file in todo:
             try:
                 fmt = (
@@ -293,28 +297,47 @@ class _Run:
             elif fmt == "claude-code":
                 conversation = await asyncio.to_thread(_conversation_of, file.path)
                 groups.setdefault((fmt, conversation), []).append(file)
+            elif fmt == "codex" and (thread := await asyncio.to_thread(codex.thread_of, file.path)):
+                threads[file.path] = thread
+                groups.setdefault((fmt, ""), []).append(file)
             else:
                 singles.append((fmt, file))
-        for (_, conversation), members in groups.items():
-            await self.claude_group(members, conversation)
+        known = list(threads.values())
+        ids = {t.id for t in known}
+        if any(t.parent is not None and t.parent not in ids for t in known):
+            known += await asyncio.to_thread(codex.threads_of, unchanged)
+        for file in groups.pop(("codex", ""), []):
+            conversation = codex.conversation_of(threads[file.path], known)
+            groups.setdefault(("codex", conversation), []).append(file)
+        for (fmt, conversation), members in groups.items():
+            subs = {f.path for f in members if _is_sub(fmt, f.path, conversation, threads)}
+            await self.group(fmt, members, conversation, subs)
         for fmt, file in singles:
             await self.single(fmt, file)
 
-    async def claude_group(self, members: list[_File], conversation: str) -> None:
-        """The transcripts of one Claude Code conversation, as one source."""
+    async def group(
+        self, fmt: str, members: list[_File], conversation: str, subs: set[Path]
+    ) -> None:
+        """The transcripts of one conversation (Claude Code's, Codex's), as one source.
+
+        ``subs`` are the sub-agents' transcripts among ``members``.
+        """
         spool = ContentSpool()
         try:
             pieces: list[_Piece] = []
-            for file in sorted(members, key=lambda f: claude_code.is_sub_transcript(f.path)):
+            for file in sorted(members, key=lambda f: f.path in subs):
                 try:
-                    parsed = await asyncio.to_thread(claude_code.parse_transcript, file.path, spool)
+                    parsed = await asyncio.to_thread(
+                        _read_transcript, fmt, file.path, conversation, file.path in subs, spool
+                    )
                 except (OSError, ValueError) as exc:
                     self.summary.unreadable.append(f"{file.path}: {exc}")
                     self.tick(file.path)
                     continue
                 if parsed.issues:
                     self.summary.issues[str(file.path)] = parsed.issues
-                pieces += [_Piece(s, file, "", 0) for s in parsed.sessions]
+                sub = file.path in subs
+                pieces += [_Piece(s, file, "", 0, sub) for s in parsed.sessions]
                 self.tick(file.path)
             if pieces:
                 merged = _merged(pieces)
@@ -479,7 +502,7 @@ class _Run:
 
 def _merged(pieces: list[_Piece]) -> SourceSession:
     """One conversation made of its transcripts (its own file's first, if it came)."""
-    mains = [p.session for p in pieces if not claude_code.is_sub_transcript(p.file.path)]
+    mains = [p.session for p in pieces if not p.sub]
     base = mains[0] if mains else None
     subs = [p.session for p in pieces if p.session is not base]
     if base is None:
@@ -493,6 +516,21 @@ def _merged(pieces: list[_Piece]) -> SourceSession:
         base.cwd = base.cwd or sub.cwd
         base.source_id = base.source_id or sub.source_id
     return base
+
+
+def _is_sub(fmt: str, path: Path, conversation: str, threads: dict[Path, codex.Thread]) -> bool:
+    """Whether a transcript of a conversation is a sub-agent's."""
+    if fmt == "claude-code":
+        return claude_code.is_sub_transcript(path)
+    return threads[path].id != conversation
+
+
+def _read_transcript(
+    fmt: str, path: Path, conversation: str, sub: bool, spool: ContentSpool
+) -> ParsedFile:
+    if fmt == "claude-code":
+        return claude_code.parse_transcript(path, spool)
+    return codex.parse_transcript(path, spool, conversation if sub else None)
 
 
 def _conversation_of(path: Path) -> str:

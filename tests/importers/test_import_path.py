@@ -200,9 +200,8 @@ CUT_FILES = [
     CORPUS / "acceptance" / "claude-code" / "marot__spotter__subagent.jsonl",
     CORPUS / "pi" / "agent-sessions__openclaw-large.jsonl",
 ]
-"""Codex rollouts are left out for now: a message written as ``event_msg`` and again as
-``response_item`` is read from whichever the file holds, so a cut between the two gives a
-node that the whole file reads from the other line (reported as a conflict)."""
+"""Codex rollouts and pi compactions are cut at every line in their own tests
+(``test_importers_codex_home.py``, ``test_importers_pi_cuts.py``)."""
 
 
 @settings(

@@ -233,7 +233,9 @@ def stored_counts(rows: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
     children = Counter(n["parent_id"] for n in nodes if n["parent_id"] is not None)
     agents = Counter(a["agent_type"] for a in rows["agent"])
     return {
-        "messages": sum(n["node_type"] == "message" for n in nodes),
+        "messages": sum(
+            n["node_type"] == "message" and "kept_copy_by" not in n["metadata_json"] for n in nodes
+        ),
         "roots": sum(n["parent_id"] is None for n in nodes),
         "branch_points": sum(count > 1 for count in children.values()),
         "compactions": sum(n["node_type"] == "compaction" for n in nodes),

@@ -140,7 +140,9 @@ def path_to(entries: list[Entry], key: str) -> list[str]:
     return out[::-1]
 
 
-def test_a_compaction_moves_before_the_entries_it_keeps() -> None:
+def test_a_compaction_is_followed_by_copies_of_the_entries_it_keeps() -> None:
+    # The compaction comes after what it keeps: the kept entries are copied under it, never
+    # moved (a source read in parts has them in the store before the compaction comes).
     s = session_of(
         entry("a", None),
         entry("b", "a"),
@@ -150,9 +152,24 @@ def test_a_compaction_moves_before_the_entries_it_keeps() -> None:
         leaf="d",
     )
     order = arrange(s)
-    assert [e.key for e in order] == ["a", "k", "b", "c", "d"]
-    assert path_to(order, "d") == ["a", "k", "b", "c", "d"]
-    assert s.entries[3].source["kept"] == {"mode": "moved", "first_kept": "b", "entries": 2}
+    assert [e.key for e in order] == ["a", "b", "c", "k", "b~k", "c~k", "d"]
+    assert path_to(order, "d") == ["a", "b", "c", "k", "b~k", "c~k", "d"]
+    assert s.entries[3].source["kept"] == {"mode": "copied", "first_kept": "b", "entries": 2}
+    counted = counts(s, order)
+    assert (counted["nodes"], counted["messages"]) == (7, 4)
+
+
+def test_a_later_compaction_keeps_the_copies_on_its_path() -> None:
+    s = session_of(
+        entry("a", None),
+        entry("b", "a"),
+        entry("k", "b", "compaction", keeps_from="b"),
+        entry("c", "k"),
+        entry("l", "c", "compaction", keeps_from="b"),
+        entry("d", "l"),
+    )
+    order = arrange(s)
+    assert path_to(order, "d") == ["a", "b", "k", "b~k", "c", "l", "b~k~l", "c~l", "d"]
 
 
 def test_a_compaction_that_ends_the_file_leaves_the_leaf_on_what_it_kept() -> None:
@@ -160,7 +177,7 @@ def test_a_compaction_that_ends_the_file_leaves_the_leaf_on_what_it_kept() -> No
         entry("a", None), entry("b", "a"), entry("k", "b", "compaction", keeps_from="b"), leaf="k"
     )
     order = arrange(s)
-    assert s.leaf == "b" and path_to(order, "b") == ["a", "k", "b"]
+    assert s.leaf == "b~k" and path_to(order, "b~k") == ["a", "b", "k", "b~k"]
 
 
 def test_kept_entries_shared_with_a_branch_are_copied() -> None:
