@@ -148,16 +148,19 @@ def _hook(
 def _outcome(fmt: str, change: str, moment: str) -> str:
     """What the first import holds: the file ``before`` or ``after`` the change, or ``reported``.
 
-    A Codex rollout's first reading stops at its first message (all its parser needs to know
-    from it): the second reading, which goes to the end, reads the file as it is by then when
-    what the first read is still there (appended to, or cut after that point).
+    A Codex rollout's first reading stops at its ``session_meta`` (its thread, all that reading
+    needs); the second, whole reading then reads the file as it is by then, which still begins
+    as the first reading saw it. The change "in the first reading" (at the third line read)
+    falls in that second reading, after the reader has taken this small file's bytes.
     """
     if moment == "before write":
         return "before"
+    if fmt == "codex":
+        return "after" if moment == "between readings" else "before"
     if change == "append":
-        return "after" if fmt == "codex" else "before"
+        return "before"
     if change == "truncate":
-        return "after" if fmt == "codex" else "reported"
+        return "reported"
     return "reported"
 
 
