@@ -474,8 +474,7 @@ class _Run:
             meta["sha256"] = first.digest
         mtime = datetime.fromtimestamp(first.file.path.stat().st_mtime, UTC)
         built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
-        lines = (line.encode() for line in built.lines)
-        done = await import_session(self.store, lines, key=key, more_keys=states)
+        done = await import_session(self.store, built.items, key=key, more_keys=states)
         result.status, result.session_id, result.counts = "imported", done.session_id, built.counts
 
     async def extend(

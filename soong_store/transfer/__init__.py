@@ -53,6 +53,7 @@ from soong_store.transfer.format import (
     FORMAT,
     FORMAT_VERSION,
     Bundle,
+    Line,
     Progress,
     Spool,
     read_export,
@@ -426,7 +427,7 @@ def _parents_first(agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def import_session(
     store: SessionStore,
-    lines: Iterable[bytes | str],
+    lines: Iterable[Line],
     *,
     new_id: bool = False,
     progress: Progress | None = None,
@@ -454,7 +455,7 @@ async def import_session(
 
 async def _import(
     store: SessionStore,
-    lines: Iterable[bytes | str],
+    lines: Iterable[Line],
     spool: Spool,
     new_id: bool,
     progress: Progress | None,
