@@ -193,7 +193,10 @@ class Spool:
 
     A temporary file (gone when closed) of one JSON row a line; :meth:`rows` gives them back
     in ``node_seq`` (``seq``) order, read one at a time, as many times as a retried write
-    asks.
+    asks. Where the file stands is counted here, not asked of it: ``tell`` and ``seek`` are
+    system calls that let go of Python's lock, and taking it back behind the other threads of
+    an import cost more than everything else a row's keeping did. Rows are read back in the
+    order they were kept, so reading seeks only where that order differs.
     """
 
     _ORDER = {"node": "node_seq", "event": "seq"}
@@ -201,6 +204,8 @@ class Spool:
     def __init__(self) -> None:
         self._file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self._at: dict[str, list[tuple[int, int]]] = {"node": [], "event": []}
+        self._end = 0  # the file's length: where the next row goes
+        self._pos = 0  # where the file stands
 
     def add(self, kind: str, row: dict[str, Any]) -> None:
         """Keep a checked row.
@@ -208,16 +213,28 @@ class Spool:
         Its values are strings, integers and ``None`` (the row's check says so), so orjson's
         output is the row: the search for a hidden NaN (:func:`.codec.dumps`) is not needed.
         """
-        self._at[kind].append((row[self._ORDER[kind]], self._file.tell()))
-        self._file.write(codec.encode(row, what=f"{kind} row") + b"\n")
+        data = codec.encode(row, what=f"{kind} row") + b"\n"
+        self._go(self._end)
+        self._at[kind].append((row[self._ORDER[kind]], self._end))
+        self._file.write(data)
+        self._end = self._pos = self._end + len(data)
 
     def rows(self, kind: str) -> Iterator[dict[str, Any]]:
         """The rows of ``kind`` kept, in number order."""
         self._at[kind].sort()
         for _, offset in self._at[kind]:
+            self._go(offset)
+            self._pos = -1
+            line = self._file.readline()
+            self._pos = offset + len(line)
+            yield codec.loads(line)  # not kept here while the caller writes it
+            del line
+
+    def _go(self, offset: int) -> None:
+        if offset != self._pos:
+            self._pos = -1  # unknown until the seek is done
             self._file.seek(offset)
-            yield codec.loads(self._file.readline())  # not kept here while the caller writes it
-        self._file.seek(0, 2)
+            self._pos = offset
 
     def close(self) -> None:
         """Remove the file."""
