@@ -94,7 +94,7 @@ def check_row(session_id: str, kind: str, row: Any) -> dict[str, Any]:
     Raises:
         RowError: the first rule the row breaks, naming the column.
     """
-    names, specs = _columns_of(kind)
+    names, specs = _columns_of(_template()[kind])
     if not isinstance(row, dict) or row.keys() != names:
         raise RowError(f"a {kind} row must hold exactly {', '.join(columns(kind))}")
     for name, nullable, want in specs:
@@ -115,14 +115,13 @@ def check_row(session_id: str, kind: str, row: Any) -> dict[str, Any]:
     return row
 
 
-@lru_cache(maxsize=len(KINDS))
-def _columns_of(kind: str) -> tuple[frozenset[str], tuple[tuple[str, bool, type], ...]]:
-    """A kind's column names, and each column's name, whether it may be null, its value type.
+@lru_cache(maxsize=2 * len(KINDS))
+def _columns_of(table: Table) -> tuple[frozenset[str], tuple[tuple[str, bool, type], ...]]:
+    """A table's column names, and each column's name, whether it may be null, its value type.
 
-    Read from the table once: asking SQLAlchemy's column objects for every value of every row
-    cost a fifth of an import's check.
+    Read from the table once (per table: a newer factory's template is read anew): asking
+    SQLAlchemy's column objects for every value of every row cost a fifth of an import's check.
     """
-    table = _template()[kind]
     specs = tuple(
         (
             column.name,
