@@ -180,6 +180,22 @@ class Runner:
             ) from exc
         return self._cursor
 
+    def executemany(self, prepared: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run ``prepared`` for each of ``rows`` in one driver call (errors as :meth:`execute`).
+
+        One statement bound again for each row: SQLite compiles it once, where an insert of
+        many rows in one statement is compiled for each number of rows it is run with.
+        """
+        if not rows:
+            return
+        args = [prepared.args(row) for row in rows]
+        try:
+            self._cursor.executemany(prepared.sql, args)
+        except self._error as exc:
+            raise DBAPIError.instance(
+                prepared.sql, args, exc, self._error, dialect=self._dialect
+            ) from exc
+
     def release(self, prepared: Prepared) -> None:
         """Let the driver free the values ``prepared`` was last run with (SQLite's driver).
 

@@ -32,6 +32,7 @@ from sqlalchemy import (
 from soong_store.backends.base import backend_class_of, shard_files_of
 from soong_store.backends.link import Link, engine_connection
 from soong_store.backends.values import BeforeBegin
+from soong_store.catalog import pair_text
 from soong_store.catalog.placement import (
     HOT_GREW,
     attached_alias,
@@ -176,19 +177,20 @@ def nodes_sql_name(connection: Link, session_id: str) -> str | None:
     return rendered_nodes_name(connection.dialect, session_id, schema)
 
 
-def create_pair(connection: Connection, session_id: str) -> SessionTables:
+def create_pair(connection: Connection, session_id: str) -> None:
     """Create a session's pair in the main database and its catalog row (the caller's transaction).
 
-    Nothing is remembered as known before the transaction commits: a rolled-back creation must
-    not make a later write skip the catalog.
+    The pair's DDL is the factory's as text (:func:`.pair_text.create`): running SQLAlchemy's
+    DDL path builds and compiles each new session's tables, several times what SQLite spends
+    creating them (a cost paid per session by an import of many). Nothing is remembered as
+    known before the transaction commits: a rolled-back creation must not make a later write
+    skip the catalog.
     """
-    tables = session_tables(session_id)
-    tables.create(connection)
+    pair_text.create(connection, session_id)
     connection.execute(
         session_files_table.insert(), {"session_id": session_id, "file": MAIN, "epoch": 0}
     )
     connection.info[HOT_GREW] = True
-    return tables
 
 
 def drop_pair(connection: Connection, session_id: str) -> None:

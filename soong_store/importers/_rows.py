@@ -50,9 +50,19 @@ class Built:
     """An export file made from one source session, and what it holds."""
 
     session_id: str
-    lines: Iterator[str]
-    """Made as they are read (once): a node's row is built when its line is reached."""
+    items: Iterator[dict[str, Any]]
+    """The file's lines as the objects they encode, made as they are read (once): a node's row
+    is built when its line is reached. An import takes them as they are (no text between)."""
     counts: dict[str, int]
+
+    @property
+    def lines(self) -> Iterator[str]:
+        """The file's lines as text (made from :attr:`items`: read one or the other)."""
+        return (codec.dumps_text(item, what=_what(item)) for item in self.items)
+
+
+def _what(item: dict[str, Any]) -> str:
+    return f"{item['kind']} row" if "kind" in item else "header"
 
 
 @dataclass(slots=True)
@@ -131,15 +141,15 @@ def build(
     artifact's content is read back when its line is made, one at a time.
     """
     rows = build_rows(session, cwd, fallback, file_meta, spool)
-    lines = chain(
-        (codec.dumps_text(rows.header), _line("session", rows.session)),
-        (_line("agent", row) for row in rows.agents),
-        (_line("run", row) for row in rows.runs),
-        (_line("node", row) for row in rows.nodes),
-        (_line("event", row) for row in rows.events),
-        (codec.dumps_text({"kind": "artifact", **item}) for item in rows.artifacts),
+    items = chain(
+        (rows.header, {"kind": "session", "row": rows.session}),
+        ({"kind": "agent", "row": row} for row in rows.agents),
+        ({"kind": "run", "row": row} for row in rows.runs),
+        ({"kind": "node", "row": row} for row in rows.nodes),
+        ({"kind": "event", "row": row} for row in rows.events),
+        ({"kind": "artifact", **item} for item in rows.artifacts),
     )
-    return Built(rows.session_id, lines, rows.counts)
+    return Built(rows.session_id, items, rows.counts)
 
 
 def build_rows(
@@ -342,10 +352,6 @@ def _turn_at(starts: list[tuple[int, str]], position: int) -> str | None:
             break
         found = key
     return found
-
-
-def _line(kind: str, row: dict[str, Any]) -> str:
-    return codec.dumps_text({"kind": kind, "row": row}, what=f"{kind} row")
 
 
 def _last_main(nodes: list[Entry]) -> str | None:

@@ -27,6 +27,11 @@ class ContentSpool:
     and the artifacts without their bytes. What is set on the source afterwards (the tree's
     notes) stays in the entry and is laid over the stored source by :meth:`load`, which gives
     the whole content back when the entry's node row is made. The file is gone when closed.
+
+    Where the file stands is counted here, not asked of it: ``tell`` and ``seek`` are system
+    calls that let go of Python's lock, and an import's other threads keep it for a while
+    before giving it back. Entries are mostly read back in the order they were parked, so
+    reading seeks only where that order differs.
     """
 
     def __init__(self) -> None:
@@ -34,6 +39,8 @@ class ContentSpool:
             self._file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         except OSError as exc:
             raise StorageError(f"cannot keep an import's content on disk: {exc.strerror}") from None
+        self._end = 0  # the file's length: where the next line goes
+        self._pos = 0  # where the file stands (-1: not known)
 
     def park(self, entry: Entry) -> None:
         """Write the entry's content to the file and keep only its shape in the entry."""
@@ -49,8 +56,7 @@ class ContentSpool:
         """The entry's whole blocks, source and artifacts (the entry's own if not parked)."""
         if entry.stored is None:
             return entry.blocks, entry.source, entry.artifacts
-        self._file.seek(entry.stored)
-        blocks, source, arts = load_value([self._file.readline()])
+        blocks, source, arts = load_value([self._line(entry.stored)])
         artifacts = [
             Artifact(a.key, base64.b64decode(arts[a.key]), a.mime_type, a.filename, a.summary)
             for a in entry.artifacts
@@ -67,19 +73,34 @@ class ContentSpool:
         """The event's payload (the event's own if not parked)."""
         if event.stored is None:
             return event.payload
-        self._file.seek(event.stored)
-        return load_value([self._file.readline()])
+        return load_value([self._line(event.stored)])
+
+    def _line(self, at: int) -> bytes:
+        """The line that starts at ``at``."""
+        self._go(at)
+        self._pos = -1
+        line = self._file.readline()
+        self._pos = at + len(line)
+        return line
 
     def _append(self, data: bytes) -> int:
         """Write one line at the end of the file; where it starts."""
+        at = self._end
         try:
-            self._file.seek(0, 2)
-            at = self._file.tell()
+            self._go(at)
+            self._pos = -1
             self._file.write(data)
             self._file.write(b"\n")
         except OSError as exc:
             raise StorageError(f"cannot keep an import's content on disk: {exc.strerror}") from None
+        self._end = self._pos = at + len(data) + 1
         return at
+
+    def _go(self, at: int) -> None:
+        if at != self._pos:
+            self._pos = -1
+            self._file.seek(at)
+            self._pos = at
 
     def close(self) -> None:
         """Remove the file."""

@@ -24,8 +24,8 @@ import asyncio
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -53,6 +53,9 @@ FILE_NAMESPACE = "import-file"
 """The session keys that remember a file's state when it was last imported."""
 _TAIL = 2**16
 _BATCH = 400
+_AHEAD = 3
+"""Sources in hand at once: the next ones are read and checked while one is written (a few,
+so that memory stays flat: each holds its parsed shape, its content is on disk)."""
 
 
 @dataclass(slots=True)
@@ -244,7 +247,8 @@ async def import_paths(
     known = await run_read(store, partial(_known_states, states=[s.state for s in states]))
     todo = [s for s in states if s.state not in known]
     summary.unchanged_files = len(states) - len(todo)
-    run = _Run(store, summary, format, cwd, progress, len(states), summary.unchanged_files)
+    tally = _Tally(progress, len(states), summary.unchanged_files)
+    run = _Run(store, summary, format, cwd, tally)
     await run.go(todo, [s.path for s in states if s.state in known])
     return summary
 
@@ -262,19 +266,27 @@ class _Piece:
 
 
 @dataclass(slots=True)
+class _Tally:
+    """The files done out of all, told to ``progress`` (one for a run and its parts)."""
+
+    progress: Progress | None
+    total: int
+    done: int
+
+
+@dataclass(slots=True)
 class _Run:
     store: SessionStore
     summary: ImportSummary
     format: str
     cwd: Any
-    progress: Progress | None
-    total: int
-    done: int
+    tally: _Tally
 
     def tick(self, path: Path) -> None:
-        self.done += 1
-        if self.progress is not None:
-            self.progress(self.done, self.total, str(path))
+        tally = self.tally
+        tally.done += 1
+        if tally.progress is not None:
+            tally.progress(tally.done, tally.total, str(path))
 
     async def go(self, todo: list[_File], unchanged: list[Path]) -> None:
         groups: dict[tuple[str, str], list[_File]] = {}
@@ -309,11 +321,46 @@ class _Run:
         for file in groups.pop(("codex", ""), []):
             conversation = codex.conversation_of(threads[file.path], known)
             groups.setdefault(("codex", conversation), []).append(file)
-        for (fmt, conversation), members in groups.items():
-            subs = {f.path for f in members if _is_sub(fmt, f.path, conversation, threads)}
-            await self.group(fmt, members, conversation, subs)
-        for fmt, file in singles:
-            await self.single(fmt, file)
+        work: list[Callable[[_Run], Awaitable[None]]] = [
+            partial(
+                _Run.group,
+                fmt=fmt,
+                members=members,
+                conversation=conversation,
+                subs={f.path for f in members if _is_sub(fmt, f.path, conversation, threads)},
+            )
+            for (fmt, conversation), members in groups.items()
+        ]
+        work += [partial(_Run.single, fmt=fmt, file=file) for fmt, file in singles]
+        await self.overlapped(work)
+
+    async def overlapped(self, work: list[Callable[[_Run], Awaitable[None]]]) -> None:
+        """Run each piece of ``work`` (one source or file), up to :data:`_AHEAD` at once.
+
+        The next sources are parsed and checked on worker threads while the writer writes
+        one, and the writes that reach the writer in one turn commit together, each in a
+        savepoint of its own (a source that fails rolls back alone). Each piece reports into
+        a summary of its own, joined in the order of ``work``, so the summary does not depend
+        on which write ended first.
+        """
+        parts = [replace(self, summary=ImportSummary()) for _ in work]
+        room = asyncio.Semaphore(_AHEAD)
+
+        async def one(piece: Callable[[_Run], Awaitable[None]], part: _Run) -> None:
+            try:
+                await piece(part)
+            finally:
+                room.release()
+
+        async with asyncio.TaskGroup() as group:
+            for piece, part in zip(work, parts, strict=True):
+                await room.acquire()
+                group.create_task(one(piece, part))
+        for part in parts:
+            self.summary.sources += part.summary.sources
+            self.summary.unknown += part.summary.unknown
+            self.summary.unreadable += part.summary.unreadable
+            self.summary.issues.update(part.summary.issues)
 
     async def group(
         self, fmt: str, members: list[_File], conversation: str, subs: set[Path]
@@ -455,8 +502,7 @@ class _Run:
             meta["sha256"] = first.digest
         mtime = datetime.fromtimestamp(first.file.path.stat().st_mtime, UTC)
         built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
-        lines = (line.encode() for line in built.lines)
-        done = await import_session(self.store, lines, key=key, more_keys=states)
+        done = await import_session(self.store, built.items, key=key, more_keys=states)
         result.status, result.session_id, result.counts = "imported", done.session_id, built.counts
 
     async def extend(

@@ -73,17 +73,13 @@ def is_search_table(name: str) -> bool:
     return name.startswith(SEARCH_PREFIX)
 
 
-_CHUNK = 200
-"""Rows per insert statement (8 parameters each: far below every backend's limit)."""
-
-
 _INSERTED = ("body", *_COLUMNS[:-1])
 """The columns in the order the insert binds them: the text first, so that it is released."""
 
 
-@lru_cache(maxsize=_CHUNK)
-def _insert(dialect: Dialect, count: int) -> Prepared:
-    return Prepared.insert(search_text_table, dialect, _INSERTED, count)
+@lru_cache(maxsize=8)
+def _insert(dialect: Dialect) -> Prepared:
+    return Prepared.insert(search_text_table, dialect, _INSERTED)
 
 
 def search_row(session_id: str, row: dict[str, Any]) -> dict[str, Any] | None:
@@ -98,19 +94,17 @@ def search_row(session_id: str, row: dict[str, Any]) -> dict[str, Any] | None:
 def index_rows(db: Runner, connection: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert the :func:`search_row` rows of a transaction's nodes, in that transaction.
 
-    One statement per :data:`_CHUNK` rows rather than one per node. On SQLite the rows wait above
-    FTS5's mark and are taken into its index by batches
+    One driver call for them all, a one-row insert bound again for each: an insert of many rows
+    in one statement is compiled again for each number of rows, which cost SQLite four times
+    the rows' own insert where transactions end with a different number (an import's do). On
+    SQLite the rows wait above FTS5's mark and are taken into its index by batches
     (:mod:`~soong_store.backends.sqlite.search`), so that a lone node's commit does not
     write a segment of FTS5's index of its own.
     """
-    for start in range(0, len(rows), _CHUNK):
-        chunk = rows[start : start + _CHUNK]
-        params = {f"{name}_{i}": row[name] for i, row in enumerate(chunk) for name in _INSERTED}
-        insert = _insert(connection.dialect, len(chunk))
-        db.execute(insert, params)
-        del params
-        if any(len(row["body"]) >= LARGE_VALUE for row in chunk):
-            db.release(insert)  # SQLite would hold the long text until the statement runs again
+    insert = _insert(connection.dialect)
+    db.executemany(insert, rows)
+    if rows and len(rows[-1]["body"]) >= LARGE_VALUE:
+        db.release(insert)  # SQLite would hold the long text until the statement runs again
     searcher_of(connection).noted(connection, len(rows))
 
 

@@ -38,6 +38,9 @@ FORMAT = "soong-store-session"
 FORMAT_VERSION = 1
 Progress = Callable[[int, int], None]
 """Called with (items done, items in all) while a long export or import runs."""
+Line = bytes | str | dict[str, Any]
+"""A line of an export: its text, or the object it encodes (an importer's own rows, which
+then go through the same checks without being written out and read back)."""
 
 _KEYS = {"session": "session_id", "agent": "agent_id", "run": "run_id", "node": "node_id"}
 _KEYS.update(event="event_id", artifact="artifact_id")
@@ -62,7 +65,7 @@ def _refuse(lineno: int, message: str) -> InvalidArgument:
 
 
 def read_export(
-    lines: Iterable[bytes | str], progress: Progress | None = None, scrub: Scrub | None = None
+    lines: Iterable[Line], progress: Progress | None = None, scrub: Scrub | None = None
 ) -> Bundle:
     """Parse and check an export completely, before anything is written.
 
@@ -78,7 +81,7 @@ def read_export(
 
 
 def spool_export(
-    lines: Iterable[bytes | str],
+    lines: Iterable[Line],
     spool: Spool,
     progress: Progress | None = None,
     scrub: Scrub | None = None,
@@ -157,12 +160,27 @@ def compact(kind: str, row: dict[str, Any], shared: dict[str, str] | None = None
         shape[name] = shared.setdefault(value, value) if isinstance(value, str) else value
     if kind == "event":
         return shape
-    shape["content_json"] = row["content_json"] if content_refs(row["content_json"]) else "[]"
+    content = row["content_json"]
+    shape["content_json"] = content if _may_refer(content) and content_refs(content) else "[]"
     shape["metadata_json"] = _IMPORTED if _marks_imported(row["metadata_json"]) else _NOT_IMPORTED
     return shape
 
 
+_REFERRING = ('"artifact_id":', '"artifact_ref":')
+
+
+def _may_refer(content_json: Any) -> bool:
+    """Whether checked content may refer to an artifact (else decoding it is not needed).
+
+    Checked content is the store's own encoding, which writes every key as it is: content
+    without the text of a referring key refers to nothing.
+    """
+    return not isinstance(content_json, str) or any(k in content_json for k in _REFERRING)
+
+
 def _marks_imported(metadata_json: Any) -> bool:
+    if isinstance(metadata_json, str) and f'"{IMPORTED_KEY}":' not in metadata_json:
+        return False  # checked metadata is the store's encoding: every key written as it is
     try:
         metadata = codec.loads(metadata_json)
     except (TypeError, ValueError):
@@ -175,7 +193,10 @@ class Spool:
 
     A temporary file (gone when closed) of one JSON row a line; :meth:`rows` gives them back
     in ``node_seq`` (``seq``) order, read one at a time, as many times as a retried write
-    asks.
+    asks. Where the file stands is counted here, not asked of it: ``tell`` and ``seek`` are
+    system calls that let go of Python's lock, and taking it back behind the other threads of
+    an import cost more than everything else a row's keeping did. Rows are read back in the
+    order they were kept, so reading seeks only where that order differs.
     """
 
     _ORDER = {"node": "node_seq", "event": "seq"}
@@ -183,19 +204,37 @@ class Spool:
     def __init__(self) -> None:
         self._file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self._at: dict[str, list[tuple[int, int]]] = {"node": [], "event": []}
+        self._end = 0  # the file's length: where the next row goes
+        self._pos = 0  # where the file stands
 
     def add(self, kind: str, row: dict[str, Any]) -> None:
-        """Keep a checked row."""
-        self._at[kind].append((row[self._ORDER[kind]], self._file.tell()))
-        self._file.write(codec.dumps(row, what=f"{kind} row") + b"\n")
+        """Keep a checked row.
+
+        Its values are strings, integers and ``None`` (the row's check says so), so orjson's
+        output is the row: the search for a hidden NaN (:func:`.codec.dumps`) is not needed.
+        """
+        data = codec.encode(row, what=f"{kind} row") + b"\n"
+        self._go(self._end)
+        self._at[kind].append((row[self._ORDER[kind]], self._end))
+        self._file.write(data)
+        self._end = self._pos = self._end + len(data)
 
     def rows(self, kind: str) -> Iterator[dict[str, Any]]:
         """The rows of ``kind`` kept, in number order."""
         self._at[kind].sort()
         for _, offset in self._at[kind]:
+            self._go(offset)
+            self._pos = -1
+            line = self._file.readline()
+            self._pos = offset + len(line)
+            yield codec.loads(line)  # not kept here while the caller writes it
+            del line
+
+    def _go(self, offset: int) -> None:
+        if offset != self._pos:
+            self._pos = -1  # unknown until the seek is done
             self._file.seek(offset)
-            yield codec.loads(self._file.readline())  # not kept here while the caller writes it
-        self._file.seek(0, 2)
+            self._pos = offset
 
     def close(self) -> None:
         """Remove the file."""
@@ -203,7 +242,7 @@ class Spool:
 
 
 def _read(
-    lines: Iterable[bytes | str],
+    lines: Iterable[Line],
     progress: Progress | None,
     spool: Spool | None,
     scrub: Scrub | None,
@@ -216,12 +255,15 @@ def _read(
     shared: dict[str, str] = {}
     for raw in lines:  # not enumerate(): its reused tuple would keep the last line alive
         lineno += 1
-        if not raw or raw.isspace():  # not strip(): a copy of a long line
+        if isinstance(raw, dict):  # checked below as a decoded line is: types, values, shape
+            item: Any = raw
+        elif not raw or raw.isspace():  # not strip(): a copy of a long line
             continue
-        try:
-            item = codec.loads(raw)
-        except ValueError as exc:
-            raise _refuse(lineno, f"not JSON ({exc})") from None
+        else:
+            try:
+                item = codec.loads(raw)
+            except ValueError as exc:
+                raise _refuse(lineno, f"not JSON ({exc})") from None
         del raw  # the line's text is in ``item`` now
         if not isinstance(item, dict):
             raise _refuse(lineno, "expected a JSON object")

@@ -517,7 +517,7 @@ async def test_a_conversation_the_store_refuses_does_not_stop_the_others(
         built = real(*args)
         made.append(built.session_id)
         if len(made) == 2:  # the second chat's export loses its last line
-            return type(built)(built.session_id, iter(list(built.lines)[:-1]), built.counts)
+            return type(built)(built.session_id, iter(list(built.items)[:-1]), built.counts)
         return built
 
     monkeypatch.setattr(importers, "build", build)

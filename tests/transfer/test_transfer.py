@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ def encode(lines: list[dict[str, Any]]) -> list[bytes]:
     return [orjson.dumps(line) for line in lines]
 
 
+def objects(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines as objects, each a copy of its own (an import may keep them)."""
+    return deepcopy(lines)
+
+
 def test_round_trip_through_the_cli_is_equal(
     demo: tuple[Backend, str], new_backend: Callable[[str], Backend], tmp_path: Path
 ) -> None:
@@ -90,6 +96,21 @@ def test_round_trip_through_the_cli_is_equal(
         )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"imported session {sid}:")
+    assert rows_of(target, sid) == rows_of(backend, sid)
+    assert files_of(target.home) == files_of(backend.home)
+
+
+async def test_lines_given_as_objects_import_as_their_text(
+    demo: tuple[Backend, str], new_backend: Callable[[str], Backend]
+) -> None:
+    """An importer hands over the objects its lines encode: the same rows as the text gives."""
+    backend, sid = demo
+    lines = await exported(backend, sid)
+    target = new_backend("objects")
+    async with target.store() as store:
+        result = await import_session(store, iter(lines))
+        assert result.counts == lines[0]["counts"]
+        assert (await check_store(store)).ok
     assert rows_of(target, sid) == rows_of(backend, sid)
     assert files_of(target.home) == files_of(backend.home)
 
@@ -265,6 +286,8 @@ REFUSALS: dict[str, Callable[[list[dict[str, Any]]], Any]] = {
     ),
     "token_count of 2**63": mutate("node", set_row("token_count", 2**63)),
     "finished run without an end reason": mutate("run", set_row("end_reason", None)),
+    "float for an integer": mutate("node", set_row("token_count", 1.0)),
+    "tuple for a text": mutate("node", set_row("role", ("user",))),
 }
 
 
@@ -276,9 +299,10 @@ async def test_a_bad_file_is_refused_and_nothing_is_written(
     lines = REFUSALS[case](await exported(backend, sid))
     before, files = snapshot(backend), files_of(backend.home)
     async with backend.store() as store:
-        for new_id in (False, True):
+        # As text, and as the objects the lines encode (an importer's own rows): refused alike.
+        for given, new_id in ((encode, False), (encode, True), (objects, False)):
             with pytest.raises(InvalidArgument) as caught:
-                await import_session(store, encode(lines), new_id=new_id)
+                await import_session(store, given(lines), new_id=new_id)
             assert "\n" not in str(caught.value)
             if lines:
                 assert re.search(r"^bad export file, line \d+: ", str(caught.value))
