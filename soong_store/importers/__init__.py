@@ -31,7 +31,8 @@ from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._read import file_lines
 from soong_store.importers._rows import build
 from soong_store.importers._spool import ContentSpool
-from soong_store.importers.sources import ImportSummary, SourceResult, import_path, import_paths
+from soong_store.importers._summary import ImportSummary, SourceResult
+from soong_store.importers.sources import import_path, import_paths
 from soong_store.model.records import SessionRecord
 from soong_store.store import SessionStore, run_read
 from soong_store.transfer import import_session
