@@ -17,20 +17,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from soong_store.errors import InvalidArgument, StorageError
+from soong_store.errors import InvalidArgument
 from soong_store.importers._formats import _HEAD, _PARSERS, _STREAMED, FORMATS, _detect_file
 from soong_store.importers._model import LineIssue, ParsedFile
 from soong_store.importers._read import file_lines
 from soong_store.importers._rows import build
-from soong_store.importers._spool import ContentSpool
+from soong_store.importers._spool import ContentSpool, export_file, write_export
 from soong_store.importers._summary import ImportSummary, SourceResult
 from soong_store.importers.sources import import_path, import_paths
 from soong_store.model.records import SessionRecord
@@ -244,11 +242,11 @@ async def _write_sessions(
         if session.cwd:
             session.metadata.setdefault("source_cwd", session.cwd)
         meta = {"file": source.name, "sha256": digest, "index": index}
-        with _temporary_file() as export:
+        with export_file() as export:
             try:
                 built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
                 del session
-                await asyncio.to_thread(_write_lines, built.lines, export)
+                await asyncio.to_thread(write_export, built.lines, export)
                 if spool is not None and not sessions:  # the last one: its content is read
                     spool.close()
                 imported = await import_session(store, file_lines(export), key=key)
@@ -260,25 +258,3 @@ async def _write_sessions(
                 continue
         report.sessions.append(await store.get_session(imported.session_id))
         report.summaries.append(SessionSummary(source_id, built.session_id, built.counts))
-
-
-def _temporary_file() -> BinaryIO:
-    try:
-        return tempfile.TemporaryFile()
-    except OSError as exc:
-        raise StorageError(f"cannot write an import's export on disk: {exc.strerror}") from None
-
-
-def _write_lines(lines: Iterator[str], out: BinaryIO) -> None:
-    """Write the export made of a conversation to a file, then rewind it for the import.
-
-    Written whole before the import reads it, the conversation's parsed shape is gone before
-    the import keeps its own: the two never add up.
-    """
-    try:
-        for line in lines:
-            out.write(line.encode())
-            out.write(b"\n")
-        out.seek(0)
-    except OSError as exc:
-        raise StorageError(f"cannot write an import's export on disk: {exc.strerror}") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import tempfile
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import orjson
@@ -120,3 +121,26 @@ def _shape(block: dict[str, Any]) -> dict[str, Any]:
         shape = {"type": kind, "tool_call_id": block.get("tool_call_id")}
         return shape | {"is_error": block.get("is_error")}
     return _TYPES.setdefault(kind, {"type": kind}) if isinstance(kind, str) else {"type": kind}
+
+
+def export_file() -> BinaryIO:
+    """A temporary file for the export made of a conversation (gone when closed)."""
+    try:
+        return tempfile.TemporaryFile()
+    except OSError as exc:
+        raise StorageError(f"cannot write an import's export on disk: {exc.strerror}") from None
+
+
+def write_export(lines: Iterator[str], out: BinaryIO) -> None:
+    """Write the export made of a conversation to a file, then rewind it for the import.
+
+    Written whole before the import reads it, the conversation's parsed shape is gone before
+    the import keeps its own: the two never add up.
+    """
+    try:
+        for line in lines:
+            out.write(line.encode())
+            out.write(b"\n")
+        out.seek(0)
+    except OSError as exc:
+        raise StorageError(f"cannot write an import's export on disk: {exc.strerror}") from None

@@ -38,9 +38,9 @@ from soong_store.importers import _incremental as inc
 from soong_store.importers import claude_code, codex
 from soong_store.importers._formats import _PARSERS, _STREAMED, FORMATS, _detect_file
 from soong_store.importers._model import ParsedFile, SourceSession
-from soong_store.importers._read import read_json
+from soong_store.importers._read import file_lines, read_json
 from soong_store.importers._rows import build, build_rows
-from soong_store.importers._spool import ContentSpool
+from soong_store.importers._spool import ContentSpool, export_file, write_export
 from soong_store.importers._summary import ImportSummary, SourceResult
 from soong_store.schema.tables import session_keys_table
 from soong_store.store import SessionStore, run_read, scrub_of
@@ -57,6 +57,9 @@ _BATCH = 400
 _AHEAD = 3
 """Sources in hand at once: the next ones are read and checked while one is written (a few,
 so that memory stays flat: each holds its parsed shape, its content is on disk)."""
+_SPILL_BYTES = 16 * 2**20
+"""A new source whose files hold more goes to the import as an export on disk, its parsed shape
+let go first (memory stays flat whatever its size); a smaller one goes as objects (faster)."""
 
 
 def walk(path: Path) -> Iterator[Path]:
@@ -82,6 +85,7 @@ class _File:
     path: Path
     state: str
     """The file's session key: its path's hash, size, time and tail's hash."""
+    size: int
 
 
 def _state(path: Path) -> _File:
@@ -92,7 +96,7 @@ def _state(path: Path) -> _File:
             file.seek(stat.st_size - _TAIL)
         tail = hashlib.sha256(file.read()).hexdigest()[:32]
     name = hashlib.sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return _File(path, f"{name}:{stat.st_size}:{stat.st_mtime_ns}:{tail}")
+    return _File(path, f"{name}:{stat.st_size}:{stat.st_mtime_ns}:{tail}", stat.st_size)
 
 
 def _known_states(connection: Connection, states: list[str]) -> set[str]:
@@ -379,7 +383,7 @@ class _Run:
             )
             try:
                 if existing is None:
-                    await self.create(session, first, key, states, spool, result)
+                    await self.create(session, pieces, key, states, spool, result)
                 else:
                     await self.extend(session, pieces, existing, states, spool, result)
                 return
@@ -396,19 +400,32 @@ class _Run:
     async def create(
         self,
         session: SourceSession,
-        first: _Piece,
+        pieces: list[_Piece],
         key: tuple[str, str],
         states: tuple[tuple[str, str], ...],
         spool: ContentSpool | None,
         result: SourceResult,
     ) -> None:
+        first = pieces[0]
         where = _folder(session, self.cwd)
         meta = {"file": first.file.path.name, "index": first.index}
         if first.digest:
             meta["sha256"] = first.digest
         mtime = datetime.fromtimestamp(first.file.path.stat().st_mtime, UTC)
         built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
-        done = await import_session(self.store, built.items, key=key, more_keys=states)
+        if sum(p.file.size for p in pieces) < _SPILL_BYTES:
+            done = await import_session(self.store, built.items, key=key, more_keys=states)
+        else:
+            with export_file() as export:
+                await asyncio.to_thread(write_export, built.lines, export)
+                _let_go(session, pieces)
+                lines = file_lines(export)
+                try:
+                    done = await import_session(self.store, lines, key=key, more_keys=states)
+                except session_keys.KeyTaken as exc:  # its shape is gone: it cannot be diffed
+                    result.status, result.session_id = "refused", exc.session_id
+                    result.detail = "another import wrote it meanwhile; import again to continue"
+                    return
         result.status, result.session_id, result.counts = "imported", done.session_id, built.counts
 
     async def extend(
@@ -450,6 +467,15 @@ class _Run:
             "agents": len(increment.agents),
             "artifacts": len(increment.artifacts),
         }
+
+
+def _let_go(session: SourceSession, pieces: list[_Piece]) -> None:
+    """Drop a conversation's parsed shape once its export is on disk.
+
+    The import's own rows and the shape then never add up.
+    """
+    for each in {id(s): s for s in (session, *(p.session for p in pieces))}.values():
+        each.entries, each.events, each.calls = [], [], []
 
 
 def _merged(pieces: list[_Piece]) -> SourceSession:

@@ -225,10 +225,9 @@ class Spool:
         for _, offset in self._at[kind]:
             self._go(offset)
             self._pos = -1
-            line = self._file.readline()
-            self._pos = offset + len(line)
-            yield codec.loads(line)  # not kept here while the caller writes it
-            del line
+            line = [self._file.readline()]
+            self._pos = offset + len(line[0])
+            yield codec.loads(line.pop())  # neither line nor row kept here while the caller writes
 
     def _go(self, offset: int) -> None:
         if offset != self._pos:
