@@ -7,6 +7,7 @@ down as totals, so a sample added to a folder is checked the same way.
 
 from __future__ import annotations
 
+import html
 import re
 from collections import Counter
 from datetime import UTC, datetime
@@ -199,3 +200,28 @@ async def test_an_export_whose_first_conversation_is_damaged_is_still_told(
     assert report.format == "chatgpt"
     assert len(report.sessions) == len(conversations) - len(damaged) > 0
     assert [i.reason for i in report.issues] == ["item 0 is not a conversation"]
+
+
+async def test_tool_calls_rendered_in_open_webui_content_become_blocks_and_keep_the_text(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    sample = DATA / "openwebui/tool-calls-in-content.json"
+    source = orjson.loads(sample.read_bytes())[0]["chat"]["history"]["messages"]
+    report = await import_report(store, sample, cwd=tmp_path)
+    nodes = await store.list_nodes(report.sessions[0].session_id)
+    rendered = [m for m in source.values() if DETAILS.search(m["content"])]
+    assert rendered
+    for message in rendered:
+        node = next(n for n in nodes if n.metadata["imported_from"]["id"] == message["id"])
+        assert node.metadata["imported_from"]["record"]["content"] == message["content"]
+        texts = [b.text for b in node.content if b.type == "text"]
+        assert texts and all(t in message["content"] and "<details" not in t for t in texts)
+        for call in (b for b in node.content if b.type == "tool_call"):
+            assert isinstance(call.arguments, dict)  # the JSON text in the attribute, parsed
+            assert f'name="{call.name}"' in message["content"]
+        written = [
+            orjson.loads(html.unescape(v))
+            for v in re.findall(r' result="([^"]*)"', message["content"])
+        ]
+        results = [b for b in node.content if b.type == "tool_result"]
+        assert [r.content[0].text for r in results] == written  # the result as the tool gave it
