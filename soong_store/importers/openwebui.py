@@ -10,13 +10,21 @@ from its ``messages`` list instead (linked by ``parentId`` where the messages ca
 after the other), its last message the active leaf. A message's structured ``output`` items, when
 present, become its blocks (reasoning kept verbatim, ``function_call`` a tool call,
 ``function_call_output`` its result, ``message`` items their text) and the rendered ``content``
-text stays in the record; otherwise ``content`` is one text block.
+text stays in the record. A message without them whose ``content`` holds tool calls rendered
+as ``<details type="tool_calls" ...>`` elements (as Open WebUI writes them) becomes the text
+around them and, for each, a tool call and (once ``done``) its result, read from the element's
+HTML-escaped JSON attributes; the ``content`` text stays in the record. Otherwise ``content``
+is one text block.
 """
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from soong_store.importers import _blocks as b
 from soong_store.importers._model import Entry, LineIssue, ParsedFile, SourceSession
@@ -25,6 +33,9 @@ from soong_store.importers._tree import depth_first
 
 FORMAT = "openwebui"
 _ROLES = ("user", "assistant", "system")
+_DETAILS = re.compile(r'<details type="tool_calls"((?:\s+\w+="[^"]*")*)\s*>(.*?)</details>', re.S)
+_ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
+_SUMMARY = re.compile(r"^\s*<summary>.*?</summary>", re.S)
 
 
 def parse(path: Path, data: bytes) -> ParsedFile:
@@ -112,6 +123,9 @@ def _entry(key: str, message: dict[str, Any], position: int) -> Entry:
         for item in output:
             _output(item, out, calls)
         held: tuple[str, ...] = ("output", "childrenIds")
+    elif isinstance(message.get("content"), str) and _DETAILS.search(message["content"]):
+        _details(message["content"], out, b.ToolCalls())
+        held = ("childrenIds",)
     else:
         out.add(b.text(b.as_text(message.get("content", ""))))
         held = ("content", "childrenIds")
@@ -160,3 +174,42 @@ def _output(item: Any, out: b.Content, calls: b.ToolCalls) -> None:
                 out.add(b.verbatim(part), {"item": b.extras(item, "content")})
     else:
         out.add(b.verbatim(item))
+
+
+def _details(content: str, out: b.Content, calls: b.ToolCalls) -> None:
+    """The text of ``content`` and the tool calls rendered in it as ``<details>`` elements."""
+    start = 0
+    for match in _DETAILS.finditer(content):
+        _text(content[start : match.start()], out)
+        start = match.end()
+        fields = {k: html.unescape(v) for k, v in _ATTRIBUTE.findall(match.group(1))}
+        cid, made = calls.call(fields.get("id"))
+        args, how = b.arguments(_decoded(fields.get("arguments", "")))
+        extra = b.extras(fields, "id", "name", "arguments", "result") | how
+        out.add(
+            b.tool_call_block(cid, fields.get("name"), args),
+            extra | ({"id_generated": True} if made else {}),
+        )
+        body = _SUMMARY.sub("", match.group(2)).strip()
+        if "result" in fields:
+            result: Any = _decoded(fields["result"])
+        elif fields.get("done") == "true" and body:
+            result = html.unescape(body)  # a result some pipelines write as the element's body
+        else:
+            continue  # a call still running when the chat was saved: no result
+        items, lost = b.result_items(result, out)
+        out.add(b.tool_result_block(cid, items, False), {"items": lost} if lost else None)
+    _text(content[start:], out)
+
+
+def _text(value: str, out: b.Content) -> None:
+    if value.strip():
+        out.add(b.text(value.strip()))
+
+
+def _decoded(value: str) -> Any:
+    """An attribute's JSON value (Open WebUI writes ``json.dumps`` of it), else its text."""
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return value

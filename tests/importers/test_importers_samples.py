@@ -7,6 +7,8 @@ down as totals, so a sample added to a folder is checked the same way.
 
 from __future__ import annotations
 
+import html
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +27,11 @@ FORMATS = ("chatgpt", "librechat", "openwebui")
 SAMPLES = sorted(p for f in FORMATS for p in (DATA / f).glob("*.json"))
 OTHERS = sorted((DATA / "other").glob("*.json"))
 NO_PARENT = "00000000-0000-0000-0000-000000000000"
+DETAILS = re.compile(r'<details type="tool_calls" done="(\w+)" id="([^"]*)"')
 
-Message = tuple[str, str | None, str, Any]
-"""A source message: its id, its parent's id, its role and its time as the source writes it."""
+Message = tuple[str, str | None, str, Any, tuple[list[str], list[str]]]
+"""A source message: its id, its parent's id, its role, its time as the source writes it, and
+the ids of the tool calls it makes and of the results it holds."""
 
 
 def _chatgpt(document: Any) -> list[tuple[list[Message], str | None]]:
@@ -44,7 +48,8 @@ def _chatgpt(document: Any) -> list[tuple[list[Message], str | None]]:
             while up is not None and not isinstance(nodes[up].get("message"), dict):
                 up = nodes[up].get("parent")
             message = node["message"]
-            messages.append((key, up, message["author"]["role"], message.get("create_time")))
+            role = message["author"]["role"]
+            messages.append((key, up, role, message.get("create_time"), ([], [])))
         out.append((messages, conv.get("current_node")))
     return out
 
@@ -55,10 +60,24 @@ def _openwebui(document: Any) -> list[tuple[list[Message], str | None]]:
         chat = item.get("chat", item)
         by_id = (chat.get("history") or {}).get("messages") or {}
         listed = list(by_id.values()) or chat.get("messages", [])
-        messages = [(m["id"], m.get("parentId"), m["role"], m.get("timestamp")) for m in listed]
+        messages = [
+            (m["id"], m.get("parentId"), m["role"], m.get("timestamp"), _openwebui_calls(m))
+            for m in listed
+        ]
         current = (chat.get("history") or {}).get("currentId") if by_id else listed[-1]["id"]
         out.append((messages, current))
     return out
+
+
+def _openwebui_calls(message: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The tool calls of an Open WebUI message: its ``output`` items, else its ``content``'s
+    ``<details type="tool_calls">`` blocks (a result in those whose call is ``done``)."""
+    output = message.get("output") or []
+    if output:
+        calls = [i["call_id"] for i in output if i["type"] == "function_call"]
+        return calls, [i["call_id"] for i in output if i["type"] == "function_call_output"]
+    found = DETAILS.findall(message.get("content") or "")
+    return [cid for _, cid in found], [cid for done, cid in found if done == "true"]
 
 
 def _librechat(document: Any) -> list[tuple[list[Message], str | None]]:
@@ -71,7 +90,9 @@ def _librechat(document: Any) -> list[tuple[list[Message], str | None]]:
             parent = m.get("parentMessageId")
             role = "user" if m.get("isCreatedByUser") else "assistant"
             parent = None if parent == NO_PARENT else parent
-            messages.append((m["messageId"], parent, role, m.get("createdAt")))
+            calls = [p["tool_call"] for p in m.get("content") or [] if p["type"] == "tool_call"]
+            ids = ([c["id"] for c in calls], [c["id"] for c in calls if "output" in c])
+            messages.append((m["messageId"], parent, role, m.get("createdAt"), ids))
             stack += reversed(m.get("children") or [])
         out.append((messages, messages[-1][0]))
     return out
@@ -94,6 +115,7 @@ def expected(sample: Path) -> list[dict[str, Any]]:
                 "roots": sum(m[1] not in ids for m in messages),
                 "branch_points": sum(count > 1 for count in parents.values()),
                 "roles": {m[0]: m[2] for m in messages},
+                "calls": {m[0]: m[4] for m in messages},
                 "leaf": leaf,
                 "leaf_time": time,
             }
@@ -131,6 +153,14 @@ async def test_every_sample_is_told_and_imported(
         nodes = await store.list_nodes(session.session_id)
         roles = {n.metadata["imported_from"]["id"]: n.role for n in nodes}
         assert roles == want["roles"]
+        calls = {
+            n.metadata["imported_from"]["id"]: (
+                [b.tool_call_id for b in n.content if b.type == "tool_call"],
+                [b.tool_call_id for b in n.content if b.type == "tool_result"],
+            )
+            for n in nodes
+        }
+        assert calls == want["calls"]
         path = await store.active_path(session.session_id)
         assert path[-1].metadata["imported_from"]["id"] == want["leaf"]
         assert path[0].parent_id is None
@@ -170,3 +200,28 @@ async def test_an_export_whose_first_conversation_is_damaged_is_still_told(
     assert report.format == "chatgpt"
     assert len(report.sessions) == len(conversations) - len(damaged) > 0
     assert [i.reason for i in report.issues] == ["item 0 is not a conversation"]
+
+
+async def test_tool_calls_rendered_in_open_webui_content_become_blocks_and_keep_the_text(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    sample = DATA / "openwebui/tool-calls-in-content.json"
+    source = orjson.loads(sample.read_bytes())[0]["chat"]["history"]["messages"]
+    report = await import_report(store, sample, cwd=tmp_path)
+    nodes = await store.list_nodes(report.sessions[0].session_id)
+    rendered = [m for m in source.values() if DETAILS.search(m["content"])]
+    assert rendered
+    for message in rendered:
+        node = next(n for n in nodes if n.metadata["imported_from"]["id"] == message["id"])
+        assert node.metadata["imported_from"]["record"]["content"] == message["content"]
+        texts = [b.text for b in node.content if b.type == "text"]
+        assert texts and all(t in message["content"] and "<details" not in t for t in texts)
+        for call in (b for b in node.content if b.type == "tool_call"):
+            assert isinstance(call.arguments, dict)  # the JSON text in the attribute, parsed
+            assert f'name="{call.name}"' in message["content"]
+        written = [
+            orjson.loads(html.unescape(v))
+            for v in re.findall(r' result="([^"]*)"', message["content"])
+        ]
+        results = [b for b in node.content if b.type == "tool_result"]
+        assert [r.content[0].text for r in results] == written  # the result as the tool gave it
