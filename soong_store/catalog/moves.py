@@ -533,6 +533,16 @@ class Maintenance:
         hot = _read_all(driver, "SELECT count(*) FROM session_files WHERE file = ?", MAIN)
         return bool(journal), int(hot[0][0])
 
+    def settle(self, connection: Connection) -> None:
+        """Settle the journal rows the last batches or rounds left (the writer is stopping).
+
+        A round that brought pairs back leaves their rows for the next round, which a closing
+        writer never runs: without this, a clean close would leave rows for the next open.
+        """
+        settle = connection.info.pop(pair_files.JOURNALED, None)
+        if settle:
+            self._note_left(recover(connection, sorted(settle)))
+
     def __call__(self, connection: Connection) -> bool:
         """One round; whether more is left (the writer calls again while no job waits)."""
         try:

@@ -72,6 +72,9 @@ class Maintenance(Protocol):
     failed: bool
     """Whether the last round failed: the next batch owes one more."""
 
+    def settle(self, connection: Connection) -> None:
+        """Finish what the rounds left half-done, before the writer stops."""
+
 
 class Prerequisite(Protocol):
     """Something a job waits for before it is queued (an artifact file being written)."""
@@ -336,6 +339,7 @@ class Writer:
             while True:
                 first = self._next_job()
                 if first is _STOP:
+                    self._settle()
                     return
                 jobs: list[Pending] = [] if first is _CHECKPOINT or first is _MAINTAIN else first
                 stop = False
@@ -354,6 +358,7 @@ class Writer:
                 if self._link.checkpoint_owed:
                     self._link.checkpoint()
                 if stop:
+                    self._settle()
                     return
         finally:
             self._link.close()
@@ -389,6 +394,17 @@ class Writer:
                 log.warning("writer maintenance failed", exc_info=True)
                 self._link.recover()
                 self._maintenance_due = False
+
+    def _settle(self) -> None:
+        """Let the maintenance finish what its rounds left half-done before the thread stops."""
+        if self._maintenance is None:
+            return
+        with self._link.held:
+            try:
+                self._maintenance.settle(self._link.for_thread())
+            except Exception:  # left to the next open's recovery, as after a crash
+                log.warning("writer maintenance could not settle before stopping", exc_info=True)
+                self._link.recover()
 
     def _fail_leftovers(self) -> None:
         left: list[Pending] = []

@@ -125,6 +125,23 @@ async def test_a_write_brings_an_idle_session_back(home: Path, small_limits: Any
         assert (await check_store(store)).ok
 
 
+async def test_a_clean_close_settles_the_moves_its_writes_journaled(
+    home: Path, small_limits: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that brought a pair back leaves its journal row to the maintenance's next round;
+    a writer that stops first (the store closing) settles it, so a clean close leaves none."""
+    async with SessionStore(home=home) as store:
+        sids = await fill(store)
+        placed = await settle(store)
+    idle = next(sid for sid in sids if placed[sid][0] != catalog.MAIN)
+    monkeypatch.setattr(moves.Maintenance, "__call__", lambda self, connection: False)
+    async with SessionStore(home=home) as store:
+        await store.append_node(idle, "assistant", "message", text("back"))
+        assert raw_layout(home)["journal"], "the bring-back is journaled until settled"
+    assert raw_layout(home)["journal"] == []
+    assert_each_pair_in_one_file(home)
+
+
 async def test_delete_of_an_idle_session_removes_its_copy(home: Path, small_limits: Any) -> None:
     async with SessionStore(home=home) as store:
         sids = await fill(store)
