@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from soong_store.errors import InvalidArgument
-from soong_store.importers._formats import _HEAD, _PARSERS, _STREAMED, FORMATS, _detect_file
+from soong_store.importers._formats import _PARSERS, _STREAMED, FORMATS, _detect_file
 from soong_store.importers._model import LineIssue, ParsedFile
-from soong_store.importers._read import file_lines
+from soong_store.importers._read import file_lines, file_sha256
 from soong_store.importers._rows import build
 from soong_store.importers._spool import ContentSpool, export_file, write_export
 from soong_store.importers._summary import ImportSummary, SourceResult
@@ -183,7 +183,7 @@ async def import_report(
         if data is not None:
             digest = hashlib.sha256(data).hexdigest()
         else:
-            digest = await asyncio.to_thread(_sha256, source)
+            digest = await asyncio.to_thread(file_sha256, source)
         mtime = datetime.fromtimestamp(source.stat().st_mtime, UTC)
     except OSError as exc:
         raise InvalidArgument(f"cannot read {str(source)!r}: {exc.strerror}") from None
@@ -203,15 +203,6 @@ async def import_report(
         if spool is not None:
             spool.close()
     return report
-
-
-def _sha256(path: Path) -> str:
-    """The hex SHA-256 of a file, read a megabyte at a time."""
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while piece := file.read(_HEAD):
-            digest.update(piece)
-    return digest.hexdigest()
 
 
 async def _write_sessions(

@@ -357,3 +357,12 @@ def stamp(value: object, source: dict[str, Any]) -> datetime | None:
     elif moment is not None and not exact:
         source["time_assumed_utc"] = True
     return moment
+
+
+def file_sha256(path: Path) -> str:
+    """The hex SHA-256 of a file, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while piece := file.read(2**20):
+            digest.update(piece)
+    return digest.hexdigest()

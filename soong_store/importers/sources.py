@@ -38,7 +38,7 @@ from soong_store.importers import _incremental as inc
 from soong_store.importers import claude_code, codex
 from soong_store.importers._formats import _PARSERS, _STREAMED, FORMATS, _detect_file
 from soong_store.importers._model import ParsedFile, SourceSession
-from soong_store.importers._read import file_lines, read_json
+from soong_store.importers._read import file_lines, file_sha256, read_json
 from soong_store.importers._rows import build, build_rows
 from soong_store.importers._spool import ContentSpool, export_file, write_export
 from soong_store.importers._summary import ImportSummary, SourceResult
@@ -319,7 +319,7 @@ class _Run:
                     data = await asyncio.to_thread(file.path.read_bytes)
                     parsed = await asyncio.to_thread(_PARSERS[fmt], file.path, data)
                 digest = (
-                    await asyncio.to_thread(_sha256, file.path)
+                    await asyncio.to_thread(file_sha256, file.path)
                     if data is None
                     else (hashlib.sha256(data).hexdigest())
                 )
@@ -541,11 +541,3 @@ def _folder(session: SourceSession, cwd: Any) -> str:
     if session.cwd:
         session.metadata.setdefault("source_cwd", session.cwd)
     return session.cwd if usable and session.cwd else folder
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while piece := file.read(2**20):
-            digest.update(piece)
-    return digest.hexdigest()

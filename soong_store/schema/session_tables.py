@@ -66,8 +66,7 @@ class SessionTables:
 
     def exist(self, connection: Connection) -> bool:
         """Whether either table exists (names compared as the database compares them)."""
-        found = inspect(connection)
-        return any(found.has_table(t.name, schema=t.schema) for t in (self.nodes, self.events))
+        return pair_exists(connection, self.session_id, self.nodes.schema)
 
 
 def session_tables(session_id: str, schema: str | None = None) -> SessionTables:
@@ -88,6 +87,15 @@ def events_table_name(session_id: str) -> str:
 def session_table_names(session_id: str) -> tuple[str, str]:
     """The names of a session's node and event tables."""
     return nodes_table_name(session_id), events_table_name(session_id)
+
+
+def pair_exists(connection: Connection, session_id: str, schema: str | None = None) -> bool:
+    """Whether either table of a session's pair exists, asked by name (no ``Table`` is built).
+
+    Names are compared as the database compares them.
+    """
+    found = inspect(connection)
+    return any(found.has_table(name, schema=schema) for name in session_table_names(session_id))
 
 
 def is_session_table(name: str) -> bool:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO
 
-from sqlalchemy import Connection, Select, func, inspect, select
+from sqlalchemy import Connection, Select, func, select
 
 from soong_store.backends.base import lock_files, lock_session
 from soong_store.catalog.lookup import create_pair, tables_of
@@ -46,7 +46,7 @@ from soong_store.model.first_event import created_event_row
 from soong_store.model.ids import new_id, new_session_id, utc_now
 from soong_store.read import record_reads
 from soong_store.rules.row import KINDS
-from soong_store.schema.session_tables import session_table_names
+from soong_store.schema.session_tables import pair_exists
 from soong_store.schema.tables import agents_table, artifacts_table, runs_table, sessions_table
 from soong_store.store import SessionStore, artifact_files, run_read, run_write, scrub_of
 from soong_store.transfer.format import (
@@ -349,7 +349,7 @@ def _insert_bundle(
             func.lower(sessions_table.c.session_id) == sid.lower()
         )
     ).scalar()
-    if taken is not None or _pair_exists(connection, sid):
+    if taken is not None or pair_exists(connection, sid):
         raise InvalidArgument(
             f"session {taken or sid!r} already exists (ids are compared ignoring case); "
             "import with --new-id for a copy",
@@ -394,15 +394,6 @@ def _insert_bundle(
     for artifact in bundle.rows["artifact"]:
         writer.restore_artifact(artifact)
     writer.index_written()
-
-
-def _pair_exists(connection: Connection, session_id: str) -> bool:
-    """Whether a table of the session's pair exists (names compared as the database does).
-
-    Asked by name: building the session's ``Table`` objects to ask cost more than the question.
-    """
-    found = inspect(connection)
-    return any(found.has_table(name) for name in session_table_names(session_id))
 
 
 def _publish(connection: Connection, files: ArtifactFiles, staged: _Staged) -> None:

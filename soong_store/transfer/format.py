@@ -223,11 +223,14 @@ class Spool:
         """The rows of ``kind`` kept, in number order."""
         self._at[kind].sort()
         for _, offset in self._at[kind]:
-            self._go(offset)
-            self._pos = -1
-            line = [self._file.readline()]
-            self._pos = offset + len(line[0])
-            yield codec.loads(line.pop())  # neither line nor row kept here while the caller writes
+            yield codec.loads(self._line_at(offset))  # neither kept here while the caller writes
+
+    def _line_at(self, offset: int) -> bytes:
+        self._go(offset)
+        self._pos = -1
+        line = self._file.readline()
+        self._pos = offset + len(line)
+        return line
 
     def _go(self, offset: int) -> None:
         if offset != self._pos:
