@@ -22,7 +22,8 @@ class ErrorKind(StrEnum):
     """What a driver error means, whatever words the driver used."""
 
     BUSY = "busy"
-    """Another connection holds a lock: the same work may succeed when tried again."""
+    """Another connection holds a lock or changed the schema: the same work may succeed when tried
+    again."""
     FULL = "full"
     """The disk is full or failed: nothing of the call was stored."""
     DAMAGED = "damaged"

@@ -156,6 +156,21 @@ def test_each_sqlite_message_has_its_kind(message: str, kind: ErrorKind | None) 
     )
 
 
+def test_a_changed_schema_is_busy_by_its_code_whatever_its_words() -> None:
+    # Seen when a new reader connects search_fts while the writer moves a pair: SQLite gives
+    # SQLITE_SCHEMA (17) in the words of the virtual table's constructor.
+    error = sqlite3.OperationalError("vtable constructor failed: search_fts")
+    error.sqlite_errorcode = 17
+    assert SQLiteBackend.classify(DBAPIError.instance("SELECT 1", (), error, sqlite3.Error)) is (
+        ErrorKind.BUSY
+    )
+    assert SQLiteBackend.is_transient(error)
+    assert SQLiteBackend.classify(driver_error("database schema has changed")) is ErrorKind.BUSY
+    other = sqlite3.OperationalError("vtable constructor failed: search_fts")
+    other.sqlite_errorcode = 1  # SQLITE_ERROR: a failure that trying again does not mend
+    assert SQLiteBackend.classify(other) is None
+
+
 def test_the_store_s_own_errors_are_never_taken_for_a_driver_s() -> None:
     assert SQLiteBackend.classify(NotFound("no session 'database is locked'")) is None
 

@@ -143,3 +143,20 @@ async def test_a_unit_of_work_is_indexed_in_one_fts5_segment(tmp_path: Path) -> 
     finally:
         raw.close()
     assert segments == 1
+
+
+async def test_a_probe_failing_with_the_index_there_is_not_called_a_missing_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from soong_store.backends.sqlite import search as fts
+
+    async with SessionStore(home=tmp_path) as store:
+        sid = (await store.create_session(cwd="/p")).session_id
+        await store.append_node(sid, "user", "message", [{"type": "text", "text": "hello"}])
+        monkeypatch.setattr(fts, "_PROBE", "SELECT no_such_column FROM search_fts LIMIT 0")
+        with pytest.raises(StorageError) as raised:
+            await store.search("hello")
+        assert "no_such_column" in str(raised.value)
+        assert "no search_fts index" not in str(raised.value)
+        monkeypatch.undo()
+        assert [hit.session_id for hit in await store.search("hello")] == [sid]

@@ -72,12 +72,22 @@ BUSY_TIMEOUT_MS = 5_000
 READ_POOL_SIZE = 4
 
 _PATTERNS: tuple[tuple[ErrorKind, tuple[str, ...]], ...] = (
-    (ErrorKind.BUSY, ("database is locked", "database is busy", "table is locked")),
+    (
+        ErrorKind.BUSY,
+        ("database is locked", "database is busy", "table is locked", "schema has changed"),
+    ),
     (ErrorKind.FULL, ("disk is full", "disk i/o error")),
     (ErrorKind.DAMAGED, ("malformed", "not a database")),
     (ErrorKind.MISSING_TABLE, ("no such table",)),
 )
 """SQLite's messages (lowercased) by what they mean; the first kind that matches wins."""
+
+_SQLITE_SCHEMA = 17
+"""The primary result code of a statement prepared against a schema another connection changed.
+
+Its words vary: a virtual table connected while the schema changes says only ``vtable
+constructor failed``. Tried again, the statement is prepared against the new schema.
+"""
 
 _VERSIONS = ("PRAGMA data_version", "PRAGMA schema_version")
 _SOURCE = "soong_store.data_version_source"
@@ -338,10 +348,14 @@ class SQLiteBackend(Backend, ShardFiles):
 
     @classmethod
     def classify(cls, exc: BaseException) -> ErrorKind | None:
-        """SQLite says what went wrong only in words: match them."""
+        """By the result code where it says enough (a changed schema), else by SQLite's words."""
         if isinstance(exc, SoongStoreError):
             return None
-        text = str(exc.orig if isinstance(exc, DBAPIError) else exc).lower()
+        driver_error = exc.orig if isinstance(exc, DBAPIError) else exc
+        code = getattr(driver_error, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == _SQLITE_SCHEMA:
+            return ErrorKind.BUSY
+        text = str(driver_error).lower()
         for kind, patterns in _PATTERNS:
             if any(pattern in text for pattern in patterns):
                 return kind

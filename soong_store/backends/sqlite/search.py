@@ -277,11 +277,14 @@ class FTS5Search:
     """The SQLite side of search (:class:`~soong_store.backends.search.Searcher`)."""
 
     def check_ready(self, connection: Connection) -> None:
-        """Refuse a library without FTS5, or a database upgraded by one (no index built)."""
+        """Refuse a library without FTS5, or a database upgraded by one (no index built).
+
+        Any other failure of the probe (the table is there) is raised as it is.
+        """
         try:
             connection.exec_driver_sql(_PROBE)
         except OperationalError as exc:
-            if backend_class_of(connection).is_transient(exc):
+            if backend_class_of(connection).is_transient(exc) or _has_table(connection, FTS_TABLE):
                 raise
             if not has_fts5(connection):
                 raise StorageError(
