@@ -148,3 +148,19 @@ def test_store_floors_face_the_fastest_peer_and_adk_without_a_verdict(peers_modu
     del values[p.STORE]["write_seq_floor"]  # a round without the floor: no row, no error
     names = {f.name for f in p._figures(values, info, 5000)}
     assert "peers: sequential writes: the store's floor" not in names
+
+
+def test_the_append_cpu_bench_prints_the_store_beside_its_floor() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "append_cpu.py"), "--items", "16", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line[:22].strip(): line[22:].split() for line in done.stdout.splitlines()[2:-1]}
+    assert set(rows) >= {"sequential wall", "8-way wall"}
+    assert "cpu writer" in rows or "cpu process" in rows
+    for store, _, floor, _, ratio, spread in rows.values():
+        assert float(store) > 0 and float(floor) > 0
+        assert ratio.endswith("x") and "-" in spread
