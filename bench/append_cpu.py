@@ -23,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,17 @@ def _cpu_by_thread() -> dict[str, float]:
     return out
 
 
-def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {key: after[key] - before.get(key, 0.0) for key in after}
+async def _timed(
+    write: Callable[[str, int], Awaitable[None]], names: dict[str, str], items: int
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """The workload's writes after ``_WARM`` of them, with each thread's CPU seconds spent."""
+    for i in range(_WARM):
+        await write(names["seq"], i)
+    handles = [names[f"conc{k}"] for k in range(CONCURRENCY)]
+    before = _cpu_by_thread()
+    out = await timed_writes(write, names["seq"], handles, items)
+    after = _cpu_by_thread()
+    return out, {key: after[key] - before.get(key, 0.0) for key in after}
 
 
 async def _store_side(home: Path, items: int) -> tuple[dict[str, Any], dict[str, float]]:
@@ -71,25 +81,17 @@ async def _store_side(home: Path, items: int) -> tuple[dict[str, Any], dict[str,
             content = [{"type": "text", "text": item_text(i)}]
             await store.append_node(sid, item_role(i), "message", content)
 
-        for i in range(_WARM):
-            await write(names["seq"], i)
-        handles = [names[f"conc{k}"] for k in range(CONCURRENCY)]
-        before = _cpu_by_thread()
-        out = await timed_writes(write, names["seq"], handles, items)
-        return out, _spent(before, _cpu_by_thread())
+        return await _timed(write, names, items)
 
 
-async def _floor_side(writer: ThreadedRaw, names: dict[str, str], items: int) -> Any:
+async def _floor_side(
+    writer: ThreadedRaw, names: dict[str, str], items: int
+) -> tuple[dict[str, Any], dict[str, float]]:
     async def write(sid: str, i: int) -> None:
         content = orjson.dumps([{"type": "text", "text": item_text(i)}]).decode()
         await writer.append(sid, item_role(i), content)
 
-    for i in range(_WARM):
-        await write(names["seq"], i)
-    handles = [names[f"conc{k}"] for k in range(CONCURRENCY)]
-    before = _cpu_by_thread()
-    out = await timed_writes(write, names["seq"], handles, items)
-    return out, _spent(before, _cpu_by_thread())
+    return await _timed(write, names, items)
 
 
 def one_round(items: int) -> dict[str, dict[str, float]]:
