@@ -5,7 +5,7 @@ of an empty database (``postgresql+psycopg://...``; a throwaway server: ``.ci/po
 writes ``--sessions`` sessions of ``--nodes`` nodes through the store (the texts of
 ``search_bench.py``), unless the database already holds that many, then measures the median of
 ``await store.search(q)`` over the same query mix, beside the median of the bare statement on
-the same connection pool (``@@`` on the GIN-indexed vector, ``ORDER BY ts_rank LIMIT 20``: no
+the same connection pool (``@@`` on the GIN-indexed stored vector, ``ORDER BY ts_rank LIMIT 20``: no
 join, no snippet, no records), and the sizes of ``search_text`` and its GIN index. Each query of
 the mix runs twice in turn, as ``search_bench.py`` runs it: ranked a window at a time, and with
 every match ranked at once (the order before windows).
@@ -27,8 +27,8 @@ import soong_store.backends.search as search_seam
 from soong_store import SessionStore
 
 RAW = """SELECT doc_id FROM search_text
-WHERE to_tsvector('simple', body) @@ ({match})
-ORDER BY ts_rank(to_tsvector('simple', body), {match}) DESC LIMIT 20"""
+WHERE body_vector @@ ({match})
+ORDER BY ts_rank(body_vector, {match}) DESC LIMIT 20"""
 
 
 async def build(url: str, sessions: int, nodes: int) -> None:
@@ -76,7 +76,7 @@ async def measure(url: str, count: int) -> dict[str, Any]:
         sizes = connection.execute(
             text(
                 "SELECT pg_total_relation_size('search_text'), "
-                "pg_relation_size('ix_search_text_tsv'), pg_database_size(current_database()), "
+                "pg_relation_size('ix_search_text_vector'), pg_database_size(current_database()), "
                 "(SELECT count(*) FROM search_text)"
             )
         ).one()

@@ -22,7 +22,7 @@ DATABASE_FILE: Final = "sessions.sqlite"
 SQLITE_MODULE_ENV: Final = "SOONG_STORE_SQLITE_MODULE"
 """The variable naming the DB-API module a process's stores open SQLite with (else ``sqlite3``)."""
 
-HEAD_REVISION: Final = "0010"
+HEAD_REVISION: Final = "0011"
 """The newest revision in ``migrations/`` (a test keeps the two equal).
 
 Knowing it without Alembic lets a store open a database that is already at head without

@@ -76,3 +76,54 @@ def test_revision_0009_goes_down_and_up_again(pg_database_url: str) -> None:
     columns, indexes = shape()
     assert {"owner", "key"} <= columns
     assert {"uq_sessions_owner_key", "uq_sessions_key_without_owner"} <= indexes
+
+
+def test_revision_0011_stores_the_vector_and_goes_down_and_up_again(pg_database_url: str) -> None:
+    import asyncio
+
+    from alembic import command
+    from sqlalchemy import create_engine, inspect, text
+
+    from soong_store import SessionStore
+    from soong_store.migrate.upgrade import alembic_config
+
+    async def write_and_search() -> list[str]:
+        async with SessionStore(url=pg_database_url) as store:
+            sid = (await store.create_session(cwd="/p")).session_id
+            await store.append_node(sid, "user", "message", [{"type": "text", "text": "blue fox"}])
+            return [hit.node_id for hit in await store.search('"blue fox"')]
+
+    assert len(asyncio.run(write_and_search())) == 1
+
+    def shape() -> tuple[set[str], set[str], list[str]]:
+        engine = create_engine(pg_database_url)
+        try:
+            found = inspect(engine)
+            columns = {c["name"] for c in found.get_columns("search_text")}
+            indexes = {i["name"] or "" for i in found.get_indexes("search_text")}
+            vectors: list[str] = []
+            if "body_vector" in columns:
+                with engine.connect() as connection:
+                    found_vectors = connection.execute(text("SELECT body_vector FROM search_text"))
+                    vectors = [str(vector) for vector in found_vectors.scalars()]
+            return columns, indexes, vectors
+        finally:
+            engine.dispose()
+
+    columns, indexes, vectors = shape()
+    assert "body_vector" in columns and "ix_search_text_vector" in indexes
+    assert "ix_search_text_tsv" not in indexes
+    assert vectors == ["'blue':1 'fox':2"]  # generated from the text the store wrote
+    engine = create_engine(pg_database_url)
+    try:
+        with engine.connect() as connection, connection.begin():
+            command.downgrade(alembic_config(connection), "0010")
+    finally:
+        engine.dispose()
+    columns, indexes, _ = shape()
+    assert "body_vector" not in columns and "ix_search_text_vector" not in indexes
+    assert "ix_search_text_tsv" in indexes
+    soong_store.upgrade(pg_database_url)
+    columns, indexes, vectors = shape()
+    assert "body_vector" in columns and "ix_search_text_vector" in indexes
+    assert len(vectors) == 1

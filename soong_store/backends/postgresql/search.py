@@ -1,10 +1,12 @@
 """The PostgreSQL side of search: ``tsvector`` matching over ``search_text`` with a GIN index.
 
-Revision ``0004`` indexes ``to_tsvector('simple', body)`` with GIN; the query below repeats that
-expression so the planner uses the index. Every phrase becomes ``phraseto_tsquery`` (a function
-of plain text: nothing typed is read as an operator) and all are AND-ed; with several phrases,
-the rank of the words side by side in the order typed is added, so such nodes come first. The
-matches are ranked window by window, as on SQLite (:data:`~soong_store.backends.search.WINDOW`).
+Revision ``0011`` stores each row's ``to_tsvector('simple', body)`` in ``body_vector`` and
+indexes that column with GIN: a match the index offers is tested, and a row ranked, on the
+stored vector, never on one computed from the text again. Every phrase becomes
+``phraseto_tsquery`` (a function of plain text: nothing typed is read as an operator) and all
+are AND-ed; with several phrases, the rank of the words side by side in the order typed is
+added, so such nodes come first. The matches are ranked window by window, as on SQLite
+(:data:`~soong_store.backends.search.WINDOW`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from soong_store.backends.search import Filters, paged
 from soong_store.model.search_query import SearchQuery
 
 INDEXED: Final = "to_tsvector('simple', body)"
-"""The expression revision 0004's GIN index is on."""
-VECTOR: Final = "to_tsvector('simple', t.body)"
-"""The same expression in the queries below, so that the planner uses the index."""
+"""The expression revision 0004's GIN index was on (revision 0011 stores it as ``body_vector``)."""
+VECTOR: Final = "t.body_vector"
+"""The stored vector, as the queries below read it (revision 0011's GIN index is on it)."""
 _BELOW = " AND t.doc_id < :below"
 """A window after the first of a page starts below the one before it."""
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=24, MinWords=8, ShortWord=1, HighlightAll=false"
