@@ -35,7 +35,8 @@ messages, tool calls), so no node gets a ``token_count``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,54 @@ def conversation_of(thread: Thread, threads: Iterable[Thread]) -> str:
 
 _HEAD = 20
 """How many records :func:`thread_of` reads before it gives up on a ``session_meta``."""
+
+_DATED = 3
+"""Codex keeps rollouts in ``sessions/YYYY/MM/DD``: the dated folders above a rollout."""
+
+
+def rollouts_beside(rollouts: Iterable[Path], wanted: set[str]) -> list[Path]:
+    """The rollouts of the threads ``wanted`` in the Codex folders ``rollouts`` lie in.
+
+    Found by name (Codex names a rollout after its thread, ``rollout-<time>-<id>.jsonl``): under
+    the ``sessions`` folder above a rollout's dated folders (``YYYY/MM/DD``) and in the
+    ``archived_sessions`` beside it, else in the rollout's own folder alone (never a walk of
+    whatever folder a copied rollout sits in). A sub-agent's parent found there, not among the
+    paths imported, still tells the chain its conversation is at the top of. Links are not
+    followed.
+    """
+    folders: dict[Path, bool] = {}  # folder: whether its subfolders are looked in
+    for path in rollouts:
+        root = path.parent
+        dated = all(part.isdigit() for part in root.parts[-_DATED:])
+        if dated and len(root.parts) > _DATED:
+            root = root.parents[_DATED - 1]
+            folders[root] = True
+            folders.setdefault(root.parent / "archived_sessions", False)
+        else:
+            folders.setdefault(root, False)
+    found: list[Path] = []
+    for folder, deep in sorted(folders.items()):
+        for place, names in _listed(folder, deep):
+            for name in sorted(names):
+                if not (name.startswith("rollout-") and name.endswith(".jsonl")):
+                    continue
+                stem = name.removesuffix(".jsonl")
+                path = Path(place, name)
+                if any(stem.endswith(f"-{t}") for t in wanted) and not path.is_symlink():
+                    found.append(path)
+    return found
+
+
+def _listed(folder: Path, deep: bool) -> Iterator[tuple[str, list[str]]]:
+    """Each folder's file names: ``folder``'s, and with ``deep`` its subfolders' (no links)."""
+    if deep:
+        for place, _, names in os.walk(folder):
+            yield place, names
+        return
+    try:
+        yield str(folder), os.listdir(folder)
+    except OSError:
+        return
 
 
 def parent_of(meta: dict[str, Any]) -> str | None:

@@ -76,6 +76,12 @@ def walk(path: Path) -> Iterator[Path]:
                 yield Path(folder, name)
 
 
+def _missing(threads: list[codex.Thread]) -> set[str]:
+    """The parents ``threads`` name that are not among them."""
+    ids = {t.id for t in threads}
+    return {t.parent for t in threads if t.parent is not None and t.parent not in ids}
+
+
 def _walked(path: Path) -> list[Path]:
     return list(walk(path))
 
@@ -225,9 +231,13 @@ class _Run:
             else:
                 singles.append((fmt, file))
         known = list(threads.values())
-        ids = {t.id for t in known}
-        if any(t.parent is not None and t.parent not in ids for t in known):
+        if _missing(known):
             known += await asyncio.to_thread(codex.threads_of, unchanged)
+        looked: set[str] = set()
+        while missing := _missing(known) - looked:  # parents neither here nor unchanged: on disk
+            looked |= missing
+            beside = await asyncio.to_thread(codex.rollouts_beside, list(threads), missing)
+            known += await asyncio.to_thread(codex.threads_of, beside)
         for file in groups.pop(("codex", ""), []):
             conversation = codex.conversation_of(threads[file.path], known)
             groups.setdefault(("codex", conversation), []).append(file)

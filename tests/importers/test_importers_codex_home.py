@@ -185,3 +185,60 @@ async def test_a_thread_inside_a_sub_agent_rollout_continues_without_repeating_i
     parent = parent_of(orjson.loads(lines[0])["payload"])
     assert parent is not None
     await cut_and_continue(tmp_path, source, parent, list(range(1, len(lines) + len(inner))))
+
+
+@pytest.mark.parametrize(
+    "order",
+    [("nested", "a", "root", "b"), ("nested", "root", "b", "a"), ("b", "nested", "root", "a")],
+    ids="-".join,
+)
+async def test_a_nested_sub_agent_imported_alone_finds_its_chain_on_disk(
+    tmp_path: Path, order: tuple[str, ...]
+) -> None:
+    """Its parent's rollout, not among the paths imported, is found by its thread id beside it."""
+    expected = await _one_shot(tmp_path, ["root", "a", "b", "nested"])
+    files = _home(tmp_path / "home")
+    async with SessionStore(home=tmp_path / "store") as store:
+        for name in order:
+            summary = await import_path(store, files[name])
+            assert [s.source_id for s in summary.sources] == [ROOT]
+        assert await _all(store) == expected
+        assert (await check_store(store)).ok
+
+
+async def test_a_parent_archived_by_codex_is_found_too(tmp_path: Path) -> None:
+    files = _home(tmp_path / "home")
+    archived = tmp_path / "home" / "archived_sessions"
+    archived.mkdir()
+    files["a"].rename(archived / files["a"].name)  # Codex's archive is one flat folder
+    async with SessionStore(home=tmp_path / "store") as store:
+        summary = await import_path(store, files["nested"])
+        assert [s.source_id for s in summary.sources] == [ROOT]
+
+
+async def test_a_link_to_a_parent_s_rollout_is_not_followed(tmp_path: Path) -> None:
+    files = _home(tmp_path / "home")
+    elsewhere = tmp_path / "elsewhere" / files["a"].name
+    elsewhere.parent.mkdir()
+    files["a"].rename(elsewhere)
+    files["a"].symlink_to(elsewhere)
+    async with SessionStore(home=tmp_path / "store") as store:
+        summary = await import_path(store, files["nested"])
+        assert [s.source_id for s in summary.sources] == [SUB_A]  # its parent, as when absent
+
+
+async def test_outside_codex_s_dated_folders_only_the_rollout_s_own_folder_is_looked_in(
+    tmp_path: Path,
+) -> None:
+    files = _home(tmp_path / "home")
+    loose = tmp_path / "loose"
+    (loose / "deeper").mkdir(parents=True)
+    nested = files["nested"].rename(loose / files["nested"].name)
+    files["a"].rename(loose / "deeper" / files["a"].name)
+    async with SessionStore(home=tmp_path / "store") as store:
+        summary = await import_path(store, nested)
+        assert [s.source_id for s in summary.sources] == [SUB_A]  # not walked into: as absent
+    (loose / "deeper" / files["a"].name).rename(loose / files["a"].name)
+    async with SessionStore(home=tmp_path / "store2") as store:
+        summary = await import_path(store, nested)
+        assert [s.source_id for s in summary.sources] == [ROOT]  # beside it: found
