@@ -21,9 +21,10 @@ from sqlalchemy import Connection
 from soong_store.backends import default_url
 from soong_store.backends.base import backend_class_of, open_backend
 from soong_store.schema.session_tables import is_session_table
-from soong_store.schema.tables import metadata
+from soong_store.schema.tables import metadata, with_postgresql_options
 from soong_store.search.index import is_search_table
 
+with_postgresql_options()  # autogenerate renders them for every database
 config = context.config
 if config.config_file_name is not None and "connection" not in config.attributes:
     fileConfig(config.config_file_name, disable_existing_loggers=False)

@@ -5,8 +5,9 @@ Looking: ``show``, ``tree``, ``path`` and ``timeline`` (``sessions`` is in
 
 Each returns the exit status; what they print is drawn by :mod:`soong_store.cli.render`, and
 the nodes of ``tree`` and ``path`` by :mod:`soong_store.cli.render_nodes`, imported only by those
-two (it imports the content blocks). :mod:`soong_store.transfer` (its counts) is imported only
-by the commands that print counts.
+two (it imports the content blocks). A session's counts are read by
+:func:`~soong_store.read.session_reads.session_counts`, not the export's twin, which would bring
+the whole write side along.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 async def cmd_show(args: argparse.Namespace) -> int:
     """A session, its agents, runs, artifacts and usage."""
-    from soong_store.transfer import session_counts
+    from soong_store.read.session_reads import session_counts
 
     async with open_existing(args) as store:
         sid = await session_arg(store, args.session_id)
@@ -137,7 +138,7 @@ async def cmd_path(args: argparse.Namespace) -> int:
         if path:
             nodes = 0
         else:
-            from soong_store.transfer import session_counts
+            from soong_store.read.session_reads import session_counts
 
             nodes = (await run_read(store, partial(session_counts, session_id=sid)))["nodes"]
         if not args.json and not path:

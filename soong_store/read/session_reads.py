@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from sqlalchemy import BigInteger, Connection, Table, bindparam, select
+from sqlalchemy import BigInteger, Connection, Table, bindparam, func, select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import DBAPICursor
 
@@ -27,6 +27,7 @@ from soong_store.model.row_records import EVENT_COLUMNS, NODE_COLUMNS, event_rec
 from soong_store.read.climb import climb_statement
 from soong_store.read.record_reads import Row, session_row, within
 from soong_store.schema.session_tables import CACHE_SIZE, SessionTables
+from soong_store.schema.tables import agents_table, artifacts_table, runs_table
 
 if TYPE_CHECKING:  # nodes hold content: model.records is imported by the reads that build them
     from soong_store.model.records import ContextView, EventRecord, NodeRecord
@@ -41,6 +42,26 @@ def _pair(connection: Connection, session_id: str) -> SessionTables:
     if pair is None:
         raise StorageError(f"session {session_id!r} lost its tables during a read")
     return pair
+
+
+def session_counts(connection: Connection, session_id: str) -> dict[str, int]:
+    """How many agents, runs, nodes, events and artifacts a session has (``NotFound``: none).
+
+    Read here rather than beside the export that also prints them, so that a command showing
+    them (``show``) loads no write side. A session never written has no pair: its one event is
+    the ``created`` event every read makes up for it.
+    """
+    session_row(connection, session_id)
+    pair = tables_of(connection, session_id)
+    counts = {"agents": 0, "runs": 0, "nodes": 0, "events": 1, "artifacts": 0}
+    of_session = {"agents": agents_table, "runs": runs_table, "artifacts": artifacts_table}
+    for kind, table in of_session.items():
+        stmt = select(func.count()).select_from(table).where(table.c.session_id == session_id)
+        counts[kind] = int(connection.execute(stmt).scalar() or 0)
+    for kind, table in () if pair is None else (("nodes", pair.nodes), ("events", pair.events)):
+        stmt = select(func.count()).select_from(table)
+        counts[kind] = int(connection.execute(stmt).scalar() or 0)
+    return counts
 
 
 def get_node(connection: Connection, session_id: str, node_id: str) -> NodeRecord:

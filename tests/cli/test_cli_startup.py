@@ -139,6 +139,15 @@ def test_a_command_that_shows_nodes_in_a_new_process_loads_the_content(
     assert any(name.endswith(needs) for name in loaded), loaded
 
 
+@pytest.mark.parametrize("command", ["show", "path", "tree"])
+def test_a_read_command_in_a_new_process_loads_no_write_side_nor_postgresql(
+    home: Path, command: str
+) -> None:
+    sid = asyncio.run(made(home, 1))[0]
+    needless = ("alembic", "soong_store.transfer", "sqlalchemy.dialects.postgresql", *WRITE_SIDE)
+    assert loaded_by(home, needless, command, sid) == []
+
+
 def test_a_write_command_in_a_new_process_loads_the_write_side_it_uses(home: Path) -> None:
     sid = asyncio.run(made(home, 1))[0]
     loaded = loaded_by(home, WRITE_SIDE, "switch", sid, "--none")

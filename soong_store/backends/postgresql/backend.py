@@ -42,6 +42,7 @@ from soong_store.backends.retry import RetryPolicy
 from soong_store.backends.translation import ErrorKind
 from soong_store.backends.values import Integrity
 from soong_store.errors import SoongStoreError, StorageError
+from soong_store.schema.tables import with_postgresql_options
 
 if TYPE_CHECKING:
     from soong_store.backends.search import Searcher
@@ -125,6 +126,7 @@ class PostgreSQLBackend(Backend):
         retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(url, durability=durability, module=None, retry=retry)
+        with_postgresql_options()
         driver = self.url.get_driver_name()
         if self.url.drivername == "postgresql":
             self.url = self.url.set(drivername="postgresql+psycopg")
