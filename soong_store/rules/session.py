@@ -124,10 +124,13 @@ _LINKS = (
 )
 
 
-def row_problems(found: Found, kind: str, row: Any) -> bool:
-    """Check one row on its own; record a problem and return False if it breaks a rule."""
+def row_problems(found: Found, kind: str, row: Any, *, encoded: bool = False) -> bool:
+    """Check one row on its own; record a problem and return False if it breaks a rule.
+
+    ``encoded``: as :func:`~soong_store.rules.row.check_row`'s.
+    """
     try:
-        check_row(str(found.session_id), kind, row)
+        check_row(str(found.session_id), kind, row, encoded=encoded)
     except RowError as exc:
         key = "session_id" if kind == "session" else _KEYS[kind]
         ident = row.get(key) if isinstance(row, dict) else None

@@ -42,6 +42,18 @@ Line = bytes | str | dict[str, Any]
 """A line of an export: its text, or the object it encodes (an importer's own rows, which
 then go through the same checks without being written out and read back)."""
 
+
+class Encoded(dict[str, Any]):
+    """A line as the object it encodes, made by the store's own importers in this process.
+
+    The JSON columns of its row were written by the store's encoders (content by
+    :func:`~soong_store.model.content.encode_content` from validated blocks, the others by
+    :func:`~soong_store.model.codec.dumps_text`), so the reading takes them as the store's
+    encoding rather than decoding each again; everything else about the line is checked as
+    for any line. Text read from a file is never one; a store that scrubs checks it all.
+    """
+
+
 _KEYS = {"session": "session_id", "agent": "agent_id", "run": "run_id", "node": "node_id"}
 _KEYS.update(event="event_id", artifact="artifact_id")
 
@@ -257,6 +269,7 @@ def _read(
     shared: dict[str, str] = {}
     for raw in lines:  # not enumerate(): its reused tuple would keep the last line alive
         lineno += 1
+        encoded = type(raw) is Encoded and scrub is None
         if isinstance(raw, dict):  # checked below as a decoded line is: types, values, shape
             item: Any = raw
         elif not raw or raw.isspace():  # not strip(): a copy of a long line
@@ -286,7 +299,7 @@ def _read(
         if scrub is not None:
             row = scrub_row(kind, row, scrub)
         found = Found(bundle.session_id)
-        if not row_problems(found, kind, row):
+        if not row_problems(found, kind, row, encoded=encoded):
             raise _refuse(lineno, found[0].message)
         if spool is not None and kind in ("node", "event"):
             spool.add(kind, row)
