@@ -60,6 +60,10 @@ so that memory stays flat: each holds its parsed shape, its content is on disk).
 _SPILL_BYTES = 16 * 2**20
 """A new source whose files hold more goes to the import as an export on disk, its parsed shape
 let go first (memory stays flat whatever its size); a smaller one goes as objects (faster)."""
+_PARK_BYTES = 4 * 2**20
+"""A source whose files hold more parks its parsed content on disk until its rows are made
+(:class:`ContentSpool`); a smaller one keeps it in its entries, which saves writing and reading
+back every entry (with :data:`_AHEAD` sources in hand, a few tens of megabytes at most)."""
 
 
 def walk(path: Path) -> Iterator[Path]:
@@ -279,7 +283,7 @@ class _Run:
 
         ``subs`` are the sub-agents' transcripts among ``members``.
         """
-        spool = ContentSpool()
+        spool = ContentSpool() if sum(f.size for f in members) >= _PARK_BYTES else None
         try:
             pieces: list[_Piece] = []
             for file in sorted(members, key=lambda f: f.path in subs):
@@ -301,7 +305,8 @@ class _Run:
                 merged.source_id = conversation
                 await self.source(merged, pieces, spool)
         finally:
-            spool.close()
+            if spool is not None:
+                spool.close()
 
     async def single(self, fmt: str, file: _File) -> None:
         """A file of its own: each conversation in it is a source."""
@@ -309,10 +314,11 @@ class _Run:
             await self.export(file)
             self.tick(file.path)
             return
-        spool = ContentSpool() if fmt in _STREAMED else None
+        streamed = fmt in _STREAMED
+        spool = ContentSpool() if streamed and file.size >= _PARK_BYTES else None
         try:
             try:
-                if spool is not None:
+                if streamed:
                     parsed = await asyncio.to_thread(_STREAMED[fmt], file.path, None, spool)
                     data = None
                 else:
@@ -504,7 +510,7 @@ def _is_sub(fmt: str, path: Path, conversation: str, threads: dict[Path, codex.T
 
 
 def _read_transcript(
-    fmt: str, path: Path, conversation: str, sub: bool, spool: ContentSpool
+    fmt: str, path: Path, conversation: str, sub: bool, spool: ContentSpool | None
 ) -> ParsedFile:
     if fmt == "claude-code":
         return claude_code.parse_transcript(path, spool)

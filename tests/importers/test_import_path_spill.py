@@ -16,6 +16,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.importers import import_path, sources
+from soong_store.importers._spool import ContentSpool
 from soong_store.transfer import format as transfer_format
 from soong_store.write import session_keys
 from tests.importers.conftest import CORPUS, FILES, arrive, session_shapes
@@ -97,3 +98,23 @@ def test_the_import_spool_holds_neither_line_nor_row_while_a_row_is_out() -> Non
         rows.close()
     finally:
         spool.close()
+
+
+async def test_a_source_over_the_park_bound_parks_its_content_and_gives_the_same_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``sources._PARK_BYTES`` a source's content stays in its entries, over it waits on
+    disk (:class:`ContentSpool`): the sessions are the same either way."""
+    home = _home(tmp_path / "home")
+    parked: list[object] = []
+    park = ContentSpool.park
+    monkeypatch.setattr(ContentSpool, "park", lambda self, e: parked.append(e) or park(self, e))
+    shapes = []
+    for bound in (sources._PARK_BYTES, 0):
+        monkeypatch.setattr(sources, "_PARK_BYTES", bound)
+        async with SessionStore(home=tmp_path / f"parked-{bound}") as store:
+            summary = await import_path(store, home, cwd=CORPUS)
+            assert {s.status for s in summary.sources} == {"imported"}, summary.lines()
+            shapes.append(await session_shapes(store))
+        assert bool(parked) == (bound == 0)
+    assert shapes[0] == shapes[1]
