@@ -91,6 +91,9 @@ PAGE = 500
 most nodes an import's search index rows wait for."""
 _INDEX_BYTES = 2**20
 """The most content an import's pending search index rows are made of."""
+_HOLD_BYTES = 2 * 2**20
+"""The most text of node and event rows an import holds in memory rather than on disk (a
+short session's, which then never touches the disk: :class:`~.format.Spool`)."""
 
 
 def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -446,7 +449,7 @@ async def import_session(
             would refuse or ``check`` would report, or the session, one of its agents, runs or
             artifacts exists already); nothing was written.
     """
-    spool = Spool()
+    spool = Spool(_HOLD_BYTES)
     try:
         return await _import(store, lines, spool, new_id, progress, key, more_keys)
     finally:

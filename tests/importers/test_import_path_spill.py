@@ -118,3 +118,25 @@ async def test_a_source_over_the_park_bound_parks_its_content_and_gives_the_same
             shapes.append(await session_shapes(store))
         assert bool(parked) == (bound == 0)
     assert shapes[0] == shapes[1]
+
+
+def test_the_import_spool_holds_a_short_sessions_rows_and_spills_the_rest() -> None:
+    rows = [{"node_seq": seq, "content_json": "x" * 1000} for seq in (3, 1, 2, 5, 4)]
+    short = transfer_format.Spool(hold=10_000)
+    try:
+        for row in rows:
+            short.add("node", row)
+        assert short._file is None  # a short session never touches the disk
+        assert [r["node_seq"] for r in short.rows("node")] == [1, 2, 3, 4, 5]
+        assert list(short.rows("node")) == sorted(rows, key=lambda r: r["node_seq"])
+    finally:
+        short.close()
+    long = transfer_format.Spool(hold=3000)  # two rows held, three on disk
+    try:
+        for row in rows:
+            long.add("node", row)
+        assert long._file is not None and len(long._held) == 2
+        for _ in range(2):  # as many times as a retried write asks
+            assert list(long.rows("node")) == sorted(rows, key=lambda r: r["node_seq"])
+    finally:
+        long.close()
