@@ -378,7 +378,7 @@ def _insert_bundle(
         connection.execute(agents_table.insert(), agent)
     if bundle.rows["run"]:
         connection.execute(runs_table.insert(), bundle.rows["run"])
-        enter_usage(connection, bundle.rows["run"])
+        enter_usage(connection, bundle.rows["run"], new=True)
     create_pair(connection, sid)
     writer = SessionWriter.open(connection, sid)
     rename = bundle.renaming
