@@ -382,21 +382,41 @@ def _insert_bundle(
     create_pair(connection, sid)
     writer = SessionWriter.open(connection, sid)
     rename = bundle.renaming
-    count = held = 0
+    nodes: list[dict[str, Any]] = []  # nodes go a page at a time: one driver call each
+    held = 0
     for node in spool.rows("node"):
-        node = node if rename is None else rename("node", node)
-        _same(writer.restore_node(node), node, ("node_seq",))
-        count, held = count + 1, held + len(node["content_json"])
-        del node  # its content is written: not held while the index takes the text
-        if count == PAGE or held >= _INDEX_BYTES:  # the index's text waits a page at most
-            writer.index_written()
-            count = held = 0
+        nodes.append(node if rename is None else rename("node", node))
+        held += len(node["content_json"])
+        del node
+        if len(nodes) == PAGE or held >= _INDEX_BYTES:  # the index's text waits a page at most
+            _restore_nodes(writer, nodes)
+            nodes, held = [], 0
+    _restore_nodes(writer, nodes)
+    page: list[dict[str, Any]] = []  # events go a page at a time: one driver call each
+    held = 0
     for event in spool.rows("event"):
-        event = event if rename is None else rename("event", event)
-        _same(writer.restore_event(event), event, ("seq", "run_seq"))
+        page.append(event if rename is None else rename("event", event))
+        held += len(event["payload_json"] or "")
+        if len(page) == PAGE or held >= _INDEX_BYTES:
+            _restore_events(writer, page)
+            page, held = [], 0
+    _restore_events(writer, page)
     for artifact in bundle.rows["artifact"]:
         writer.restore_artifact(artifact)
     writer.index_written()
+
+
+def _restore_nodes(writer: SessionWriter, page: list[dict[str, Any]]) -> None:
+    """Write a page of nodes, then index them (not held while the index takes their text)."""
+    for stored, node in zip(writer.restore_nodes(page), page, strict=True):
+        _same(stored, node, ("node_seq",))
+    page.clear()
+    writer.index_written()
+
+
+def _restore_events(writer: SessionWriter, page: list[dict[str, Any]]) -> None:
+    for stored, event in zip(writer.restore_events(page), page, strict=True):
+        _same(stored, event, ("seq", "run_seq"))
 
 
 def _publish(connection: Connection, files: ArtifactFiles, staged: _Staged) -> None:

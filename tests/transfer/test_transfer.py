@@ -456,13 +456,13 @@ async def test_import_and_fork_write_nodes_through_the_one_insert_path(
     backend, sid = copy
     lines = await exported(backend, sid)
     written: list[str] = []
-    original = SessionWriter._put_node
+    original = SessionWriter._put_nodes
 
-    def spy(self: SessionWriter, row: dict[str, Any]) -> None:
-        written.append(self.session_id)
-        original(self, row)
+    def spy(self: SessionWriter, rows: list[dict[str, Any]]) -> None:
+        written.extend(self.session_id for _ in rows)
+        original(self, rows)
 
-    monkeypatch.setattr(SessionWriter, "_put_node", spy)
+    monkeypatch.setattr(SessionWriter, "_put_nodes", spy)
     async with backend.store() as store:
         copied = await import_session(store, encode(lines), new_id=True)
         assert written.count(copied.session_id) == copied.counts["nodes"]
