@@ -396,6 +396,8 @@ def content_refs(content_json: Any) -> list[str]:
     """The artifact ids a stored content text refers to (none if it is not valid content)."""
     if not isinstance(content_json, str):
         return []
+    if '"artifact_id":' not in content_json and '"artifact_ref":' not in content_json:
+        return []  # valid content is the store's encoding, which writes every key as it is
     try:
         return artifact_refs(decode_stored_content(content_json))
     except ValueError:

@@ -190,9 +190,14 @@ def _may_refer(content_json: Any) -> bool:
     return not isinstance(content_json, str) or any(k in content_json for k in _REFERRING)
 
 
+_OPENS_IMPORTED = f'{{"{IMPORTED_KEY}":'
+
+
 def _marks_imported(metadata_json: Any) -> bool:
     if isinstance(metadata_json, str) and f'"{IMPORTED_KEY}":' not in metadata_json:
         return False  # checked metadata is the store's encoding: every key written as it is
+    if isinstance(metadata_json, str) and metadata_json.startswith(_OPENS_IMPORTED):
+        return True  # its object's first key (every imported node's): no need to decode it
     try:
         metadata = codec.loads(metadata_json)
     except (TypeError, ValueError):
