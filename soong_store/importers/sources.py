@@ -117,6 +117,17 @@ def _known_states(connection: Connection, states: list[str]) -> set[str]:
     return found
 
 
+def _imported_sources(connection: Connection) -> dict[tuple[str, str], str]:
+    """The session of every imported source (its session key ``import:<format>``)."""
+    keys = session_keys_table
+    rows = connection.execute(
+        select(keys.c.namespace, keys.c["key"], keys.c.session_id).where(
+            keys.c.namespace.startswith("import:")
+        )
+    )
+    return {(namespace, key): sid for namespace, key, sid in rows}
+
+
 async def import_path(
     store: SessionStore,
     path: str | os.PathLike[str],
@@ -162,7 +173,8 @@ async def import_paths(
     todo = [s for s in states if s.state not in known]
     summary.unchanged_files = len(states) - len(todo)
     tally = _Tally(progress, len(states), summary.unchanged_files)
-    run = _Run(store, summary, format, cwd, tally)
+    held = await run_read(store, _imported_sources) if todo else {}
+    run = _Run(store, summary, format, cwd, tally, held)
     await run.go(todo, [s.path for s in states if s.state in known])
     return summary
 
@@ -195,6 +207,8 @@ class _Run:
     format: str
     cwd: Any
     tally: _Tally
+    held: dict[tuple[str, str], str]
+    """The session of each source the store held when the run began (by its session key)."""
 
     def tick(self, path: Path) -> None:
         tally = self.tally
@@ -383,10 +397,15 @@ class _Run:
         self.summary.sources.append(result)
         key = (f"import:{fmt}", source_id)
         states = tuple((FILE_NAMESPACE, p.file.state) for p in pieces if note_state)
-        for _ in range(8):  # another process may write the same source meanwhile: read again
-            existing = await run_read(
-                self.store, partial(session_keys.lookup, namespace=key[0], key=key[1])
-            )
+        # What the store held when the run began, then (another process may write the same
+        # source meanwhile, and a new one's key is claimed in the transaction that writes it)
+        # read again: one read of all the keys rather than one per source.
+        existing = self.held.get(key)
+        for attempt in range(8):
+            if attempt:
+                existing = await run_read(
+                    self.store, partial(session_keys.lookup, namespace=key[0], key=key[1])
+                )
             try:
                 if existing is None:
                     await self.create(session, pieces, key, states, spool, result)
@@ -395,10 +414,15 @@ class _Run:
                 return
             except (session_keys.KeyTaken, inc.Moved):
                 continue
+            except NotFound as exc:
+                if attempt == 0 and existing is not None:  # deleted since the run began
+                    continue
+                result.status, result.detail = "refused", str(exc)
+                return
             except inc.Conflict as exc:
                 result.status, result.detail = "conflict", str(exc)
                 return
-            except (InvalidArgument, NotFound, SessionArchived) as exc:
+            except (InvalidArgument, SessionArchived) as exc:
                 result.status, result.detail = "refused", str(exc)
                 return
         result.status, result.detail = "refused", "written by others all along; try again"

@@ -140,3 +140,39 @@ def test_the_import_spool_holds_a_short_sessions_rows_and_spills_the_rest() -> N
             assert list(long.rows("node")) == sorted(rows, key=lambda r: r["node_seq"])
     finally:
         long.close()
+
+
+async def test_a_run_reads_the_imported_sources_once_and_again_only_when_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read of every imported source's key per run, not one per source; a session held
+    at the start and deleted meanwhile is looked up again (the source is imported anew)."""
+    home = _home(tmp_path / "home")
+    lookups: list[str] = []
+    run_read = sources.run_read
+
+    async def counted(store: SessionStore, job: Any) -> Any:
+        if getattr(job, "func", None) is session_keys.lookup:
+            lookups.append(job.keywords["key"])
+        return await run_read(store, job)
+
+    monkeypatch.setattr(sources, "run_read", counted)
+    real = sources._imported_sources
+    stale: dict[tuple[str, str], str] = {}
+
+    def with_stale(connection: Any) -> dict[tuple[str, str], str]:
+        return {**real(connection), **stale}
+
+    monkeypatch.setattr(sources, "_imported_sources", with_stale)
+    async with SessionStore(home=tmp_path / "store") as store:
+        summary = await import_path(store, home, cwd=CORPUS)
+        assert {s.status for s in summary.sources} == {"imported"}, summary.lines()
+        assert lookups == []
+        first = summary.sources[0]
+        await store.delete_session(first.session_id)
+        stale[(f"import:{first.format}", first.source_id)] = first.session_id
+        again = await import_path(store, first.files[0], cwd=CORPUS)
+        [result] = again.sources
+        assert result.status == "imported", again.lines()
+        assert result.session_id != first.session_id
+        assert lookups == [first.source_id]
