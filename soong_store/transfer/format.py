@@ -308,6 +308,7 @@ def _read(
             raise _refuse(lineno, "expected a JSON object")
         if bundle is None:
             bundle, counts = _read_header(item, lineno)
+            found = Found(bundle.session_id)  # one for every row: a problem is raised at once
             continue
         kind = item.get("kind")
         if kind not in KINDS or not set(item) <= {"kind", "row", "data_b64"}:
@@ -322,7 +323,6 @@ def _read(
             row = {**row, "owner": None, "key": None}  # written before sessions had owners
         if scrub is not None:
             row = scrub_row(kind, row, scrub)
-        found = Found(bundle.session_id)
         if not row_problems(found, kind, row, encoded=encoded):
             raise _refuse(lineno, found[0].message)
         if spool is not None and kind in ("node", "event"):
