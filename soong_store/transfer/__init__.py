@@ -16,12 +16,12 @@ an earlier version names its parent's file. The counts make a truncated file det
 An export is written on a reader thread in one snapshot, its rows fetched a page at a time and
 each line written as it is made. An import reads and checks the whole file first, a line at a
 time (:mod:`soong_store.transfer.format`: the format, then the one rule set ``check`` applies),
-keeping the nodes and events in a temporary file and only their shape in memory, stages the
-artifact files under names of its own, and then writes everything in one writer job: the
-session's id is checked free under its lock, the files are put in place, and the rows go through
-the session writer's one insert path. So the session is there completely or not at all, and two
-imports of one file never share a file. A refused file writes nothing; an import that fails
-after staging removes what it staged.
+keeping the nodes and events in a temporary file (but for the first 2 MiB of them) and only
+their shape in memory, stages the artifact files under names of its own, and then writes
+everything in one writer job: the session's id is checked free under its lock, the files are
+put in place, and the rows go through the session writer's one insert path, a page at a time.
+So the session is there completely or not at all, and two imports of one file never share a
+file. A refused file writes nothing; an import that fails after staging removes what it staged.
 """
 
 from __future__ import annotations
