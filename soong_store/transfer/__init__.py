@@ -16,7 +16,7 @@ an earlier version names its parent's file. The counts make a truncated file det
 An export is written on a reader thread in one snapshot, its rows fetched a page at a time and
 each line written as it is made. An import reads and checks the whole file first, a line at a
 time (:mod:`soong_store.transfer.format`: the format, then the one rule set ``check`` applies),
-keeping the nodes and events in a temporary file (but for the first 2 MiB of them) and only
+keeping the nodes and events in a temporary file (but for the first MiB of them) and only
 their shape in memory, stages the artifact files under names of its own, and then writes
 everything in one writer job: the session's id is checked free under its lock, the files are
 put in place, and the rows go through the session writer's one insert path, a page at a time.
@@ -91,9 +91,11 @@ PAGE = 500
 most nodes an import's search index rows wait for."""
 _INDEX_BYTES = 2**20
 """The most content an import's pending search index rows are made of."""
-_HOLD_BYTES = 2 * 2**20
+_HOLD_BYTES = 2**20
 """The most text of node and event rows an import holds in memory rather than on disk (a
 short session's, which then never touches the disk: :class:`~.format.Spool`)."""
+_PAGE_BYTES = 2**18
+"""The most content of the nodes written in one driver call (their rows are held until then)."""
 
 
 def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -383,14 +385,20 @@ def _insert_bundle(
     writer = SessionWriter.open(connection, sid)
     rename = bundle.renaming
     nodes: list[dict[str, Any]] = []  # nodes go a page at a time: one driver call each
-    held = 0
+    held = waiting = count = 0
     for node in spool.rows("node"):
         nodes.append(node if rename is None else rename("node", node))
-        held += len(node["content_json"])
+        size = len(node["content_json"])
         del node
-        if len(nodes) == PAGE or held >= _INDEX_BYTES:  # the index's text waits a page at most
+        held, waiting, count = held + size, waiting + size, count + 1
+        if len(nodes) == PAGE or held >= _PAGE_BYTES:
             _restore_nodes(writer, nodes)
             nodes, held = [], 0
+        if count == PAGE or waiting >= _INDEX_BYTES:  # the index's text waits a page at most
+            _restore_nodes(writer, nodes)
+            nodes, held = [], 0
+            writer.index_written()
+            waiting = count = 0
     _restore_nodes(writer, nodes)
     page: list[dict[str, Any]] = []  # events go a page at a time: one driver call each
     held = 0
@@ -407,11 +415,8 @@ def _insert_bundle(
 
 
 def _restore_nodes(writer: SessionWriter, page: list[dict[str, Any]]) -> None:
-    """Write a page of nodes, then index them (not held while the index takes their text)."""
     for stored, node in zip(writer.restore_nodes(page), page, strict=True):
         _same(stored, node, ("node_seq",))
-    page.clear()
-    writer.index_written()
 
 
 def _restore_events(writer: SessionWriter, page: list[dict[str, Any]]) -> None:
