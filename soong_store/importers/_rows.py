@@ -42,7 +42,7 @@ from soong_store.model.content import encode_content, validate_content
 from soong_store.model.ids import new_id, new_session_id
 from soong_store.model.usage import check_usage
 from soong_store.rules.artifacts import extension
-from soong_store.transfer.format import FORMAT, FORMAT_VERSION
+from soong_store.transfer.format import FORMAT, FORMAT_VERSION, Encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +141,13 @@ def build(
     artifact's content is read back when its line is made, one at a time.
     """
     rows = build_rows(session, cwd, fallback, file_meta, spool)
-    items = chain(
-        (rows.header, {"kind": "session", "row": rows.session}),
-        ({"kind": "agent", "row": row} for row in rows.agents),
-        ({"kind": "run", "row": row} for row in rows.runs),
-        ({"kind": "node", "row": row} for row in rows.nodes),
-        ({"kind": "event", "row": row} for row in rows.events),
-        ({"kind": "artifact", **item} for item in rows.artifacts),
+    items = chain(  # every JSON column below is made by the store's encoders: Encoded
+        (rows.header, Encoded(kind="session", row=rows.session)),
+        (Encoded(kind="agent", row=row) for row in rows.agents),
+        (Encoded(kind="run", row=row) for row in rows.runs),
+        (Encoded(kind="node", row=row) for row in rows.nodes),
+        (Encoded(kind="event", row=row) for row in rows.events),
+        (Encoded(kind="artifact", **item) for item in rows.artifacts),
     )
     return Built(rows.session_id, items, rows.counts)
 

@@ -60,6 +60,10 @@ so that memory stays flat: each holds its parsed shape, its content is on disk).
 _SPILL_BYTES = 16 * 2**20
 """A new source whose files hold more goes to the import as an export on disk, its parsed shape
 let go first (memory stays flat whatever its size); a smaller one goes as objects (faster)."""
+_PARK_BYTES = 4 * 2**20
+"""A source whose files hold more parks its parsed content on disk until its rows are made
+(:class:`ContentSpool`); a smaller one keeps it in its entries, which saves writing and reading
+back every entry (with :data:`_AHEAD` sources in hand, a few tens of megabytes at most)."""
 
 
 def walk(path: Path) -> Iterator[Path]:
@@ -119,6 +123,17 @@ def _known_states(connection: Connection, states: list[str]) -> set[str]:
     return found
 
 
+def _imported_sources(connection: Connection) -> dict[tuple[str, str], str]:
+    """The session of every imported source (its session key ``import:<format>``)."""
+    keys = session_keys_table
+    rows = connection.execute(
+        select(keys.c.namespace, keys.c["key"], keys.c.session_id).where(
+            keys.c.namespace.startswith("import:")
+        )
+    )
+    return {(namespace, key): sid for namespace, key, sid in rows}
+
+
 async def import_path(
     store: SessionStore,
     path: str | os.PathLike[str],
@@ -164,7 +179,8 @@ async def import_paths(
     todo = [s for s in states if s.state not in known]
     summary.unchanged_files = len(states) - len(todo)
     tally = _Tally(progress, len(states), summary.unchanged_files)
-    run = _Run(store, summary, format, cwd, tally)
+    held = await run_read(store, _imported_sources) if todo else {}
+    run = _Run(store, summary, format, cwd, tally, held)
     await run.go(todo, [s.path for s in states if s.state in known])
     return summary
 
@@ -197,6 +213,8 @@ class _Run:
     format: str
     cwd: Any
     tally: _Tally
+    held: dict[tuple[str, str], str]
+    """The session of each source the store held when the run began (by its session key)."""
 
     def tick(self, path: Path) -> None:
         tally = self.tally
@@ -289,7 +307,7 @@ class _Run:
 
         ``subs`` are the sub-agents' transcripts among ``members``.
         """
-        spool = ContentSpool()
+        spool = ContentSpool() if sum(f.size for f in members) >= _PARK_BYTES else None
         try:
             pieces: list[_Piece] = []
             for file in sorted(members, key=lambda f: f.path in subs):
@@ -311,7 +329,8 @@ class _Run:
                 merged.source_id = conversation
                 await self.source(merged, pieces, spool)
         finally:
-            spool.close()
+            if spool is not None:
+                spool.close()
 
     async def single(self, fmt: str, file: _File) -> None:
         """A file of its own: each conversation in it is a source."""
@@ -319,10 +338,11 @@ class _Run:
             await self.export(file)
             self.tick(file.path)
             return
-        spool = ContentSpool() if fmt in _STREAMED else None
+        streamed = fmt in _STREAMED
+        spool = ContentSpool() if streamed and file.size >= _PARK_BYTES else None
         try:
             try:
-                if spool is not None:
+                if streamed:
                     parsed = await asyncio.to_thread(_STREAMED[fmt], file.path, None, spool)
                     data = None
                 else:
@@ -387,10 +407,15 @@ class _Run:
         self.summary.sources.append(result)
         key = (f"import:{fmt}", source_id)
         states = tuple((FILE_NAMESPACE, p.file.state) for p in pieces if note_state)
-        for _ in range(8):  # another process may write the same source meanwhile: read again
-            existing = await run_read(
-                self.store, partial(session_keys.lookup, namespace=key[0], key=key[1])
-            )
+        # What the store held when the run began, then (another process may write the same
+        # source meanwhile, and a new one's key is claimed in the transaction that writes it)
+        # read again: one read of all the keys rather than one per source.
+        existing = self.held.get(key)
+        for attempt in range(8):
+            if attempt:
+                existing = await run_read(
+                    self.store, partial(session_keys.lookup, namespace=key[0], key=key[1])
+                )
             try:
                 if existing is None:
                     await self.create(session, pieces, key, states, spool, result)
@@ -399,10 +424,15 @@ class _Run:
                 return
             except (session_keys.KeyTaken, inc.Moved):
                 continue
+            except NotFound as exc:
+                if attempt == 0 and existing is not None:  # deleted since the run began
+                    continue
+                result.status, result.detail = "refused", str(exc)
+                return
             except inc.Conflict as exc:
                 result.status, result.detail = "conflict", str(exc)
                 return
-            except (InvalidArgument, NotFound, SessionArchived) as exc:
+            except (InvalidArgument, SessionArchived) as exc:
                 result.status, result.detail = "refused", str(exc)
                 return
         result.status, result.detail = "refused", "written by others all along; try again"
@@ -514,7 +544,7 @@ def _is_sub(fmt: str, path: Path, conversation: str, threads: dict[Path, codex.T
 
 
 def _read_transcript(
-    fmt: str, path: Path, conversation: str, sub: bool, spool: ContentSpool
+    fmt: str, path: Path, conversation: str, sub: bool, spool: ContentSpool | None
 ) -> ParsedFile:
     if fmt == "claude-code":
         return claude_code.parse_transcript(path, spool)

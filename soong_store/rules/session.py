@@ -124,10 +124,13 @@ _LINKS = (
 )
 
 
-def row_problems(found: Found, kind: str, row: Any) -> bool:
-    """Check one row on its own; record a problem and return False if it breaks a rule."""
+def row_problems(found: Found, kind: str, row: Any, *, encoded: bool = False) -> bool:
+    """Check one row on its own; record a problem and return False if it breaks a rule.
+
+    ``encoded``: as :func:`~soong_store.rules.row.check_row`'s.
+    """
     try:
-        check_row(str(found.session_id), kind, row)
+        check_row(str(found.session_id), kind, row, encoded=encoded)
     except RowError as exc:
         key = "session_id" if kind == "session" else _KEYS[kind]
         ident = row.get(key) if isinstance(row, dict) else None
@@ -393,6 +396,8 @@ def content_refs(content_json: Any) -> list[str]:
     """The artifact ids a stored content text refers to (none if it is not valid content)."""
     if not isinstance(content_json, str):
         return []
+    if '"artifact_id":' not in content_json and '"artifact_ref":' not in content_json:
+        return []  # valid content is the store's encoding, which writes every key as it is
     try:
         return artifact_refs(decode_stored_content(content_json))
     except ValueError:

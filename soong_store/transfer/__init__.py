@@ -16,12 +16,12 @@ an earlier version names its parent's file. The counts make a truncated file det
 An export is written on a reader thread in one snapshot, its rows fetched a page at a time and
 each line written as it is made. An import reads and checks the whole file first, a line at a
 time (:mod:`soong_store.transfer.format`: the format, then the one rule set ``check`` applies),
-keeping the nodes and events in a temporary file and only their shape in memory, stages the
-artifact files under names of its own, and then writes everything in one writer job: the
-session's id is checked free under its lock, the files are put in place, and the rows go through
-the session writer's one insert path. So the session is there completely or not at all, and two
-imports of one file never share a file. A refused file writes nothing; an import that fails
-after staging removes what it staged.
+keeping the nodes and events in a temporary file (but for the first MiB of them) and only
+their shape in memory, stages the artifact files under names of its own, and then writes
+everything in one writer job: the session's id is checked free under its lock, the files are
+put in place, and the rows go through the session writer's one insert path, a page at a time.
+So the session is there completely or not at all, and two imports of one file never share a
+file. A refused file writes nothing; an import that fails after staging removes what it staged.
 """
 
 from __future__ import annotations
@@ -91,6 +91,11 @@ PAGE = 500
 most nodes an import's search index rows wait for."""
 _INDEX_BYTES = 2**20
 """The most content an import's pending search index rows are made of."""
+_HOLD_BYTES = 2**20
+"""The most text of node and event rows an import holds in memory rather than on disk (a
+short session's, which then never touches the disk: :class:`~.format.Spool`)."""
+_PAGE_BYTES = 2**18
+"""The most content of the nodes written in one driver call (their rows are held until then)."""
 
 
 def session_rows(connection: Connection, session_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -375,25 +380,48 @@ def _insert_bundle(
         connection.execute(agents_table.insert(), agent)
     if bundle.rows["run"]:
         connection.execute(runs_table.insert(), bundle.rows["run"])
-        enter_usage(connection, bundle.rows["run"])
+        enter_usage(connection, bundle.rows["run"], new=True)
     create_pair(connection, sid)
     writer = SessionWriter.open(connection, sid)
     rename = bundle.renaming
-    count = held = 0
+    nodes: list[dict[str, Any]] = []  # nodes go a page at a time: one driver call each
+    held = waiting = count = 0
     for node in spool.rows("node"):
-        node = node if rename is None else rename("node", node)
-        _same(writer.restore_node(node), node, ("node_seq",))
-        count, held = count + 1, held + len(node["content_json"])
-        del node  # its content is written: not held while the index takes the text
-        if count == PAGE or held >= _INDEX_BYTES:  # the index's text waits a page at most
+        nodes.append(node if rename is None else rename("node", node))
+        size = len(node["content_json"])
+        del node
+        held, waiting, count = held + size, waiting + size, count + 1
+        if len(nodes) == PAGE or held >= _PAGE_BYTES:
+            _restore_nodes(writer, nodes)
+            nodes, held = [], 0
+        if count == PAGE or waiting >= _INDEX_BYTES:  # the index's text waits a page at most
+            _restore_nodes(writer, nodes)
+            nodes, held = [], 0
             writer.index_written()
-            count = held = 0
+            waiting = count = 0
+    _restore_nodes(writer, nodes)
+    page: list[dict[str, Any]] = []  # events go a page at a time: one driver call each
+    held = 0
     for event in spool.rows("event"):
-        event = event if rename is None else rename("event", event)
-        _same(writer.restore_event(event), event, ("seq", "run_seq"))
+        page.append(event if rename is None else rename("event", event))
+        held += len(event["payload_json"] or "")
+        if len(page) == PAGE or held >= _INDEX_BYTES:
+            _restore_events(writer, page)
+            page, held = [], 0
+    _restore_events(writer, page)
     for artifact in bundle.rows["artifact"]:
         writer.restore_artifact(artifact)
     writer.index_written()
+
+
+def _restore_nodes(writer: SessionWriter, page: list[dict[str, Any]]) -> None:
+    for stored, node in zip(writer.restore_nodes(page), page, strict=True):
+        _same(stored, node, ("node_seq",))
+
+
+def _restore_events(writer: SessionWriter, page: list[dict[str, Any]]) -> None:
+    for stored, event in zip(writer.restore_events(page), page, strict=True):
+        _same(stored, event, ("seq", "run_seq"))
 
 
 def _publish(connection: Connection, files: ArtifactFiles, staged: _Staged) -> None:
@@ -446,7 +474,7 @@ async def import_session(
             would refuse or ``check`` would report, or the session, one of its agents, runs or
             artifacts exists already); nothing was written.
     """
-    spool = Spool()
+    spool = Spool(_HOLD_BYTES)
     try:
         return await _import(store, lines, spool, new_id, progress, key, more_keys)
     finally:

@@ -42,6 +42,18 @@ Line = bytes | str | dict[str, Any]
 """A line of an export: its text, or the object it encodes (an importer's own rows, which
 then go through the same checks without being written out and read back)."""
 
+
+class Encoded(dict[str, Any]):
+    """A line as the object it encodes, made by the store's own importers in this process.
+
+    The JSON columns of its row were written by the store's encoders (content by
+    :func:`~soong_store.model.content.encode_content` from validated blocks, the others by
+    :func:`~soong_store.model.codec.dumps_text`), so the reading takes them as the store's
+    encoding rather than decoding each again; everything else about the line is checked as
+    for any line. Text read from a file is never one; a store that scrubs checks it all.
+    """
+
+
 _KEYS = {"session": "session_id", "agent": "agent_id", "run": "run_id", "node": "node_id"}
 _KEYS.update(event="event_id", artifact="artifact_id")
 
@@ -178,9 +190,14 @@ def _may_refer(content_json: Any) -> bool:
     return not isinstance(content_json, str) or any(k in content_json for k in _REFERRING)
 
 
+_OPENS_IMPORTED = f'{{"{IMPORTED_KEY}":'
+
+
 def _marks_imported(metadata_json: Any) -> bool:
     if isinstance(metadata_json, str) and f'"{IMPORTED_KEY}":' not in metadata_json:
         return False  # checked metadata is the store's encoding: every key written as it is
+    if isinstance(metadata_json, str) and metadata_json.startswith(_OPENS_IMPORTED):
+        return True  # its object's first key (every imported node's): no need to decode it
     try:
         metadata = codec.loads(metadata_json)
     except (TypeError, ValueError):
@@ -189,21 +206,26 @@ def _marks_imported(metadata_json: Any) -> bool:
 
 
 class Spool:
-    """Checked node and event rows of an export, on disk until the import writes them.
+    """Checked node and event rows of an export, kept until the import writes them.
 
-    A temporary file (gone when closed) of one JSON row a line; :meth:`rows` gives them back
-    in ``node_seq`` (``seq``) order, read one at a time, as many times as a retried write
-    asks. Where the file stands is counted here, not asked of it: ``tell`` and ``seek`` are
-    system calls that let go of Python's lock, and taking it back behind the other threads of
-    an import cost more than everything else a row's keeping did. Rows are read back in the
-    order they were kept, so reading seeks only where that order differs.
+    The first rows are held as they are, up to ``hold`` bytes of their text (a short session
+    never touches the disk); the rest go to a temporary file (gone when closed), one JSON row a
+    line. :meth:`rows` gives them back in ``node_seq`` (``seq``) order, read one at a time, as
+    many times as a retried write asks (the writer copies what it stores, never changes them).
+    Where the file stands is counted here, not asked of it: ``tell`` and ``seek`` are system
+    calls that let go of Python's lock, and taking it back behind the other threads of an
+    import cost more than everything else a row's keeping did. Rows are read back in the order
+    they were kept, so reading seeks only where that order differs.
     """
 
     _ORDER = {"node": "node_seq", "event": "seq"}
 
-    def __init__(self) -> None:
-        self._file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+    def __init__(self, hold: int = 0) -> None:
+        self._file: BinaryIO | None = None  # made for the first row not held
         self._at: dict[str, list[tuple[int, int]]] = {"node": [], "event": []}
+        """Each row's number and where it is: its line's offset, or -1 - its index in _held."""
+        self._held: list[dict[str, Any]] = []
+        self._room = hold
         self._end = 0  # the file's length: where the next row goes
         self._pos = 0  # where the file stands
 
@@ -213,19 +235,30 @@ class Spool:
         Its values are strings, integers and ``None`` (the row's check says so), so orjson's
         output is the row: the search for a hidden NaN (:func:`.codec.dumps`) is not needed.
         """
+        order = row[self._ORDER[kind]]
+        size = len(row.get("content_json") or "") + len(row.get("payload_json") or "") + 500
+        if size <= self._room:
+            self._room -= size
+            self._at[kind].append((order, -1 - len(self._held)))
+            self._held.append(row)
+            return
+        self._room = 0  # rows are kept in order: none held after one that was not
         data = codec.encode(row, what=f"{kind} row") + b"\n"
+        if self._file is None:
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self._go(self._end)
-        self._at[kind].append((row[self._ORDER[kind]], self._end))
+        self._at[kind].append((order, self._end))
         self._file.write(data)
         self._end = self._pos = self._end + len(data)
 
     def rows(self, kind: str) -> Iterator[dict[str, Any]]:
         """The rows of ``kind`` kept, in number order."""
         self._at[kind].sort()
-        for _, offset in self._at[kind]:
-            yield codec.loads(self._line_at(offset))  # neither kept here while the caller writes
+        for _, offset in self._at[kind]:  # neither row nor line kept here while the caller writes
+            yield self._held[-1 - offset] if offset < 0 else codec.loads(self._line_at(offset))
 
     def _line_at(self, offset: int) -> bytes:
+        assert self._file is not None
         self._go(offset)
         self._pos = -1
         line = self._file.readline()
@@ -234,13 +267,16 @@ class Spool:
 
     def _go(self, offset: int) -> None:
         if offset != self._pos:
+            assert self._file is not None
             self._pos = -1  # unknown until the seek is done
             self._file.seek(offset)
             self._pos = offset
 
     def close(self) -> None:
-        """Remove the file."""
-        self._file.close()
+        """Remove the file, let go of the rows held."""
+        self._held = []
+        if self._file is not None:
+            self._file.close()
 
 
 def _read(
@@ -257,6 +293,7 @@ def _read(
     shared: dict[str, str] = {}
     for raw in lines:  # not enumerate(): its reused tuple would keep the last line alive
         lineno += 1
+        encoded = type(raw) is Encoded and scrub is None
         if isinstance(raw, dict):  # checked below as a decoded line is: types, values, shape
             item: Any = raw
         elif not raw or raw.isspace():  # not strip(): a copy of a long line
@@ -271,6 +308,7 @@ def _read(
             raise _refuse(lineno, "expected a JSON object")
         if bundle is None:
             bundle, counts = _read_header(item, lineno)
+            found = Found(bundle.session_id)  # one for every row: a problem is raised at once
             continue
         kind = item.get("kind")
         if kind not in KINDS or not set(item) <= {"kind", "row", "data_b64"}:
@@ -285,8 +323,7 @@ def _read(
             row = {**row, "owner": None, "key": None}  # written before sessions had owners
         if scrub is not None:
             row = scrub_row(kind, row, scrub)
-        found = Found(bundle.session_id)
-        if not row_problems(found, kind, row):
+        if not row_problems(found, kind, row, encoded=encoded):
             raise _refuse(lineno, found[0].message)
         if spool is not None and kind in ("node", "event"):
             spool.add(kind, row)

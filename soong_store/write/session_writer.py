@@ -421,19 +421,46 @@ class SessionWriter:
 
     def restore_event(self, row: dict[str, Any]) -> dict[str, Any]:
         """Insert an event of recorded history with the session's next ``seq`` (and run_seq)."""
-        run_seq = None if row["run_id"] is None else self._next_run_seq(row["run_id"])
-        stored = {**row, "seq": self._take_seq(), "run_seq": run_seq}
+        stored = self._numbered_event(row)
         self._db.execute(self._sql.insert_event, stored)
         return stored
+
+    def restore_events(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`restore_event` of each of ``rows``, in one driver call (an import's pages)."""
+        stored = [self._numbered_event(row) for row in rows]
+        self._db.executemany(self._sql.insert_event, stored)
+        return stored
+
+    def _numbered_event(self, row: dict[str, Any]) -> dict[str, Any]:
+        run_seq = None if row["run_id"] is None else self._next_run_seq(row["run_id"])
+        return {**row, "seq": self._take_seq(), "run_seq": run_seq}
 
     def restore_artifact(self, row: dict[str, Any]) -> None:
         """Insert an artifact row of recorded history as it is (its file is in place)."""
         self._db.execute(self._sql.insert_artifact, row)
 
+    def restore_nodes(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`restore_node` of each of ``rows``, in one driver call (an import's pages)."""
+        stored = [{**row, "node_seq": self._take_node_seq()} for row in rows]
+        self._put_nodes(stored)
+        return stored
+
     def _put_node(self, row: dict[str, Any]) -> None:
-        self._db.execute(self._sql.insert_node, row)
-        if len(row["content_json"]) >= LARGE_VALUE:  # not held by SQLite while the index runs
-            self._db.release(self._sql.insert_node)
+        self._put_nodes([row])
+
+    def _put_nodes(self, rows: list[dict[str, Any]]) -> None:
+        """The one insert of nodes (one driver call), and what the transaction keeps of them."""
+        if len(rows) == 1:
+            self._db.execute(self._sql.insert_node, rows[0])
+        else:
+            self._db.executemany(self._sql.insert_node, rows)
+        if rows and len(rows[-1]["content_json"]) >= LARGE_VALUE:
+            self._db.release(self._sql.insert_node)  # SQLite holds the last row's values
+        for row in rows:
+            self._note_node(row)
+
+    def _note_node(self, row: dict[str, Any]) -> None:
+        """What the transaction keeps of a node it wrote: its search row, parent and agent."""
         indexed = search_row(self.session_id, row)
         if indexed is not None:
             self._unindexed.append(indexed)

@@ -9,10 +9,13 @@ The rows go with their run (a foreign key that cascades), whoever deletes it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, delete, select
+from sqlalchemy.engine import Dialect
 
+from soong_store.backends.prepared import Prepared, Runner
 from soong_store.model import codec
 from soong_store.model.usage import KEYS, ledger_entries
 from soong_store.schema.tables import run_usage_table, runs_table
@@ -21,16 +24,21 @@ _BATCH = 500
 """Runs whose rows are replaced per statement (bound parameters stay few)."""
 
 
-def enter_usage(connection: Connection, runs: Iterable[Mapping[str, Any]]) -> None:
-    """Replace the ledger rows of each run (a row of ``runs``) by its usage's entries."""
+def enter_usage(
+    connection: Connection, runs: Iterable[Mapping[str, Any]], *, new: bool = False
+) -> None:
+    """Replace the ledger rows of each run (a row of ``runs``) by its usage's entries.
+
+    ``new``: the runs were inserted in this transaction, so they have no rows to replace.
+    """
     batch: list[Mapping[str, Any]] = []
     for run in runs:
         batch.append(run)
         if len(batch) == _BATCH:
-            _enter(connection, batch)
+            _enter(connection, batch, new)
             batch = []
     if batch:
-        _enter(connection, batch)
+        _enter(connection, batch, new)
 
 
 def refresh_usage(connection: Connection, run_ids: Iterable[str]) -> None:
@@ -69,9 +77,16 @@ def ledger_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _enter(connection: Connection, runs: list[Mapping[str, Any]]) -> None:
-    ids = [run["run_id"] for run in runs]
-    connection.execute(delete(run_usage_table).where(run_usage_table.c.run_id.in_(ids)))
+def _enter(connection: Connection, runs: list[Mapping[str, Any]], new: bool = False) -> None:
+    if not new:
+        ids = [run["run_id"] for run in runs]
+        connection.execute(delete(run_usage_table).where(run_usage_table.c.run_id.in_(ids)))
     rows = [row for run in runs for row in ledger_rows(run)]
-    if rows:
-        connection.execute(run_usage_table.insert(), rows)
+    # Straight to the driver: Core's executemany processed each row's parameters again (an
+    # import of a home enters thousands of runs). Its columns are text, integers and a double.
+    Runner(connection).executemany(_insert(connection.dialect), rows)
+
+
+@lru_cache(maxsize=4)
+def _insert(dialect: Dialect) -> Prepared:
+    return Prepared.insert(run_usage_table, dialect)

@@ -16,6 +16,7 @@ import pytest
 
 from soong_store import SessionStore
 from soong_store.importers import import_path, sources
+from soong_store.importers._spool import ContentSpool
 from soong_store.transfer import format as transfer_format
 from soong_store.write import session_keys
 from tests.importers.conftest import CORPUS, FILES, arrive, session_shapes
@@ -97,3 +98,81 @@ def test_the_import_spool_holds_neither_line_nor_row_while_a_row_is_out() -> Non
         rows.close()
     finally:
         spool.close()
+
+
+async def test_a_source_over_the_park_bound_parks_its_content_and_gives_the_same_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``sources._PARK_BYTES`` a source's content stays in its entries, over it waits on
+    disk (:class:`ContentSpool`): the sessions are the same either way."""
+    home = _home(tmp_path / "home")
+    parked: list[object] = []
+    park = ContentSpool.park
+    monkeypatch.setattr(ContentSpool, "park", lambda self, e: parked.append(e) or park(self, e))
+    shapes = []
+    for bound in (sources._PARK_BYTES, 0):
+        monkeypatch.setattr(sources, "_PARK_BYTES", bound)
+        async with SessionStore(home=tmp_path / f"parked-{bound}") as store:
+            summary = await import_path(store, home, cwd=CORPUS)
+            assert {s.status for s in summary.sources} == {"imported"}, summary.lines()
+            shapes.append(await session_shapes(store))
+        assert bool(parked) == (bound == 0)
+    assert shapes[0] == shapes[1]
+
+
+def test_the_import_spool_holds_a_short_sessions_rows_and_spills_the_rest() -> None:
+    rows = [{"node_seq": seq, "content_json": "x" * 1000} for seq in (3, 1, 2, 5, 4)]
+    short = transfer_format.Spool(hold=10_000)
+    try:
+        for row in rows:
+            short.add("node", row)
+        assert short._file is None  # a short session never touches the disk
+        assert [r["node_seq"] for r in short.rows("node")] == [1, 2, 3, 4, 5]
+        assert list(short.rows("node")) == sorted(rows, key=lambda r: r["node_seq"])
+    finally:
+        short.close()
+    long = transfer_format.Spool(hold=3000)  # two rows held, three on disk
+    try:
+        for row in rows:
+            long.add("node", row)
+        assert long._file is not None and len(long._held) == 2
+        for _ in range(2):  # as many times as a retried write asks
+            assert list(long.rows("node")) == sorted(rows, key=lambda r: r["node_seq"])
+    finally:
+        long.close()
+
+
+async def test_a_run_reads_the_imported_sources_once_and_again_only_when_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read of every imported source's key per run, not one per source; a session held
+    at the start and deleted meanwhile is looked up again (the source is imported anew)."""
+    home = _home(tmp_path / "home")
+    lookups: list[str] = []
+    run_read = sources.run_read
+
+    async def counted(store: SessionStore, job: Any) -> Any:
+        if getattr(job, "func", None) is session_keys.lookup:
+            lookups.append(job.keywords["key"])
+        return await run_read(store, job)
+
+    monkeypatch.setattr(sources, "run_read", counted)
+    real = sources._imported_sources
+    stale: dict[tuple[str, str], str] = {}
+
+    def with_stale(connection: Any) -> dict[tuple[str, str], str]:
+        return {**real(connection), **stale}
+
+    monkeypatch.setattr(sources, "_imported_sources", with_stale)
+    async with SessionStore(home=tmp_path / "store") as store:
+        summary = await import_path(store, home, cwd=CORPUS)
+        assert {s.status for s in summary.sources} == {"imported"}, summary.lines()
+        assert lookups == []
+        first = summary.sources[0]
+        await store.delete_session(first.session_id)
+        stale[(f"import:{first.format}", first.source_id)] = first.session_id
+        again = await import_path(store, first.files[0], cwd=CORPUS)
+        [result] = again.sources
+        assert result.status == "imported", again.lines()
+        assert result.session_id != first.session_id
+        assert lookups == [first.source_id]

@@ -20,7 +20,9 @@ from soong_store import InvalidArgument, TextBlock
 from soong_store.check.run import check_store
 from soong_store.cli.markdown import export_markdown
 from soong_store.demo import write_demo
+from soong_store.rules import row as rules_row
 from soong_store.transfer import export_session, import_session
+from soong_store.transfer.format import Encoded
 from soong_store.write.session_writer import SessionWriter
 from tests.backends import Backend
 from tests.helpers import events_table, nodes_table, snapshot
@@ -113,6 +115,37 @@ async def test_lines_given_as_objects_import_as_their_text(
         assert (await check_store(store)).ok
     assert rows_of(target, sid) == rows_of(backend, sid)
     assert files_of(target.home) == files_of(backend.home)
+
+
+async def test_an_importers_own_lines_are_not_decoded_again(
+    demo: tuple[Backend, str],
+    new_backend: Callable[[str], Backend],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Lines an importer made (``Encoded``) keep their JSON columns as the store encoded them.
+
+    The same rows as the text gives; only their JSON columns are taken as they are, every other
+    column is checked as any line's, and a plain object's content is still decoded.
+    """
+    backend, sid = demo
+    lines = await exported(backend, sid)
+    decoded: list[str] = []
+    real = rules_row.decode_stored_content
+    monkeypatch.setattr(rules_row, "decode_stored_content", lambda t: decoded.append(t) or real(t))
+    own = [lines[0], *(Encoded(line) for line in objects(lines[1:]))]
+    target = new_backend("encoded")
+    async with target.store() as store:
+        await import_session(store, iter(own))
+        assert decoded == []
+        assert (await check_store(store)).ok
+    assert rows_of(target, sid) == rows_of(backend, sid)
+    bad = REFUSALS["naive timestamp"](objects(lines))
+    async with backend.store() as store:
+        with pytest.raises(InvalidArgument, match="UTC timestamp"):
+            await import_session(store, [bad[0], *(Encoded(line) for line in bad[1:])])
+        with pytest.raises(InvalidArgument, match="already exists"):
+            await import_session(store, objects(lines))
+    assert decoded  # a plain object's content was checked as text's is
 
 
 async def test_new_id_copies_next_to_the_original(copy: tuple[Backend, str]) -> None:
@@ -423,13 +456,13 @@ async def test_import_and_fork_write_nodes_through_the_one_insert_path(
     backend, sid = copy
     lines = await exported(backend, sid)
     written: list[str] = []
-    original = SessionWriter._put_node
+    original = SessionWriter._put_nodes
 
-    def spy(self: SessionWriter, row: dict[str, Any]) -> None:
-        written.append(self.session_id)
-        original(self, row)
+    def spy(self: SessionWriter, rows: list[dict[str, Any]]) -> None:
+        written.extend(self.session_id for _ in rows)
+        original(self, rows)
 
-    monkeypatch.setattr(SessionWriter, "_put_node", spy)
+    monkeypatch.setattr(SessionWriter, "_put_nodes", spy)
     async with backend.store() as store:
         copied = await import_session(store, encode(lines), new_id=True)
         assert written.count(copied.session_id) == copied.counts["nodes"]
