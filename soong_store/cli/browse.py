@@ -6,8 +6,8 @@ Looking: ``show``, ``tree``, ``path`` and ``timeline`` (``sessions`` is in
 Each returns the exit status; what they print is drawn by :mod:`soong_store.cli.render`, and
 the nodes of ``tree`` and ``path`` by :mod:`soong_store.cli.render_nodes`, imported only by those
 two (it imports the content blocks). A session's counts are read by
-:func:`~soong_store.read.session_reads.session_counts`, not the export's twin, which would bring
-the whole write side along.
+:func:`~soong_store.read.session_reads.session_counts` (the export uses it too): importing the
+export would bring the whole write side along.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from soong_store.model.content import content_to_json, decode_stored_content, ma
 from soong_store.model.first_event import created_event_row
 from soong_store.model.ids import new_id, new_session_id, utc_now
 from soong_store.read import record_reads
+from soong_store.read.session_reads import session_counts
 from soong_store.rules.row import KINDS
 from soong_store.schema.session_tables import pair_exists
 from soong_store.schema.tables import agents_table, artifacts_table, runs_table, sessions_table
@@ -141,20 +142,6 @@ def _paged(
     result = connection.execute(stmt.execution_options(yield_per=page))
     for row in result.mappings():
         yield kind, {str(k): v for k, v in row.items()}
-
-
-def session_counts(connection: Connection, session_id: str) -> dict[str, int]:
-    """How many agents, runs, nodes, events and artifacts a session has."""
-    record_reads.session_row(connection, session_id)
-    pair = tables_of(connection, session_id)
-    counts: dict[str, int] = {"nodes": 0, "events": 1}
-    for kind, table in _GLOBAL.items():
-        stmt = select(func.count()).select_from(table).where(table.c.session_id == session_id)
-        counts[f"{kind}s"] = int(connection.execute(stmt).scalar() or 0)
-    for kind, table in () if pair is None else (("node", pair.nodes), ("event", pair.events)):
-        stmt = select(func.count()).select_from(table)
-        counts[f"{kind}s"] = int(connection.execute(stmt).scalar() or 0)
-    return {f"{kind}s": counts[f"{kind}s"] for kind in KINDS[1:]}
 
 
 def own_path(session_id: str, artifact_id: str, stored_path: str) -> str:
