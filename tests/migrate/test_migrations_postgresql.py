@@ -46,19 +46,26 @@ def test_the_cli_upgrades_and_alembic_finds_no_drift(pg_database_url: str, tmp_p
     assert "No new upgrade operations detected" in check.stdout
 
 
-def test_revision_0009_goes_down_and_up_again(pg_database_url: str) -> None:
+def downgrade_to(url: str, revision: str) -> None:
+    """Alembic's downgrade of the database at ``url`` to ``revision``, in one transaction."""
     from alembic import command
-    from sqlalchemy import create_engine, inspect
+    from sqlalchemy import create_engine
 
     from soong_store.migrate.upgrade import alembic_config
 
-    soong_store.upgrade(pg_database_url)
-    engine = create_engine(pg_database_url)
+    engine = create_engine(url)
     try:
         with engine.connect() as connection, connection.begin():
-            command.downgrade(alembic_config(connection), "0008")
+            command.downgrade(alembic_config(connection), revision)
     finally:
         engine.dispose()
+
+
+def test_revision_0009_goes_down_and_up_again(pg_database_url: str) -> None:
+    from sqlalchemy import create_engine, inspect
+
+    soong_store.upgrade(pg_database_url)
+    downgrade_to(pg_database_url, "0008")
 
     def shape() -> tuple[set[str], set[str]]:
         engine = create_engine(pg_database_url)
@@ -81,11 +88,9 @@ def test_revision_0009_goes_down_and_up_again(pg_database_url: str) -> None:
 def test_revision_0011_stores_the_vector_and_goes_down_and_up_again(pg_database_url: str) -> None:
     import asyncio
 
-    from alembic import command
     from sqlalchemy import create_engine, inspect, text
 
     from soong_store import SessionStore
-    from soong_store.migrate.upgrade import alembic_config
 
     async def write_and_search() -> list[str]:
         async with SessionStore(url=pg_database_url) as store:
@@ -114,12 +119,7 @@ def test_revision_0011_stores_the_vector_and_goes_down_and_up_again(pg_database_
     assert "body_vector" in columns and "ix_search_text_vector" in indexes
     assert "ix_search_text_tsv" not in indexes
     assert vectors == ["'blue':1 'fox':2"]  # generated from the text the store wrote
-    engine = create_engine(pg_database_url)
-    try:
-        with engine.connect() as connection, connection.begin():
-            command.downgrade(alembic_config(connection), "0010")
-    finally:
-        engine.dispose()
+    downgrade_to(pg_database_url, "0010")
     columns, indexes, _ = shape()
     assert "body_vector" not in columns and "ix_search_text_vector" not in indexes
     assert "ix_search_text_tsv" in indexes
