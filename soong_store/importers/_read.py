@@ -191,13 +191,20 @@ class Reading:
         self.broken = False
 
     def feed(self, data: bytes, offset: int) -> None:
-        """Take the bytes read up to ``offset``; :class:`Changed` if they are not the mark's."""
-        self.digest.update(data)
-        self.offset = offset
-        if self.mark is not None and offset >= self.mark[0]:
-            if offset != self.mark[0] or self.digest.digest() != self.mark[1]:
+        """Take the bytes read up to ``offset``; :class:`Changed` if they are not the mark's.
+
+        ``data`` may go past the mark (a whole file read at once): its bytes up to the mark are
+        what is compared.
+        """
+        mark = self.mark
+        if mark is not None and offset >= mark[0]:
+            probe = self.digest.copy()
+            probe.update(data[: len(data) - (offset - mark[0])])
+            if probe.digest() != mark[1]:
                 self.changed()
             self.mark = None
+        self.digest.update(data)
+        self.offset = offset
 
     def finish(self) -> None:
         """The reading went to the file's end: :class:`Changed` if an earlier one went further."""
@@ -213,13 +220,16 @@ class Reading:
 def file_lines(
     source: Path | BinaryIO, *, end: int | None = None, reading: Reading | None = None
 ) -> Iterator[bytes]:
-    """The lines of a file (a leading BOM dropped), read one at a time, each read once whole.
+    """The lines of a file (a leading BOM dropped), each read once whole.
 
     ``source`` is a path, or an open file read from where it stands, up to ``end`` (default:
-    its size when the reading starts; a line that goes on past it is read whole). No line is
-    held here while its reader has it (nothing of it stays in this frame), and a long line is
-    read in one piece after finding its end, never joined from pieces. ``reading`` is fed
-    every byte read.
+    its size when the reading starts; a line that goes on past it is read whole). A file of
+    up to :data:`_WHOLE` bytes is read in one call and its lines cut from those bytes: one
+    system call and one hash update in all, where a line at a time costs a few of each per
+    line, and each gives up the GIL to threads that may keep it for milliseconds. A longer
+    file is read a line at a time, and no line is held here while its reader has it (nothing
+    of it stays in this frame); a long line is read in one piece after finding its end, never
+    joined from pieces. ``reading`` is fed every byte read.
 
     Raises:
         Changed: the file ends before ``end`` (it was cut while it was read).
@@ -228,26 +238,63 @@ def file_lines(
         with source.open("rb") as file:
             yield from file_lines(file, end=end, reading=reading)
         return
-    start = source.tell()
+    at = [source.tell()]
     head = source.read(len(_BOM))
     if head != _BOM:
-        source.seek(start)
-    elif reading is not None:
-        reading.feed(head, source.tell())
+        source.seek(at[0])
+    else:
+        at[0] += len(head)
+        if reading is not None:
+            reading.feed(head, at[0])
     size = os.fstat(source.fileno()).st_size if end is None else end
-    while source.tell() < size:
-        yield _line(source, reading)
+    if size - at[0] <= _WHOLE:
+        yield from _lines_in(_whole(source, at[0], size, reading))
+        return
+    while at[0] < size:
+        yield _line(source, reading, at)
 
 
-def _line(file: BinaryIO, reading: Reading | None) -> bytes:
-    """The next line (fed to ``reading``); :class:`Changed` if the file ends first."""
+_WHOLE = 2**22
+"""The size up to which :func:`file_lines` reads a file in one call."""
+
+
+def _whole(file: BinaryIO, offset: int, size: int, reading: Reading | None) -> bytes:
+    """The bytes from ``offset`` to ``size`` and on to the end of the line there (fed)."""
+    data = file.read(size - offset) if size > offset else b""
+    if len(data) < size - offset:
+        if reading is not None:
+            reading.changed()
+        raise Changed("the file changed while it was read (it was cut); import it again")
+    if data and not data.endswith(b"\n"):
+        data += _read_line(file)  # the last line goes on past ``size``: read it whole
+    if reading is not None:
+        reading.feed(data, offset + len(data))
+    return data
+
+
+def _lines_in(data: bytes) -> Iterator[bytes]:
+    """The lines of ``data``, each with its newline (the last may lack one)."""
+    start, size = 0, len(data)
+    while start < size:
+        end = data.find(b"\n", start) + 1 or size
+        yield data[start:end]
+        start = end
+
+
+def _line(file: BinaryIO, reading: Reading | None, at: list[int]) -> bytes:
+    """The next line, fed to ``reading``, with ``at[0]`` moved past it.
+
+    Raises:
+        Changed: the file ends first.
+    """
     line = _read_line(file)
     if not line:
         if reading is not None:
             reading.changed()
         raise Changed("the file changed while it was read (it was cut); import it again")
+    at[0] += len(line)
     if reading is not None:
-        reading.feed(line, file.tell())
+        reading.feed(line, at[0])
     return line
 
 

@@ -130,7 +130,8 @@ def _hook(
                 once()
 
         monkeypatch.setattr(_read.JsonLines, "__iter__", read_then_change)
-    else:
+    else:  # a file read a line at a time (a small one is read in one call: no moment inside)
+        monkeypatch.setattr(_read, "_WHOLE", 0)
         read_line = _read._read_line
         calls = [0]
 
