@@ -134,6 +134,11 @@ async def held(store: SessionStore, session_id: str) -> Held:
     return found
 
 
+def lacks_own_file(found: Held) -> bool:
+    """Whether the held session was made from sub-agents' transcripts only (none of its own)."""
+    return "" not in found.by_transcript
+
+
 def scrubbed(rows: Rows, scrub: Scrub) -> Rows:
     """``rows`` with the store's scrubber applied, as an import of them all applies it.
 
@@ -173,6 +178,8 @@ class Increment:
     earlier: dict[str, str] = field(default_factory=dict)
     """The new ``created_at`` of the session and the held agents the source now starts
     earlier (its own file came after a sub-agent's), by id."""
+    metadata: str | None = None
+    """The session's new metadata (JSON): its own file came after a sub-agent's, and is named."""
 
     @property
     def empty(self) -> bool:
@@ -187,6 +194,7 @@ class Increment:
             or self.grown
             or self.linked
             or self.earlier
+            or self.metadata
         )
 
 
@@ -388,6 +396,9 @@ def _append_job(
             runs_table.update().where(runs_table.c.run_id == run_id).values(**changed)
         )
     refresh_usage(connection, increment.grown)
+    if increment.metadata is not None:
+        renamed = sessions_table.update().where(sessions_table.c.session_id == sid)
+        connection.execute(renamed.values(metadata_json=increment.metadata))
     for row_id, created in increment.earlier.items():
         if row_id == sid:
             started = sessions_table.update().where(sessions_table.c.session_id == sid)

@@ -448,9 +448,7 @@ class _Run:
     ) -> None:
         first = pieces[0]
         where = _folder(session, self.cwd)
-        meta = {"file": first.file.path.name, "index": first.index}
-        if first.digest:
-            meta["sha256"] = first.digest
+        meta = _file_meta(first)
         mtime = datetime.fromtimestamp(first.file.path.stat().st_mtime, UTC)
         built = await asyncio.to_thread(build, session, where, mtime, meta, spool)
         if sum(p.file.size for p in pieces) < _SPILL_BYTES:
@@ -484,13 +482,18 @@ class _Run:
         transcripts = {p.session.entries[0].transcript for p in pieces if p.session.entries}
         transcripts |= {e.transcript for e in session.entries}
         has_main = any(not e.transcript for e in session.entries)
+        own = next((p for p in pieces if not p.sub), None) if has_main else None
+        meta = {} if own is None else _file_meta(own)
         scrub = scrub_of(self.store)
 
         def make() -> inc.Increment:
-            rows = build_rows(session, where, mtime, {}, spool, found.known)
+            rows = build_rows(session, where, mtime, meta, spool, found.known)
             if scrub is not None:
                 rows = inc.scrubbed(rows, scrub)
-            return inc.diff(rows, found, transcripts, has_main)
+            increment = inc.diff(rows, found, transcripts, has_main)
+            if own is not None and inc.lacks_own_file(found):
+                increment.metadata = rows.session["metadata_json"]  # it names its own file
+            return increment
 
         increment = await asyncio.to_thread(make)
         if increment.empty and (not increment.move_active or increment.active == found.active):
@@ -507,6 +510,14 @@ class _Run:
             "agents": len(increment.agents),
             "artifacts": len(increment.artifacts),
         }
+
+
+def _file_meta(piece: _Piece) -> dict[str, Any]:
+    """What a session's ``imported_from`` says of the file it is made from (its own, if come)."""
+    meta: dict[str, Any] = {"file": piece.file.path.name, "index": piece.index}
+    if piece.digest:
+        meta["sha256"] = piece.digest
+    return meta
 
 
 def _let_go(session: SourceSession, pieces: list[_Piece]) -> None:

@@ -111,10 +111,10 @@ async def _session(store: SessionStore, sid: str) -> dict[str, Any]:
     for run in runs:
         ids[run.run_id] = f"run:{codec.dumps_text(_named(ids, run.metadata))}"  # names a node
     assert len(ids) == 1 + len(nodes) + len(agents) + len(runs), "an id names two things"
-    # The file a session was first made from is noted in it: whichever came first.
+    # The hash of its file is of the file as it was when the session was made (it may grow).
     metadata = dict(session.metadata)
     metadata["imported_from"] = {
-        k: v for k, v in metadata["imported_from"].items() if k not in ("file", "index", "sha256")
+        k: v for k, v in metadata["imported_from"].items() if k != "sha256"
     }
     return {
         "session": _named(
