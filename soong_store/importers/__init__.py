@@ -83,6 +83,11 @@ class ImportReport:
         """The lines that were read in pieces."""
         return [i for i in self.issues if i.action == "recovered"]
 
+    @property
+    def unfinished_lines(self) -> list[LineIssue]:
+        """A last line still being written (none of it imported)."""
+        return [i for i in self.issues if i.action == "unfinished"]
+
     def as_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready mapping."""
         return {
@@ -115,7 +120,11 @@ class ImportReport:
                 continue
             shown = ", ".join(f"{k} {v}" for k, v in s.counts.items() if v)
             out.append(f"  {s.session_id} (from {s.source_id}): {shown}")
-        for name, found in (("skipped", self.skipped_lines), ("recovered", self.recovered_lines)):
+        for name, found in (
+            ("skipped", self.skipped_lines),
+            ("recovered", self.recovered_lines),
+            ("unfinished", self.unfinished_lines),
+        ):
             if found:
                 out.append(f"  {len(found)} line(s) {name}:")
                 out += [f"    line {i.line}: {i.reason}" for i in found]

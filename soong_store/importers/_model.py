@@ -26,9 +26,11 @@ MAIN = "main"
 class LineIssue:
     """A part of the source that could not be read as it stands.
 
-    ``action`` is ``"skipped"`` (nothing of it was imported) or ``"recovered"`` (it was read in
-    pieces, for example two JSON objects joined on one line). ``line`` is 1-based, 0 when the
-    problem is not on a line (a JSON document as a whole).
+    ``action`` is ``"skipped"`` (nothing of it was imported), ``"recovered"`` (it was read in
+    pieces, for example two JSON objects joined on one line) or ``"unfinished"`` (a last line
+    still being written: nothing of it was imported, a later import takes it once it is
+    whole). ``line`` is 1-based, 0 when the problem is not on a line (a JSON document as a
+    whole).
     """
 
     line: int

@@ -5,8 +5,10 @@ parser gets can always be stored. A JSON Lines file is read line by line and no 
 
 - a line holding several JSON objects one after the other (a writer that lost a newline) is
   split into them (``recovered``), when the whole line is exactly those objects;
+- a last line without its newline that is not whole JSON (a writer still writing it) is
+  ``unfinished``: nothing of it is taken, and a later reading takes it once it is whole;
 - anything else that is not one JSON object (truncated JSON, a string, a number, a list, bytes
-  that are not UTF-8, values nested deeper than orjson's 1,024 levels) is ``skipped``; both
+  that are not UTF-8, values nested deeper than orjson's 1,024 levels) is ``skipped``; all
   are reported as :class:`LineIssue` with the line.
 """
 
@@ -62,6 +64,9 @@ def iter_jsonl(
                 value = orjson.loads(line.strip())  # other spaces ``strip`` takes (form feeds)
             except orjson.JSONDecodeError:
                 pieces = _joined_objects(line.strip())
+                if pieces is None and not line.endswith(b"\n"):  # the last line, being written
+                    found.append(LineIssue(lineno, "unfinished", _UNFINISHED))
+                    continue
                 if pieces is None:
                     found.append(LineIssue(lineno, "skipped", f"not JSON ({_short(exc)})"))
                     continue
@@ -78,6 +83,8 @@ def iter_jsonl(
             found.append(LineIssue(lineno, "skipped", f"a JSON {kind}, not an object"))
         del value
 
+
+_UNFINISHED = "no newline yet and not whole JSON (still being written?): read once it is whole"
 
 _LONG = 2**22
 """From this length on, :func:`load_value` parses a line holding two copies of it, not three."""
@@ -272,9 +279,9 @@ def _whole(file: BinaryIO, offset: int, size: int, reading: Reading | None) -> b
     return data
 
 
-def _lines_in(data: bytes) -> Iterator[bytes]:
-    """The lines of ``data``, each with its newline (the last may lack one)."""
-    start, size = 0, len(data)
+def _lines_in(data: bytes, start: int = 0) -> Iterator[bytes]:
+    """The lines of ``data`` from ``start``, each with its newline (the last may lack one)."""
+    size = len(data)
     while start < size:
         end = data.find(b"\n", start) + 1 or size
         yield data[start:end]
@@ -317,12 +324,7 @@ def _read_line(file: BinaryIO) -> bytes:
 
 def split_lines(data: bytes) -> Iterator[bytes]:
     """The lines of ``data`` (a leading BOM dropped), one at a time: no list, no copy of it."""
-    start = len(_BOM) if data.startswith(_BOM) else 0
-    while start <= len(data):
-        end = data.find(b"\n", start)
-        end = len(data) if end < 0 else end
-        yield data[start:end]
-        start = end + 1
+    return _lines_in(data, len(_BOM) if data.startswith(_BOM) else 0)
 
 
 def _joined_objects(line: bytes) -> list[dict[str, Any]] | None:

@@ -65,6 +65,10 @@ class ImportSummary:
             skipped = sum(i.action == "skipped" for i in found)
             if skipped:
                 out.append(f"{path}: {skipped} line(s) skipped")
+            if any(i.action == "unfinished" for i in found):
+                out.append(
+                    f"{path}: its last line is still being written (the next import reads it)"
+                )
         out += [f"unknown format: {p}" for p in self.unknown]
         out += [f"unreadable: {p}" for p in self.unreadable]
         tally = {k: len(self.of(k)) for k in _STATUSES}

@@ -204,3 +204,31 @@ async def test_a_file_changed_while_imported_is_imported_as_read_or_reported(
         else:
             assert await session_shapes(store) == shapes["after"]
         assert (await check_store(store)).ok
+
+
+@pytest.mark.parametrize("fmt", sorted(FILES))
+async def test_a_last_line_still_being_written_waits_for_the_next_import(
+    tmp_path: Path, fmt: str
+) -> None:
+    source = FILES[fmt]
+    data = source.path.read_bytes()
+    lines = data.splitlines(keepends=True)
+    half = b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
+    target = tmp_path / "home" / source.path.name
+    target.parent.mkdir()
+    target.write_bytes(half)
+    async with SessionStore(home=tmp_path / "store") as store:
+        first = await import_path(store, target, cwd=CORPUS)
+        (found,) = first.issues.values()
+        assert [(i.line, i.action) for i in found] == [(len(lines), "unfinished")]
+        assert not any("skipped" in line for line in first.lines())
+        assert any("still being written" in line for line in first.lines())
+        with target.open("ab") as file:  # the writer finishes its line
+            file.write(lines[-1][len(lines[-1]) // 2 :])
+        second = await import_path(store, target, cwd=CORPUS)
+        assert [s.status for s in second.sources] == ["continued"]
+        assert not second.issues
+        assert await session_shapes(store) == await _one_shot(
+            tmp_path / "whole", source.path.name, data
+        )
+        assert (await check_store(store)).ok

@@ -66,3 +66,16 @@ def test_a_file_rewritten_between_readings_is_changed(tmp_path: Path, way: str) 
     path.write_bytes(b'{"a": 9}\n{"b": 2}\n')
     with pytest.raises(Changed):
         list(records)
+
+
+def test_a_last_line_without_its_newline_is_unfinished_not_skipped() -> None:
+    issues: list[Any] = []
+    got = list(_read.iter_jsonl(_read.split_lines(b'{"a": 1}\nnot json\n{"b": '), issues))
+    assert got == [(1, {"a": 1})]
+    assert [(i.line, i.action) for i in issues] == [(2, "skipped"), (3, "unfinished")]
+    whole: list[Any] = []
+    assert list(_read.iter_jsonl(_read.split_lines(b'{"a": 1}\n{"b": 2}'), whole)) == [
+        (1, {"a": 1}),
+        (2, {"b": 2}),
+    ]
+    assert whole == []  # a whole last line without a newline is read
