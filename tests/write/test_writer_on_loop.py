@@ -221,8 +221,12 @@ async def test_writes_are_held_for_a_checkpoint_only_once_the_log_is_long(
     assert len(owed) >= 5  # one per 256 rows changed
     assert len(checkpoints) == len(owed)  # ~3,000 frames, below RESTART_FRAMES: no second step
     assert not any(answer for _, answer in checkpoints)
-    assert 2000 < frames < sqlite_connect.RESTART_FRAMES
-    assert restarts == 0
+    # The log is never started again by a held step. SQLite itself starts it again when a
+    # passive checkpoint copied all of it before the next write: that takes a busy machine,
+    # whose loop wrote nothing while the writer's thread checkpointed, and shortens the log.
+    assert frames < sqlite_connect.RESTART_FRAMES
+    if restarts == 0:
+        assert frames > 2000  # ~3,000 frames of 1,500 commits, all still in the log
 
 
 def restarted(checkpoints: list[tuple[str, bool]]) -> list[bool]:
