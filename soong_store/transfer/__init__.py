@@ -378,12 +378,11 @@ def _insert_bundle(
         size = len(node["content_json"])
         del node
         held, waiting, count = held + size, waiting + size, count + 1
-        if len(nodes) == PAGE or held >= _PAGE_BYTES:
+        index_due = count == PAGE or waiting >= _INDEX_BYTES  # the index's text waits a page
+        if index_due or len(nodes) == PAGE or held >= _PAGE_BYTES:
             _restore_nodes(writer, nodes)
             nodes, held = [], 0
-        if count == PAGE or waiting >= _INDEX_BYTES:  # the index's text waits a page at most
-            _restore_nodes(writer, nodes)
-            nodes, held = [], 0
+        if index_due:
             writer.index_written()
             waiting = count = 0
     _restore_nodes(writer, nodes)
@@ -402,11 +401,15 @@ def _insert_bundle(
 
 
 def _restore_nodes(writer: SessionWriter, page: list[dict[str, Any]]) -> None:
+    if not page:
+        return
     for stored, node in zip(writer.restore_nodes(page), page, strict=True):
         _same(stored, node, ("node_seq",))
 
 
 def _restore_events(writer: SessionWriter, page: list[dict[str, Any]]) -> None:
+    if not page:
+        return
     for stored, event in zip(writer.restore_events(page), page, strict=True):
         _same(stored, event, ("seq", "run_seq"))
 
